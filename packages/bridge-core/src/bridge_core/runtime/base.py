@@ -1,0 +1,153 @@
+"""The runtime-backend interface: start hardened sandboxes and hand back their channel.
+
+Implementations: ``podman`` (podman-py over the API socket), ``docker`` (docker CLI) and
+``local`` (the sandbox client as a plain subprocess, for fast tests only: NO isolation).
+A later Kubernetes or remote-podman backend implements the same interface, which is why
+:meth:`RuntimeBackend.start` returns a connected byte stream rather than a socket path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from anyio.abc import ByteStream
+
+__all__ = [
+    "OWNER_LABEL",
+    "PRODUCT_LABEL",
+    "RuntimeBackend",
+    "RuntimeInfo",
+    "Sandbox",
+    "SandboxExit",
+    "SandboxLimits",
+    "SandboxSpec",
+]
+
+PRODUCT_LABEL = "io.github.mcp-code-execution-mode"
+"""Every container we create carries this label (value: ``"sandbox"``)."""
+
+OWNER_LABEL = "io.github.mcp-code-execution-mode.owner"
+"""``<pid>:<process start time>`` of the bridge process that created the container. Leftover
+cleanup removes only containers whose owner process is gone, so two bridges on one host (e.g.
+Claude Desktop and Cursor each running one) never remove each other's sandboxes."""
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxLimits:
+    """Resource limits of one sandbox container."""
+
+    memory_bytes: int = 512 * MiB
+    """Memory limit; swap is set equal so the container cannot swap past it."""
+    pids: int = 128
+    cpu_quota: int | None = None
+    """CFS quota in microseconds per ``cpu_period`` (50000 = half a core); None = unlimited."""
+    cpu_period: int = 100_000
+    tmpfs_bytes: int = 64 * MiB
+    """Size of the writable /tmp (the only writable place)."""
+    nofile: int = 1024
+    nproc: int = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxSpec:
+    """What to start. ``name`` is unique per bridge; the backend adds the ownership labels."""
+
+    name: str
+    image: str
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    security_opt: tuple[str, ...] = ()
+    """Extra ``--security-opt`` values from settings (added to ours, never replacing them)."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    connect_timeout: float = 30.0
+    """Seconds to wait for the sandbox client to connect its channel after start."""
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxExit:
+    """How a sandbox ended, as far as the runtime can tell."""
+
+    running: bool
+    exit_code: int | None = None
+    oom_killed: bool = False
+    error: str = ""
+
+    def describe(self, memory_limit: str = "") -> str:
+        """A one-line human reason, e.g. ``memory limit 512m exceeded (OOM kill)``."""
+        if self.oom_killed:
+            return f"memory limit {memory_limit} exceeded (the container was OOM-killed)".replace(
+                "limit  ", "limit "
+            )
+        if self.running:
+            return "container is still running"
+        if self.exit_code is not None:
+            return f"container exited with status {self.exit_code}" + (
+                f": {self.error}" if self.error else ""
+            )
+        return self.error or "container is gone"
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeInfo:
+    """What ``doctor`` and the logs report about a backend."""
+
+    backend: Literal["podman", "docker", "local"]
+    version: str
+    rootless: bool
+    limits_enforced: bool
+    """False e.g. for rootless podman on cgroup v1 hosts, which silently ignores limits."""
+    detail: str = ""
+
+
+class Sandbox(Protocol):
+    """A started sandbox whose channel is connected."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def stream(self) -> ByteStream:
+        """The connected channel: frames of :mod:`bridge_protocol` both ways."""
+        ...
+
+
+@runtime_checkable
+class RuntimeBackend(Protocol):
+    """Start, stop and inspect sandboxes. All methods are safe to call concurrently."""
+
+    name: str
+
+    async def info(self) -> RuntimeInfo:
+        """Version, rootless or not, whether limits are enforced. Raises RuntimeUnavailable."""
+        ...
+
+    async def start(self, spec: SandboxSpec) -> Sandbox:
+        """Create and start the container, wait for its channel, return it connected.
+
+        Raises :class:`~bridge_core.errors.SandboxStartError` (container removed) on failure.
+        Cancellation during start leaves no container behind.
+        """
+        ...
+
+    async def status(self, sandbox: Sandbox) -> SandboxExit:
+        """Whether it runs; if not, its exit code and whether it was OOM-killed."""
+        ...
+
+    async def stop(self, sandbox: Sandbox, *, grace: float = 2.0) -> None:
+        """Close the channel, stop (SIGTERM, then SIGKILL after ``grace``) and remove."""
+        ...
+
+    async def kill(self, sandbox: Sandbox) -> None:
+        """SIGKILL and remove, now."""
+        ...
+
+    async def remove_leftovers(self) -> int:
+        """Remove containers of ours whose owner bridge process is gone; return how many."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release backend resources (e.g. a private podman API service it started)."""
+        ...

@@ -1,0 +1,53 @@
+"""What the session manager returns and streams: the contract with bridge-server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from bridge_protocol import ErrorInfo, Stream
+
+__all__ = ["ExecutionListener", "ExecutionResult", "Image", "Status"]
+
+Status = Literal["ok", "error", "interrupted", "timeout", "crashed", "unavailable"]
+"""``crashed``: the container died (OOM, pids, killed). ``unavailable``: no runtime/sandbox could
+be started, or the execution waited too long for its turn in the session."""
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    mime: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionResult:
+    status: Status
+    session: str
+    stdout: str = ""
+    stderr: str = ""
+    value: str | None = None
+    """repr of the trailing expression, if any."""
+    error: ErrorInfo | None = None
+    images: tuple[Image, ...] = ()
+    duration: float = 0.0
+    notices: tuple[str, ...] = ()
+    """Human sentences: session reset/replaced and why, state dropped, output truncated (with the
+    total size and the path of the full output inside the sandbox)."""
+    truncated: bool = False
+    full_output_path: str | None = None
+    """Path INSIDE the sandbox of the complete output when it was truncated."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class ExecutionListener(Protocol):
+    """Live events of one execution (bridge-server turns them into MCP progress)."""
+
+    async def on_output(self, stream: Stream, text: str) -> None: ...
+
+    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None: ...
+
+

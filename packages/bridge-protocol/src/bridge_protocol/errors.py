@@ -1,0 +1,73 @@
+"""Protocol errors and the wire error codes.
+
+Only integer codes cross the wire (in :class:`~bridge_protocol.messages.Fault` and
+:class:`~bridge_protocol.messages.Refusal`); each side rebuilds its own exceptions from them.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+__all__ = [
+    "ErrorCode",
+    "FrameTooLarge",
+    "MalformedFrame",
+    "ProtocolError",
+    "UnknownMessageKind",
+    "UnsupportedVersion",
+]
+
+
+class ErrorCode(IntEnum):
+    """Wire error codes. Values are part of the protocol: never renumber, only add."""
+
+    # Protocol level (1xx)
+    MALFORMED_FRAME = 100
+    FRAME_TOO_LARGE = 101
+    UNKNOWN_MESSAGE_KIND = 102
+    UNSUPPORTED_VERSION = 103
+    UNEXPECTED_MESSAGE = 104
+
+    # Call/request level (2xx)
+    UNKNOWN_SERVER = 200
+    UNKNOWN_TOOL = 201
+    TOOL_ERROR = 202
+    """The upstream tool reported an error (``isError`` result or JSON-RPC error)."""
+    UPSTREAM_UNAVAILABLE = 203
+    """The upstream server could not be started, crashed, or is cooling down after failures."""
+    CALL_TIMEOUT = 204
+    POLICY_DENIED = 205
+    INVALID_ARGUMENTS = 206
+    UNKNOWN_METHOD = 207
+    CANCELLED = 208
+    INTERNAL = 299
+
+
+class ProtocolError(Exception):
+    """Root of every error raised by this package."""
+
+    code: ErrorCode = ErrorCode.MALFORMED_FRAME
+
+
+class MalformedFrame(ProtocolError):
+    """The bytes are not a valid frame: bad CBOR, forbidden CBOR feature, or wrong field types."""
+
+    code = ErrorCode.MALFORMED_FRAME
+
+
+class FrameTooLarge(ProtocolError):
+    """A frame's declared length exceeds the decoder's maximum (rejected before buffering)."""
+
+    code = ErrorCode.FRAME_TOO_LARGE
+
+
+class UnknownMessageKind(ProtocolError):
+    """The frame's ``kind`` is not a message this side accepts."""
+
+    code = ErrorCode.UNKNOWN_MESSAGE_KIND
+
+
+class UnsupportedVersion(ProtocolError):
+    """The peers share no protocol version."""
+
+    code = ErrorCode.UNSUPPORTED_VERSION

@@ -1,0 +1,286 @@
+"""The typed messages of the wire protocol.
+
+Every message is a frozen dataclass with a class-level ``KIND`` (the ``kind`` key on the wire).
+Messages that belong to an execution carry its ``execution_id``; messages that belong to a tool
+call or a request carry its ``call_id``. Late frames of a finished execution therefore can never be
+mistaken for the next one.
+
+Direction matters: :data:`SANDBOX_TO_HOST` and :data:`HOST_TO_SANDBOX` list which kinds each side
+may send; a decoder built for one direction rejects the others.
+
+JSON-like values (tool arguments, tool results, request parameters) are restricted to
+``None | bool | int | float | str | bytes | list | dict[str, ...]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, TypeAlias
+
+__all__ = [
+    "HOST_TO_SANDBOX",
+    "MESSAGE_TYPES",
+    "SANDBOX_TO_HOST",
+    "Call",
+    "CancelCall",
+    "Display",
+    "ErrorInfo",
+    "Execute",
+    "ExecutionStatus",
+    "Fault",
+    "Hello",
+    "Interrupt",
+    "JSONValue",
+    "Message",
+    "Output",
+    "Ping",
+    "Pong",
+    "Progress",
+    "Refusal",
+    "Reply",
+    "Request",
+    "Result",
+    "Shutdown",
+    "Stream",
+    "Welcome",
+]
+
+JSONValue: TypeAlias = Any
+"""A JSON-like value: None, bool, int, float, str, bytes, list of these, or dict with str keys."""
+
+Stream: TypeAlias = Literal["stdout", "stderr"]
+ExecutionStatus: TypeAlias = Literal["ok", "error", "interrupted", "timeout"]
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """A user-code exception: its type name, message and a traceback trimmed to user frames."""
+
+    type: str
+    message: str
+    traceback: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """Why a call or request failed: a wire error code (see :mod:`bridge_protocol.errors`)."""
+
+    code: int
+    message: str
+    data: JSONValue = None
+
+
+# --- handshake -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """Sandbox → host, first frame: the protocol versions the sandbox speaks."""
+
+    KIND: ClassVar[str] = "hello"
+    versions: tuple[int, ...]
+    client_version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Welcome:
+    """Host → sandbox: the negotiated version (highest common one) and the session's name."""
+
+    KIND: ClassVar[str] = "welcome"
+    version: int
+    session: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Host → sandbox: no common version (or another reason to refuse); the host then closes."""
+
+    KIND: ClassVar[str] = "refusal"
+    code: int
+    message: str
+    supported: tuple[int, ...] = ()
+
+
+# --- executions ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Execute:
+    """Host → sandbox: run ``code`` in the persistent namespace."""
+
+    KIND: ClassVar[str] = "execute"
+    execution_id: str
+    code: str
+    repr_limit: int = 10_000
+    """Maximum characters of the trailing expression's repr sent back in :class:`Result`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """Sandbox → host: a chunk of stdout or stderr, exactly as written."""
+
+    KIND: ClassVar[str] = "output"
+    execution_id: str
+    stream: Stream
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Display:
+    """Sandbox → host: an image (e.g. a matplotlib figure) produced by the execution."""
+
+    KIND: ClassVar[str] = "display"
+    execution_id: str
+    mime: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Sandbox → host: ``runtime.progress(done, total, message)`` from user code."""
+
+    KIND: ClassVar[str] = "progress"
+    execution_id: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """Sandbox → host: the execution ended. ``value`` is the repr of a trailing expression."""
+
+    KIND: ClassVar[str] = "result"
+    execution_id: str
+    status: ExecutionStatus
+    value: str | None = None
+    error: ErrorInfo | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """Host → sandbox: stop the execution with KeyboardInterrupt semantics."""
+
+    KIND: ClassVar[str] = "interrupt"
+    execution_id: str
+
+
+# --- tool calls and requests from user code ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Sandbox → host: call ``tool`` of upstream ``server`` with ``arguments``."""
+
+    KIND: ClassVar[str] = "call"
+    call_id: int
+    execution_id: str
+    server: str
+    tool: str
+    arguments: Mapping[str, JSONValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Sandbox → host: a discovery/search/docs request (``method`` + ``params``)."""
+
+    KIND: ClassVar[str] = "request"
+    call_id: int
+    execution_id: str
+    method: str
+    params: Mapping[str, JSONValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CancelCall:
+    """Sandbox → host: the sandbox abandoned call/request ``call_id`` (e.g. on interrupt)."""
+
+    KIND: ClassVar[str] = "cancel"
+    call_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Host → sandbox: the answer to a :class:`Call` or :class:`Request`.
+
+    Exactly one of ``value`` (when ``fault`` is None) or ``fault`` is meaningful. For a
+    :class:`Call`, ``value`` is the upstream ``CallToolResult`` as its camelCase JSON dict.
+    """
+
+    KIND: ClassVar[str] = "reply"
+    call_id: int
+    value: JSONValue = None
+    fault: Fault | None = None
+
+
+# --- liveness and shutdown -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    KIND: ClassVar[str] = "ping"
+    nonce: int
+
+
+@dataclass(frozen=True, slots=True)
+class Pong:
+    KIND: ClassVar[str] = "pong"
+    nonce: int
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    """Host → sandbox: exit cleanly."""
+
+    KIND: ClassVar[str] = "shutdown"
+    reason: str = ""
+
+
+Message: TypeAlias = (
+    Hello
+    | Welcome
+    | Refusal
+    | Execute
+    | Output
+    | Display
+    | Progress
+    | Result
+    | Interrupt
+    | Call
+    | Request
+    | CancelCall
+    | Reply
+    | Ping
+    | Pong
+    | Shutdown
+)
+
+MESSAGE_TYPES: Mapping[str, type[Message]] = {
+    cls.KIND: cls
+    for cls in (
+        Hello,
+        Welcome,
+        Refusal,
+        Execute,
+        Output,
+        Display,
+        Progress,
+        Result,
+        Interrupt,
+        Call,
+        Request,
+        CancelCall,
+        Reply,
+        Ping,
+        Pong,
+        Shutdown,
+    )
+}
+
+SANDBOX_TO_HOST: frozenset[str] = frozenset(
+    {"hello", "output", "display", "progress", "result", "call", "request", "cancel", "ping", "pong"}
+)
+HOST_TO_SANDBOX: frozenset[str] = frozenset(
+    {"welcome", "refusal", "execute", "interrupt", "reply", "ping", "pong", "shutdown"}
+)
