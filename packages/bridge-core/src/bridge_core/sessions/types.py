@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from bridge_core.runtime.base import SandboxLimits
 from bridge_protocol import ErrorInfo, Stream
 
-__all__ = ["ExecutionListener", "ExecutionResult", "Image", "Status"]
+__all__ = ["ExecutionListener", "ExecutionResult", "Image", "SessionConfig", "Status"]
 
 Status = Literal["ok", "error", "interrupted", "timeout", "crashed", "unavailable"]
 """``crashed``: the container died (OOM, pids, killed). ``unavailable``: no runtime/sandbox could
@@ -51,3 +52,26 @@ class ExecutionListener(Protocol):
     async def on_progress(self, progress: float, total: float | None, message: str | None) -> None: ...
 
 
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    """Settings of the session manager (bridge-server fills it from env/CLI)."""
+
+    image: str
+    limits: SandboxLimits = SandboxLimits()
+    security_opt: tuple[str, ...] = ()
+    pool_size: int = 1
+    """Warm sandboxes started ahead of demand; 0 disables the pool."""
+    max_sessions: int = 8
+    idle_ttl: float = 1800.0
+    """Seconds of inactivity after which a session's container is stopped."""
+    persist: bool = True
+    """False: a fresh sandbox for every execution (MCP_BRIDGE_SESSION_PERSIST=false)."""
+    default_timeout: float = 120.0
+    max_timeout: float = 900.0
+    interrupt_grace: float = 2.0
+    """Seconds an interrupted execution gets to stop before its container is killed."""
+    output_cap: int = 64 * 1024
+    """Characters of stdout+stderr kept per execution; past it head and tail are kept."""
+    start_timeout: float = 60.0
