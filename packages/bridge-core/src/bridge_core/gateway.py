@@ -67,13 +67,16 @@ class NullGateway:
     async def call_tool(
         self, ctx: CallContext, server: str, tool: str, arguments: Mapping[str, Any]
     ) -> dict[str, Any]:
-        raise CallFailed(ErrorCode.UNKNOWN_SERVER, f"unknown server {server!r}: none are configured")
+        raise CallFailed(
+            ErrorCode.UNKNOWN_SERVER, f"unknown server {server!r}: none are configured"
+        )
 
     async def request(self, ctx: CallContext, method: str, params: Mapping[str, Any]) -> JSONValue:
         if method in ("discovered_servers", "search_tool_docs"):
             return []
         if method in ("list_tools", "query_tool_docs"):
             raise CallFailed(
-                ErrorCode.UNKNOWN_SERVER, f"unknown server {params.get('server')!r}: none are configured"
+                ErrorCode.UNKNOWN_SERVER,
+                f"unknown server {params.get('server')!r}: none are configured",
             )
         raise CallFailed(ErrorCode.UNKNOWN_METHOD, f"unknown method {method!r}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from bridge_core.runtime.base import SandboxLimits
@@ -49,9 +49,9 @@ class ExecutionListener(Protocol):
 
     async def on_output(self, stream: Stream, text: str) -> None: ...
 
-    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None: ...
-
-
+    async def on_progress(
+        self, progress: float, total: float | None, message: str | None
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,7 @@ class SessionConfig:
     """Settings of the session manager (bridge-server fills it from env/CLI)."""
 
     image: str
-    limits: SandboxLimits = SandboxLimits()
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
     security_opt: tuple[str, ...] = ()
     pool_size: int = 1
     """Warm sandboxes started ahead of demand; 0 disables the pool."""
