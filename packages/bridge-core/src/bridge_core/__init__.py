@@ -1,4 +1,6 @@
-"""Discovery, upstream MCP proxy, tool search, session manager and container runtimes of the MCP code-execution bridge."""
+"""Discovery, upstream MCP proxy, tool search, session manager and container runtimes of the MCP
+code-execution bridge.
+"""
 
 __version__ = "0.1.0"
 

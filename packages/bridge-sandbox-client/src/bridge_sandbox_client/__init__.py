@@ -1,4 +1,6 @@
-"""The process inside the sandbox container: persistent interpreter and the in-sandbox `mcp` module."""
+"""The process inside the sandbox container: persistent interpreter and the in-sandbox `mcp`
+module.
+"""
 
 __version__ = "0.1.0"
 

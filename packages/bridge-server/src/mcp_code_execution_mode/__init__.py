@@ -1,4 +1,6 @@
-"""MCP server exposing one run_python tool that runs code in a hardened container and proxies your other MCP servers."""
+"""MCP server exposing one run_python tool that runs code in a hardened container and proxies your
+other MCP servers.
+"""
 
 __version__ = "0.1.0"
 
