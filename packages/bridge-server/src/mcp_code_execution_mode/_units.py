@@ -1,0 +1,137 @@
+"""Parsers for the value syntaxes settings accept: durations, sizes, booleans, names, lists.
+
+Each parser takes the raw string and returns the value or raises :class:`ValueError` whose
+message says what is allowed (the caller prefixes the variable or flag name).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+__all__ = [
+    "choice",
+    "format_size",
+    "parse_bool",
+    "parse_duration",
+    "parse_optional_int",
+    "parse_path",
+    "parse_positive_int",
+    "parse_size",
+    "parse_non_negative_int",
+    "parse_word_list",
+    "parse_name_list",
+]
+
+_DURATION = re.compile(r"(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|m|h)?", re.IGNORECASE)
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_SIZE = re.compile(r"(?P<num>\d+)\s*(?P<unit>[kmg])?(?:i?b)?", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+T = TypeVar("T")
+
+
+def parse_duration(raw: str) -> float:
+    """``30``, ``30s``, ``2m``, ``1h``, ``500ms`` → seconds (> 0)."""
+    match = _DURATION.fullmatch(raw.strip())
+    if match is None:
+        raise ValueError("expected a duration like 30, 30s, 2m or 500ms")
+    seconds = float(match["num"]) * _DURATION_UNITS[(match["unit"] or "s").lower()]
+    if seconds <= 0:
+        raise ValueError("expected a duration greater than zero, like 30s")
+    return seconds
+
+
+def parse_size(raw: str) -> int:
+    """``512m``, ``2g``, ``64k``, ``1048576`` (bytes) → bytes (> 0)."""
+    match = _SIZE.fullmatch(raw.strip())
+    if match is None:
+        raise ValueError("expected a size like 512m, 2g or 65536 (bytes)")
+    size = int(match["num"]) * _SIZE_UNITS[(match["unit"] or "").lower()]
+    if size <= 0:
+        raise ValueError("expected a size greater than zero, like 512m")
+    return size
+
+
+def format_size(size: int) -> str:
+    """The shortest exact ``512m``/``2g``/``65536`` spelling of a byte count."""
+    for unit in ("g", "m", "k"):
+        factor = _SIZE_UNITS[unit]
+        if size % factor == 0:
+            return f"{size // factor}{unit}"
+    return str(size)
+
+
+def parse_bool(raw: str) -> bool:
+    """true/false, 1/0, yes/no, on/off (any case)."""
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError("expected true or false (also 1/0, yes/no)")
+
+
+def parse_positive_int(raw: str) -> int:
+    """An integer ≥ 1."""
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ValueError("expected a whole number of at least 1") from None
+    if value < 1:
+        raise ValueError("expected a whole number of at least 1")
+    return value
+
+
+def parse_non_negative_int(raw: str) -> int:
+    """An integer ≥ 0."""
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ValueError("expected a whole number of at least 0") from None
+    if value < 0:
+        raise ValueError("expected a whole number of at least 0")
+    return value
+
+
+def parse_optional_int(raw: str) -> int | None:
+    """An integer ≥ 1, or empty/``none`` for no limit."""
+    if raw.strip().lower() in ("", "none", "unlimited"):
+        return None
+    try:
+        return parse_positive_int(raw)
+    except ValueError:
+        raise ValueError("expected a whole number of at least 1, or 'none'") from None
+
+
+def parse_path(raw: str) -> Path:
+    """A filesystem path; ``~`` is expanded."""
+    if not raw.strip():
+        raise ValueError("expected a file path")
+    return Path(raw.strip()).expanduser()
+
+
+def parse_word_list(raw: str) -> tuple[str, ...]:
+    """Whitespace-separated values (commas can occur inside a value, e.g. SELinux levels)."""
+    return tuple(raw.split())
+
+
+def parse_name_list(raw: str) -> tuple[str, ...]:
+    """Comma- or whitespace-separated names/patterns."""
+    return tuple(part for part in re.split(r"[,\s]+", raw.strip()) if part)
+
+
+def choice(*allowed: str) -> Callable[[str], str]:
+    """A parser accepting exactly one of ``allowed`` (case-insensitive)."""
+
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in allowed:
+            raise ValueError("expected one of " + ", ".join(allowed))
+        return value
+
+    return parse

@@ -1,0 +1,220 @@
+"""The MCP server: one ``run_python`` tool, a capability resource and a workflow prompt.
+
+Long-lived resources (the session manager, the upstream pool) are entered once in the server's
+lifespan through an :data:`ExecutorFactory`; request handlers only borrow them. That is what
+keeps an upstream client's task group out of a request handler's cancel scope.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+import mcp_types as types
+from bridge_core.sessions.types import ExecutionListener, ExecutionResult
+from bridge_protocol import Stream
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from mcp_code_execution_mode import __version__
+from mcp_code_execution_mode._guides import (
+    CAPABILITIES_TEXT,
+    CAPABILITIES_URI,
+    WORKFLOW_PROMPT_DESCRIPTION,
+    WORKFLOW_PROMPT_NAME,
+    WORKFLOW_PROMPT_TEXT,
+)
+from mcp_code_execution_mode.rendering import OutputMode, error_result, render_result
+from mcp_code_execution_mode.settings import Settings
+from mcp_code_execution_mode.tool import (
+    TOOL_NAME,
+    InvalidArguments,
+    parse_arguments,
+    run_python_tool,
+)
+
+__all__ = ["SERVER_NAME", "BridgeState", "Executor", "ExecutorFactory", "create_server"]
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "mcp-code-execution-mode"
+
+MAX_STREAMED_LINES = 500
+"""stdout lines relayed as progress per call; past it the rest only arrives in the result (a
+program printing a million lines must not flood the client with notifications)."""
+MAX_PROGRESS_MESSAGE = 500
+"""Characters of one stdout line kept in a progress message."""
+
+
+class Executor(Protocol):
+    """Runs code in sessions: :class:`bridge_core.sessions.SessionManager` is the real one."""
+
+    async def execute(
+        self,
+        code: str,
+        *,
+        session: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the session manager's contract
+        reset: bool = False,
+        listener: ExecutionListener | None = None,
+    ) -> ExecutionResult:
+        """Run ``code``; sandbox failures are results, invalid arguments raise ValueError."""
+        ...
+
+
+ExecutorFactory = Callable[[], AbstractAsyncContextManager[Executor]]
+"""Opens the executor (and everything it owns) for the server's whole lifetime."""
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeState:
+    """What the lifespan yields to every handler."""
+
+    executor: Executor
+    settings: Settings
+
+
+class _ProgressRelay:
+    """Turns live output and ``runtime.progress`` calls into ``notifications/progress``.
+
+    Progress values must increase (MCP spec), so stdout lines count up from 1 until user code
+    reports its own progress; from then on only the code's own values are sent, and lines are
+    no longer relayed (they still arrive in the result).
+    """
+
+    def __init__(self, ctx: ServerRequestContext[BridgeState]) -> None:
+        self._ctx = ctx
+        self._partial = ""
+        self._lines = 0
+        self._user_reported = False
+
+    async def on_output(self, stream: Stream, text: str) -> None:
+        if stream != "stdout" or self._user_reported or self._lines >= MAX_STREAMED_LINES:
+            return
+        *complete, self._partial = (self._partial + text).split("\n")
+        for line in complete:
+            if self._lines >= MAX_STREAMED_LINES:
+                return
+            self._lines += 1
+            await self._send(self._lines, None, line[:MAX_PROGRESS_MESSAGE])
+
+    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self._user_reported = True
+        await self._send(progress, total, message)
+
+    async def _send(self, progress: float, total: float | None, message: str | None) -> None:
+        # A no-op when the client sent no progress token.
+        await self._ctx.session.report_progress(progress, total, message)
+
+
+def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Server[BridgeState]:
+    """Build the MCP server. ``executor_factory`` is entered once, in the lifespan."""
+
+    @asynccontextmanager
+    async def lifespan(_server: Server[BridgeState]) -> AsyncIterator[BridgeState]:
+        async with executor_factory() as executor:
+            yield BridgeState(executor=executor, settings=settings)
+
+    tool = run_python_tool()
+    mode: OutputMode = "toon" if settings.output_mode == "toon" else "compact"
+
+    async def list_tools(
+        ctx: ServerRequestContext[BridgeState], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[tool])
+
+    async def call_tool(
+        ctx: ServerRequestContext[BridgeState], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        if params.name != TOOL_NAME:
+            return error_result(f"unknown tool {params.name!r}: this server has only {TOOL_NAME}")
+        try:
+            args = parse_arguments(params.arguments, max_timeout=settings.max_timeout)
+        except InvalidArguments as exc:
+            return error_result(str(exc))
+        try:
+            result = await ctx.lifespan_context.executor.execute(
+                args.code,
+                session=args.session,
+                timeout=args.timeout,
+                reset=args.reset,
+                listener=_ProgressRelay(ctx),
+            )
+        except ValueError as exc:
+            return error_result(str(exc))
+        except Exception as exc:  # top-level handler: the bridge must stay up for the next call
+            logger.exception("run_python failed inside the bridge")
+            return error_result(
+                f"the bridge failed to run this code ({type(exc).__name__}: {exc}); "
+                "the session may have been reset",
+                kind="BridgeError",
+            )
+        return render_result(result, mode)
+
+    async def list_resources(
+        ctx: ServerRequestContext[BridgeState], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    name="capabilities",
+                    title="What run_python offers",
+                    uri=CAPABILITIES_URI,
+                    mime_type="text/markdown",
+                    description="One-page summary of the sandbox and the in-sandbox mcp API.",
+                )
+            ]
+        )
+
+    async def read_resource(
+        ctx: ServerRequestContext[BridgeState], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        if str(params.uri) != CAPABILITIES_URI:
+            raise MCPError(types.INVALID_PARAMS, f"unknown resource {params.uri}")
+        return types.ReadResourceResult(
+            contents=[
+                types.TextResourceContents(
+                    uri=CAPABILITIES_URI, mime_type="text/markdown", text=CAPABILITIES_TEXT
+                )
+            ]
+        )
+
+    async def list_prompts(
+        ctx: ServerRequestContext[BridgeState], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(
+            prompts=[
+                types.Prompt(name=WORKFLOW_PROMPT_NAME, description=WORKFLOW_PROMPT_DESCRIPTION)
+            ]
+        )
+
+    async def get_prompt(
+        ctx: ServerRequestContext[BridgeState], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        if params.name != WORKFLOW_PROMPT_NAME:
+            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}")
+        return types.GetPromptResult(
+            description=WORKFLOW_PROMPT_DESCRIPTION,
+            messages=[
+                types.PromptMessage(
+                    role="user", content=types.TextContent(type="text", text=WORKFLOW_PROMPT_TEXT)
+                )
+            ],
+        )
+
+    return Server(
+        SERVER_NAME,
+        version=__version__,
+        instructions="Use run_python; discover servers and tools from inside the code.",
+        lifespan=lifespan,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )

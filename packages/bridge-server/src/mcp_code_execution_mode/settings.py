@@ -1,0 +1,198 @@
+"""Every setting of the bridge, declared once: name, env variable, CLI flag, parser, default, help.
+
+:data:`SETTINGS` is the single table; :func:`load_settings` reads the environment and the parsed
+command line (flags win over env) into a frozen :class:`Settings`. ``docs/configuration.md`` is
+checked against the table by a test, so a new setting cannot go undocumented.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from mcp_code_execution_mode import _units as u
+
+__all__ = [
+    "DEFAULT_IMAGE",
+    "SETTINGS",
+    "Setting",
+    "Settings",
+    "SettingsError",
+    "default_state_dir",
+    "load_settings",
+]
+
+DEFAULT_IMAGE = "localhost/mcp-bridge-sandbox:0.1.0"
+"""The sandbox image ``scripts/prepare-host`` builds. Kept here rather than imported from
+``bridge_image`` because the server must not depend on the image-building package."""
+
+
+def default_state_dir() -> Path:
+    """``$XDG_STATE_HOME/mcp-code-execution-mode``, else ``~/.local/state/...`` likewise."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "mcp-code-execution-mode"
+
+
+class SettingsError(ValueError):
+    """A setting has a bad value; the message is one line naming the variable or flag."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One row of the settings table."""
+
+    name: str
+    """Attribute of :class:`Settings`."""
+    env: str
+    flag: str
+    parse: Callable[[str], Any]
+    default: str | None
+    """The default as a user would write it (parsed like any value); None = unset."""
+    help: str
+
+
+def _s(name: str, parse: Callable[[str], Any], default: str | None, help: str) -> Setting:
+    return Setting(
+        name=name,
+        env="MCP_BRIDGE_" + name.upper(),
+        flag="--" + name.replace("_", "-"),
+        parse=parse,
+        default=default,
+        help=help,
+    )
+
+
+SETTINGS: tuple[Setting, ...] = (
+    _s("runtime", u.choice("auto", "podman", "docker"), "auto",
+       "Container runtime: podman, docker, or auto (podman first, then docker)."),
+    _s("image", str, DEFAULT_IMAGE, "Sandbox container image."),
+    _s("output_mode", u.choice("compact", "toon"), "compact",
+       "How run_python results are rendered: compact text, or TOON when it is smaller."),
+    _s("timeout", u.parse_duration, "120s",
+       "Default execution timeout of one run_python call (30, 30s, 2m)."),
+    _s("max_timeout", u.parse_duration, "15m",
+       "Largest timeout a run_python call may ask for."),
+    _s("memory_limit", u.parse_size, "512m", "Memory limit of each sandbox (512m, 2g)."),
+    _s("session_persist", u.parse_bool, "true",
+       "Keep variables between calls; false gives every call a fresh sandbox."),
+    _s("cpu_quota", u.parse_optional_int, None,
+       "CPU quota in microseconds per 100 ms period (50000 = half a core); unset = no limit."),
+    _s("pids_limit", u.parse_positive_int, "128", "Maximum processes in each sandbox."),
+    _s("security_opt", u.parse_word_list, None,
+       "Extra --security-opt values, whitespace-separated; added to the built-in hardening."),
+    _s("tmpfs_size", u.parse_size, "64m", "Size of the writable /tmp of each sandbox."),
+    _s("config", u.parse_path, None,
+       "An extra MCP servers file (mcpServers JSON) proxied besides the discovered ones."),
+    _s("discover", u.parse_bool, "true",
+       "Read the MCP client config files (Claude, Cursor, VS Code, ...) to find servers."),
+    _s("state_dir", u.parse_path, None,
+       "Where sessions, caches and logs live (default $XDG_STATE_HOME/mcp-code-execution-mode)."),
+    _s("pool_size", u.parse_non_negative_int, "1",
+       "Sandboxes started ahead of demand so the first call is fast; 0 disables."),
+    _s("max_sessions", u.parse_positive_int, "8", "Most sessions (containers) alive at once."),
+    _s("session_ttl", u.parse_duration, "30m",
+       "Idle time after which a session's sandbox is stopped."),
+    _s("output_cap", u.parse_size, "64k",
+       "Characters of stdout+stderr returned per call; past it, head and tail are kept."),
+    _s("call_timeout", u.parse_duration, "60s",
+       "Timeout of one proxied tool call made by sandbox code."),
+    _s("log_level", u.choice("debug", "info", "warning", "error"), "warning",
+       "Log level (logs go to stderr, never stdout)."),
+    _s("log_file", u.parse_path, None, "Also append logs to this file."),
+    _s("audit_log", u.parse_path, None,
+       "Append one JSON line per proxied tool call (server, tool, session, outcome) here."),
+    _s("allow_servers", u.parse_name_list, None,
+       "Only these servers are reachable (comma-separated names or globs)."),
+    _s("deny_servers", u.parse_name_list, None, "These servers are never reachable."),
+    _s("allow_tools", u.parse_name_list, None,
+       "Only these tools are callable (server.tool, globs allowed)."),
+    _s("deny_tools", u.parse_name_list, None, "These tools are never callable (server.tool)."),
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """All settings, parsed. Field names are the ``name`` column of :data:`SETTINGS`."""
+
+    runtime: str = "auto"
+    image: str = DEFAULT_IMAGE
+    output_mode: str = "compact"
+    timeout: float = 120.0
+    max_timeout: float = 900.0
+    memory_limit: int = 512 * 1024 * 1024
+    session_persist: bool = True
+    cpu_quota: int | None = None
+    pids_limit: int = 128
+    security_opt: tuple[str, ...] = ()
+    tmpfs_size: int = 64 * 1024 * 1024
+    config: Path | None = None
+    discover: bool = True
+    state_dir: Path | None = None
+    pool_size: int = 1
+    max_sessions: int = 8
+    session_ttl: float = 1800.0
+    output_cap: int = 64 * 1024
+    call_timeout: float = 60.0
+    log_level: str = "warning"
+    log_file: Path | None = None
+    audit_log: Path | None = None
+    allow_servers: tuple[str, ...] = ()
+    deny_servers: tuple[str, ...] = ()
+    allow_tools: tuple[str, ...] = ()
+    deny_tools: tuple[str, ...] = ()
+
+    @property
+    def resolved_state_dir(self) -> Path:
+        """``state_dir`` or the XDG default."""
+        return self.state_dir if self.state_dir is not None else default_state_dir()
+
+
+def load_settings(
+    flags: Mapping[str, str | None] | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Parse settings from CLI ``flags`` (by setting name; None = not given) over ``environ``.
+
+    Raises :class:`SettingsError` with one line naming the variable or flag at fault.
+    """
+    flags = flags or {}
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for setting in SETTINGS:
+        raw = flags.get(setting.name)
+        source = setting.flag
+        if raw is None:
+            raw = environ.get(setting.env)
+            source = setting.env
+        if raw is None or not raw.strip():
+            continue  # unset or set empty (common in client config files): the default applies
+        try:
+            values[setting.name] = setting.parse(raw)
+        except ValueError as exc:
+            raise SettingsError(f"{source}={raw!r}: {exc}") from None
+    settings = Settings(**{k: v for k, v in values.items() if v is not None})
+    if settings.timeout > settings.max_timeout:
+        raise SettingsError(
+            f"MCP_BRIDGE_TIMEOUT ({settings.timeout:g}s) is above MCP_BRIDGE_MAX_TIMEOUT "
+            f"({settings.max_timeout:g}s): raise the maximum or lower the timeout"
+        )
+    return settings
+
+
+def _check_table_matches_dataclass() -> None:
+    # The table and the dataclass must describe the same settings with the same defaults;
+    # checked at import so a mismatch can never ship.
+    names = [f.name for f in fields(Settings)]
+    if names != [s.name for s in SETTINGS]:
+        raise AssertionError("settings table and Settings fields differ")
+    defaults = Settings()
+    for setting in SETTINGS:
+        if setting.default is not None:
+            parsed = setting.parse(setting.default)
+            if parsed != getattr(defaults, setting.name):
+                raise AssertionError(f"default of {setting.name} differs")
+
+
+_check_table_matches_dataclass()
