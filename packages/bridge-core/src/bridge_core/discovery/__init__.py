@@ -1,0 +1,140 @@
+"""Discovery: the MCP servers the user already configured in their clients, as :class:`ServerSpec`.
+
+:func:`discover` reads every known client configuration file (see ``docs/discovery.md`` for the
+list and the precedence), never raises for a bad file or entry, and reports what it skipped and
+why. Reading is synchronous file I/O: async callers run it with ``anyio.to_thread.run_sync``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from bridge_core.discovery import _claude, _codex, _cursor, _gemini, _generic, _vscode, _windsurf
+from bridge_core.discovery._entry import SELF_MARKERS, parse_entry
+from bridge_core.discovery._expand import expand
+from bridge_core.discovery._model import (
+    CheckedSource,
+    Conflict,
+    DiscoveryProblem,
+    DiscoveryReport,
+    Severity,
+    Source,
+    SourceUnreadable,
+    Where,
+)
+
+__all__ = [
+    "CheckedSource",
+    "Conflict",
+    "DiscoveryProblem",
+    "DiscoveryReport",
+    "SELF_MARKERS",
+    "Severity",
+    "discover",
+    "expand",
+]
+
+logger = logging.getLogger(__name__)
+
+_LOG_LEVELS = {"error": logging.WARNING, "warning": logging.WARNING, "info": logging.INFO}
+
+
+def _sources(explicit: Path | None, where: Where) -> list[Source]:
+    """Every source in precedence order: explicit, then project scope, then user scope."""
+    ordered: list[Source] = []
+    if explicit is not None:
+        ordered.append(_generic.explicit_source(explicit))
+    # Project scope: the most specific configuration wins, as in the clients themselves.
+    ordered += _claude.project_sources(where)
+    ordered += _cursor.project_sources(where)
+    ordered += _vscode.project_sources(where)
+    ordered += _gemini.project_sources(where)
+    # User scope.
+    ordered += _generic.config_dir_sources(where)
+    ordered += _claude.user_sources(where)
+    ordered += _claude.desktop_sources(where)
+    ordered += _cursor.user_sources(where)
+    ordered += _vscode.user_sources(where)
+    ordered += _windsurf.user_sources(where)
+    ordered += _gemini.user_sources(where)
+    ordered += _codex.user_sources(where)
+    return ordered
+
+
+def _display(path: Path, home: Path) -> str:
+    try:
+        return "~/" + path.relative_to(home).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def discover(
+    *,
+    explicit: Path | None = None,
+    home: Path | None = None,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    platform: str | None = None,
+) -> DiscoveryReport:
+    """Find the configured MCP servers. Defaults: the real home, cwd, ``os.environ``, platform.
+
+    ``explicit`` is a file in any supported shape; its servers win every name conflict, and a
+    missing explicit file is an ``error`` problem (every other missing file is just not found).
+    """
+    where = Where(
+        home=Path.home() if home is None else home,
+        cwd=Path.cwd() if cwd is None else cwd,
+        environ=os.environ if environ is None else environ,
+        platform=sys.platform if platform is None else platform,
+    )
+    report = DiscoveryReport()
+    definitions: dict[str, list[str]] = {}
+    seen: set[tuple[Path, str]] = set()
+    for source in _sources(explicit, where):
+        identity = (source.path.resolve(), source.section)
+        if identity in seen:  # e.g. cwd == home: ~/.cursor/mcp.json is both project and user
+            continue
+        seen.add(identity)
+        shown = _display(source.path, where.home)
+        try:
+            found = source.path.is_file()
+        except OSError:
+            found = False
+        if not found:
+            report.sources_checked.append(CheckedSource(source.client, source.path, False))
+            if explicit is not None and source.path == explicit:
+                report.problems.append(
+                    DiscoveryProblem(shown, None, "explicit config file not found")
+                )
+            continue
+        try:
+            entries = source.read(source.path)
+        except (SourceUnreadable, OSError) as exc:
+            message = str(exc) if isinstance(exc, SourceUnreadable) else f"cannot read: {exc}"
+            report.problems.append(DiscoveryProblem(shown, None, message))
+            report.sources_checked.append(CheckedSource(source.client, source.path, True))
+            continue
+        report.sources_checked.append(CheckedSource(source.client, source.path, True, len(entries)))
+        for entry in entries:
+            spec = parse_entry(entry, source=shown, environ=where.environ, problems=report.problems)
+            if spec is None:
+                continue
+            definitions.setdefault(spec.name, []).append(spec.source)
+            report.servers.setdefault(spec.name, spec)
+    for name, places in definitions.items():
+        if len(places) > 1:
+            report.conflicts.append(Conflict(name, places[0], tuple(places[1:])))
+    for problem in report.problems:
+        logger.log(_LOG_LEVELS[problem.severity], "MCP server discovery: %s", problem)
+    for conflict in report.conflicts:
+        logger.info(
+            "MCP server %r defined in several places; using %s, ignoring %s",
+            conflict.name,
+            conflict.winner,
+            ", ".join(conflict.losers),
+        )
+    return report

@@ -1,0 +1,33 @@
+"""``${VAR}`` / ``${VAR:-default}`` expansion of configuration values, against the host env."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+__all__ = ["expand"]
+
+# ``${env:VAR}`` is VS Code's spelling of the same thing. ``${input:...}`` and other VS Code
+# variables do not match and stay literal (they need an interactive prompt we do not have).
+_VARIABLE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand(text: str, environ: Mapping[str, str]) -> tuple[str, list[str]]:
+    """Expand variables in ``text``; return the result and the names that were unset.
+
+    Like the shell, ``${VAR:-default}`` uses the default when VAR is unset *or empty*. An unset
+    ``${VAR}`` without a default becomes the empty string and is reported to the caller.
+    """
+    missing: list[str] = []
+
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        value = environ.get(name)
+        if default is not None:
+            return value if value else default
+        if value is None:
+            missing.append(name)
+            return ""
+        return value
+
+    return _VARIABLE.sub(substitute, text), missing

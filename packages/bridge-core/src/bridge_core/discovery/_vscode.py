@@ -1,0 +1,35 @@
+"""VS Code: ``.vscode/mcp.json`` and the user profile's ``mcp.json`` (key ``servers``, JSONC)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bridge_core.discovery._files import entries_of, load_json, table_at
+from bridge_core.discovery._model import RawEntry, Source, Where
+
+__all__ = ["project_sources", "user_sources"]
+
+# ``envFile`` and ``dev`` (watch/debug options) change nothing for a proxy; ``inputs`` live beside
+# ``servers``, not inside entries, and ``${input:...}`` references stay literal (no prompt here).
+_KNOWN = frozenset({"envFile", "dev", "gallery", "version"})
+
+
+def _read(path: Path) -> list[RawEntry]:
+    table = table_at(load_json(path, comments=True), "servers")
+    return [] if table is None else entries_of(table, "servers", known_fields=_KNOWN)
+
+
+def project_sources(where: Where) -> list[Source]:
+    """The workspace's ``.vscode/mcp.json``."""
+    return [Source("VS Code (workspace)", where.cwd / ".vscode" / "mcp.json", _read)]
+
+
+def user_sources(where: Where) -> list[Source]:
+    """The user profile's ``mcp.json`` (macOS or Linux location)."""
+    if where.platform == "darwin":
+        user_dir = where.home / "Library" / "Application Support" / "Code" / "User"
+    else:
+        user_dir = (
+            Path(where.environ.get("XDG_CONFIG_HOME") or where.home / ".config") / "Code" / "User"
+        )
+    return [Source("VS Code (user)", user_dir / "mcp.json", _read)]
