@@ -4,12 +4,20 @@ Sans-IO: :func:`encode` turns a message into a frame, :class:`FrameDecoder` turn
 chunking) into messages. See ``docs/protocol.md`` for the full specification.
 """
 
-from bridge_protocol.codec import DEFAULT_MAX_DEPTH, DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode
+from bridge_protocol.codec import (
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_FRAME_SIZE,
+    HEADER_SIZE,
+    FrameDecoder,
+    encode,
+)
 from bridge_protocol.errors import (
     ErrorCode,
     FrameTooLarge,
+    InvalidMessage,
     MalformedFrame,
     ProtocolError,
+    UnexpectedMessage,
     UnknownMessageKind,
     UnsupportedVersion,
 )
@@ -40,7 +48,13 @@ from bridge_protocol.messages import (
     Stream,
     Welcome,
 )
-from bridge_protocol.versions import CURRENT_VERSION, SUPPORTED_VERSIONS, negotiate
+from bridge_protocol.versions import (
+    CURRENT_VERSION,
+    SUPPORTED_VERSIONS,
+    answer_hello,
+    negotiate,
+    version_from_answer,
+)
 
 __version__ = "0.1.0"
 
@@ -48,6 +62,7 @@ __all__ = [
     "CURRENT_VERSION",
     "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_FRAME_SIZE",
+    "HEADER_SIZE",
     "HOST_TO_SANDBOX",
     "MESSAGE_TYPES",
     "SANDBOX_TO_HOST",
@@ -64,6 +79,7 @@ __all__ = [
     "FrameTooLarge",
     "Hello",
     "Interrupt",
+    "InvalidMessage",
     "JSONValue",
     "MalformedFrame",
     "Message",
@@ -78,10 +94,13 @@ __all__ = [
     "Result",
     "Shutdown",
     "Stream",
+    "UnexpectedMessage",
     "UnknownMessageKind",
     "UnsupportedVersion",
     "Welcome",
     "__version__",
+    "answer_hello",
     "encode",
     "negotiate",
+    "version_from_answer",
 ]

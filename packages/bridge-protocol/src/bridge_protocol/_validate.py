@@ -1,6 +1,9 @@
-"""The ONE place where untrusted decoded CBOR becomes typed messages (and back).
+"""The ONE place where decoded CBOR becomes typed messages, and messages become wire maps.
 
-Everything named ``untrusted_*`` came off the wire and has not been checked yet.
+Everything named ``untrusted_*`` came off the wire and has not been checked yet. Each message
+class is compiled once, from its type hints, into a list of field checkers; decoding runs them on
+the untrusted map, encoding runs the same rules on the outgoing message so that a sender learns
+about a value the peer would refuse before sending it.
 """
 
 from __future__ import annotations
@@ -9,52 +12,70 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal
 
-from bridge_protocol.errors import MalformedFrame, UnknownMessageKind
+from bridge_protocol.errors import InvalidMessage, MalformedFrame, UnknownMessageKind
 from bridge_protocol.messages import MESSAGE_TYPES, ErrorInfo, Fault, JSONValue, Message
 
-__all__ = ["message_from_untrusted", "message_to_wire", "check_json_value"]
+__all__ = ["MAX_UINT", "MIN_INT", "check_json_value", "message_from_untrusted", "message_to_wire"]
 
-_NESTED = (ErrorInfo, Fault)
-_HINTS: dict[type, dict[str, Any]] = {}
+MAX_UINT = 2**64 - 1
+"""The largest integer CBOR carries without a (forbidden) bignum tag."""
+MIN_INT = -(2**64)
+"""The smallest integer CBOR carries without a (forbidden) bignum tag."""
 
+_Checker = Callable[[object, str], Any]
+"""``(untrusted value, where) -> validated value``; raises ``MalformedFrame`` naming ``where``."""
 
-def _hints(cls: type) -> dict[str, Any]:
-    hints = _HINTS.get(cls)
-    if hints is None:
-        hints = typing.get_type_hints(cls)
-        _HINTS[cls] = hints
-    return hints
-
-
-def _to_wire(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _to_wire(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, tuple):
-        return [_to_wire(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _to_wire(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_to_wire(v) for v in value]
-    return value
+_RECORDS = (ErrorInfo, Fault)
+"""Dataclasses that appear as fields of messages (nested maps on the wire)."""
 
 
-def message_to_wire(message: Message) -> dict[str, Any]:
-    """The CBOR map for ``message``: ``{"kind": KIND, <field>: <value>, ...}``."""
-    wire = _to_wire(message)
-    return {"kind": type(message).KIND, **wire}
+# --- scalar checkers ------------------------------------------------------------------------------
+
+
+def _uint(untrusted: object, where: str) -> int:
+    if isinstance(untrusted, bool) or not isinstance(untrusted, int):
+        raise MalformedFrame(f"{where}: expected an unsigned integer, got {_type_name(untrusted)}")
+    if not 0 <= untrusted <= MAX_UINT:
+        raise MalformedFrame(f"{where}: {untrusted} is outside 0..2**64-1")
+    return int(untrusted)
+
+
+def _number(untrusted: object, where: str) -> float:
+    if isinstance(untrusted, bool) or not isinstance(untrusted, (int, float)):
+        raise MalformedFrame(f"{where}: expected a number, got {_type_name(untrusted)}")
+    if not math.isfinite(untrusted):
+        raise MalformedFrame(f"{where}: number must be finite")
+    return float(untrusted)
+
+
+def _exact(kind: type) -> _Checker:
+    def check(untrusted: object, where: str) -> object:
+        if not isinstance(untrusted, kind):
+            raise MalformedFrame(f"{where}: expected {kind.__name__}, got {_type_name(untrusted)}")
+        return untrusted
+
+    return check
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+# --- JSON-like values -----------------------------------------------------------------------------
 
 
 def check_json_value(untrusted: object, where: str) -> JSONValue:
-    """Validate a JSON-like value (None/bool/int/float/str/bytes/list/dict[str, ...])."""
+    """Validate a decoded JSON-like value: None, bool, int, float, str, bytes, list, dict[str, ...].
+
+    Iterative, so a decoder configured with a very large ``max_depth`` cannot make it recurse.
+    """
     stack: list[tuple[object, str]] = [(untrusted, where)]
     while stack:
         value, path = stack.pop()
-        if value is None or isinstance(value, (bool, int, str, bytes)):
-            continue
-        if isinstance(value, float):
+        if value is None or isinstance(value, (bool, int, float, str, bytes)):
             continue
         if isinstance(value, list):
             stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
@@ -62,83 +83,188 @@ def check_json_value(untrusted: object, where: str) -> JSONValue:
         if isinstance(value, dict):
             for k, v in value.items():
                 if not isinstance(k, str):
-                    raise MalformedFrame(f"{path}: map keys must be text, got {type(k).__name__}")
+                    raise MalformedFrame(f"{path}: map keys must be text, got {_type_name(k)}")
                 stack.append((v, f"{path}.{k}"))
             continue
-        raise MalformedFrame(f"{path}: {type(value).__name__} is not a JSON-like value")
+        raise MalformedFrame(f"{path}: {_type_name(value)} is not a JSON-like value")
     return untrusted
 
 
-def _check(untrusted: object, hint: Any, where: str) -> Any:
+def _json_map(untrusted: object, where: str) -> JSONValue:
+    if not isinstance(untrusted, dict):
+        raise MalformedFrame(f"{where}: expected a map, got {_type_name(untrusted)}")
+    return check_json_value(untrusted, where)
+
+
+def _json_to_wire(value: object, where: str, depth: int, max_depth: int) -> object:
+    """An outgoing JSON-like value as plain CBOR-ready data (tuples → lists, mappings → dicts)."""
+    if value is None or isinstance(value, (bool, float, str, bytes)):
+        return value
+    if isinstance(value, int):
+        if not MIN_INT <= value <= MAX_UINT:
+            raise InvalidMessage(f"{where}: integer {value} does not fit in 64 bits")
+        return value
+    if isinstance(value, (list, tuple, Mapping)):
+        if depth > max_depth:
+            raise InvalidMessage(f"{where}: nested deeper than {max_depth} levels")
+        if isinstance(value, Mapping):
+            wire: dict[str, object] = {}
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    raise InvalidMessage(f"{where}: map keys must be text, got {_type_name(k)}")
+                wire[k] = _json_to_wire(v, f"{where}.{k}", depth + 1, max_depth)
+            return wire
+        return [
+            _json_to_wire(v, f"{where}[{i}]", depth + 1, max_depth) for i, v in enumerate(value)
+        ]
+    raise InvalidMessage(f"{where}: {_type_name(value)} is not a JSON-like value")
+
+
+# --- compiled message schemas ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Field:
+    name: str
+    check: _Checker
+    required: bool
+    json: bool
+    """Holds a JSON-like value (``JSONValue`` or a mapping of them): converted on encode."""
+
+
+def _checker_for(hint: Any) -> _Checker:
     origin = typing.get_origin(hint)
     if hint is Any:  # JSONValue
-        return check_json_value(untrusted, where)
+        return check_json_value
     if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(hint)
-        if untrusted is None and type(None) in args:
-            return None
-        non_none = [a for a in args if a is not type(None)]
-        if len(non_none) == 1:
-            return _check(untrusted, non_none[0], where)
-        raise MalformedFrame(f"{where}: unsupported union")  # pragma: no cover - schema bug
+        (inner,) = [a for a in typing.get_args(hint) if a is not type(None)]
+        inner_check = _checker_for(inner)
+
+        def optional(untrusted: object, where: str) -> Any:
+            return None if untrusted is None else inner_check(untrusted, where)
+
+        return optional
     if origin is Literal:
-        if untrusted not in typing.get_args(hint) or not isinstance(untrusted, str):
-            raise MalformedFrame(f"{where}: {untrusted!r} is not one of {typing.get_args(hint)}")
-        return untrusted
+        choices = typing.get_args(hint)
+
+        def literal(untrusted: object, where: str) -> object:
+            if not isinstance(untrusted, str) or untrusted not in choices:
+                raise MalformedFrame(f"{where}: {untrusted!r:.80} is not one of {choices}")
+            return untrusted
+
+        return literal
     if origin is tuple:
-        (item,) = {a for a in typing.get_args(hint) if a is not Ellipsis}
-        if not isinstance(untrusted, list):
-            raise MalformedFrame(f"{where}: expected an array")
-        return tuple(_check(v, item, f"{where}[{i}]") for i, v in enumerate(untrusted))
-    if origin in (Mapping, dict) or hint is Mapping:
-        if not isinstance(untrusted, dict):
-            raise MalformedFrame(f"{where}: expected a map")
-        return check_json_value(untrusted, where)
-    if hint in _NESTED:
-        return _from_map(untrusted, hint, where)
-    if hint is float:
-        if isinstance(untrusted, bool) or not isinstance(untrusted, (int, float)):
-            raise MalformedFrame(f"{where}: expected a number")
-        if not math.isfinite(untrusted):
-            raise MalformedFrame(f"{where}: number must be finite")
-        return float(untrusted)
+        item_check = _checker_for(typing.get_args(hint)[0])
+
+        def array(untrusted: object, where: str) -> tuple[Any, ...]:
+            if not isinstance(untrusted, (list, tuple)):
+                raise MalformedFrame(f"{where}: expected an array, got {_type_name(untrusted)}")
+            return tuple(item_check(v, f"{where}[{i}]") for i, v in enumerate(untrusted))
+
+        return array
+    if origin in (Mapping, dict):
+        return _json_map
+    if hint in _RECORDS:
+        return lambda untrusted, where: _record_from_map(untrusted, hint, where)
     if hint is int:
-        if isinstance(untrusted, bool) or not isinstance(untrusted, int):
-            raise MalformedFrame(f"{where}: expected an integer")
-        return untrusted
+        return _uint
+    if hint is float:
+        return _number
     if hint in (str, bytes, bool):
-        if not isinstance(untrusted, hint):
-            raise MalformedFrame(f"{where}: expected {hint.__name__}")
-        return untrusted
-    raise MalformedFrame(f"{where}: unsupported field type {hint!r}")  # pragma: no cover
+        return _exact(hint)
+    raise TypeError(f"no wire rule for field type {hint!r}")  # a schema bug, found at import
 
 
-def _from_map(untrusted: object, cls: type, where: str) -> Any:
+def _compile(cls: type) -> tuple[_Field, ...]:
+    hints = typing.get_type_hints(cls)
+    return tuple(
+        _Field(
+            name=f.name,
+            check=_checker_for(hints[f.name]),
+            required=f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+            json=hints[f.name] is Any or typing.get_origin(hints[f.name]) in (Mapping, dict),
+        )
+        for f in dataclasses.fields(cls)
+    )
+
+
+_SCHEMAS: dict[type, tuple[_Field, ...]] = {
+    cls: _compile(cls) for cls in (*_RECORDS, *MESSAGE_TYPES.values())
+}
+
+
+def _record_from_map(
+    untrusted: object, cls: type, where: str, *, allowed: str | None = None
+) -> Any:
     if not isinstance(untrusted, dict):
-        raise MalformedFrame(f"{where}: expected a map")
-    hints = _hints(cls)
+        raise MalformedFrame(f"{where}: expected a map, got {_type_name(untrusted)}")
+    fields = _SCHEMAS[cls]
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
+    for f in fields:
         if f.name in untrusted:
-            kwargs[f.name] = _check(untrusted[f.name], hints[f.name], f"{where}.{f.name}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            kwargs[f.name] = f.check(untrusted[f.name], f"{where}.{f.name}")
+        elif f.required:
             raise MalformedFrame(f"{where}: missing field {f.name!r}")
-    known = {f.name for f in dataclasses.fields(cls)} | {"kind"}
-    unknown = [k for k in untrusted if k not in known]
-    if unknown:
-        raise MalformedFrame(f"{where}: unknown field(s) {sorted(map(str, unknown))}")
+    if len(untrusted) != len(kwargs) + (allowed is not None and allowed in untrusted):
+        known = {f.name for f in fields} | {allowed}
+        unknown = sorted(repr(k)[:64] for k in untrusted if k not in known)
+        raise MalformedFrame(f"{where}: unknown field(s) {', '.join(unknown)}")
     return cls(**kwargs)
 
 
 def message_from_untrusted(untrusted: object, *, accept: Collection[str] | None = None) -> Message:
-    """Validate a decoded CBOR value into a typed message, or raise a ``ProtocolError``."""
+    """Validate a decoded CBOR value into a typed message, or raise a ``ProtocolError``.
+
+    ``accept`` limits the kinds allowed (a direction); any other kind is ``UnknownMessageKind``.
+    """
     if not isinstance(untrusted, dict):
-        raise MalformedFrame("a frame must hold one CBOR map")
+        raise MalformedFrame(f"a frame must hold one CBOR map, got {_type_name(untrusted)}")
     untrusted_kind = untrusted.get("kind")
     if not isinstance(untrusted_kind, str):
         raise MalformedFrame("frame has no text 'kind'")
     cls = MESSAGE_TYPES.get(untrusted_kind)
     if cls is None or (accept is not None and untrusted_kind not in accept):
         raise UnknownMessageKind(f"unexpected message kind {untrusted_kind[:64]!r}")
-    message: Message = _from_map(untrusted, cls, untrusted_kind)
+    message: Message = _record_from_map(untrusted, cls, untrusted_kind, allowed="kind")
     return message
+
+
+def _record_to_wire(record: object, where: str, depth: int, max_depth: int) -> dict[str, object]:
+    if depth > max_depth:
+        raise InvalidMessage(f"{where}: nested deeper than {max_depth} levels")
+    wire: dict[str, object] = {}
+    for f in _SCHEMAS[type(record)]:
+        value = getattr(record, f.name)
+        path = f"{where}.{f.name}"
+        if f.json:
+            if f.check is _json_map and not isinstance(value, Mapping):
+                raise InvalidMessage(f"{path}: expected a map, got {_type_name(value)}")
+            wire[f.name] = _json_to_wire(value, path, depth + 1, max_depth)
+            continue
+        nested = type(value) in _RECORDS
+        if nested:
+            value = _record_to_wire(value, path, depth + 1, max_depth)
+        elif isinstance(value, tuple) and depth + 1 > max_depth:
+            raise InvalidMessage(f"{path}: nested deeper than {max_depth} levels")
+        try:
+            checked = f.check(value, path)
+        except MalformedFrame as exc:
+            raise InvalidMessage(str(exc)) from None
+        # Store what the check returned (plain int/float/str, lists for tuples) so that int or str
+        # subclasses such as ErrorCode are encoded as the plain values the peer will decode.
+        wire[f.name] = value if nested else list(checked) if isinstance(checked, tuple) else checked
+    return wire
+
+
+def message_to_wire(message: Message, *, max_depth: int) -> dict[str, object]:
+    """The CBOR map for ``message``: ``{"kind": KIND, <field>: <value>, ...}``, validated.
+
+    Raises :class:`InvalidMessage` if the peer would refuse the result: a field of the wrong type,
+    a value that is not JSON-like, an integer beyond 64 bits, or nesting deeper than ``max_depth``
+    (counted like the decoder: the message map itself is level 1).
+    """
+    cls = type(message)
+    kind = getattr(cls, "KIND", None)
+    if not isinstance(kind, str) or MESSAGE_TYPES.get(kind) is not cls:
+        raise InvalidMessage(f"{cls.__name__} is not a protocol message")
+    return {"kind": kind, **_record_to_wire(message, kind, 1, max_depth)}

@@ -1,39 +1,65 @@
 """Sans-IO framing: messages → bytes, bytes (in any chunking) → messages.
 
-A frame is a 4-byte big-endian length followed by one CBOR map. No sockets, threads or asyncio
-here: adapters for anyio (host) and blocking sockets (sandbox) live in the other packages.
+A frame is a 4-byte big-endian length followed by exactly one CBOR map of that many bytes. No
+sockets, threads or asyncio here: adapters for anyio (host) and blocking sockets (sandbox) live in
+the other packages.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 
-import cbor2
-
+from bridge_protocol._cbor import dumps, loads_untrusted
 from bridge_protocol._validate import message_from_untrusted, message_to_wire
-from bridge_protocol.errors import FrameTooLarge, MalformedFrame
+from bridge_protocol.errors import FrameTooLarge, MalformedFrame, ProtocolError
 from bridge_protocol.messages import Message
 
-__all__ = ["DEFAULT_MAX_FRAME_SIZE", "DEFAULT_MAX_DEPTH", "FrameDecoder", "encode"]
+__all__ = ["DEFAULT_MAX_DEPTH", "DEFAULT_MAX_FRAME_SIZE", "HEADER_SIZE", "FrameDecoder", "encode"]
 
 DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024
+"""Largest frame body accepted by default (16 MiB): room for a 4 MB plot or a big tool result."""
 DEFAULT_MAX_DEPTH = 32
+"""Deepest container nesting accepted by default; the message map itself is level 1."""
+HEADER_SIZE = 4
+"""Bytes of the big-endian unsigned length prefix in front of every frame body."""
 _HEADER = struct.Struct(">I")
+_LARGEST_LENGTH = 2**32 - 1
 
 
-def encode(message: Message) -> bytes:
-    """Encode one message as a complete frame (length prefix + CBOR map)."""
-    body = cbor2.dumps(message_to_wire(message))
+def encode(
+    message: Message,
+    *,
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> bytes:
+    """Encode one message as a complete frame (length prefix + CBOR map).
+
+    The message is checked against the same rules the peer's decoder applies, so an impossible
+    value fails here, at the sender: :class:`~bridge_protocol.errors.InvalidMessage` for a value
+    the wire cannot carry or nesting beyond ``max_depth``, and
+    :class:`~bridge_protocol.errors.FrameTooLarge` for a body above ``max_frame_size``.
+    """
+    body = dumps(message_to_wire(message, max_depth=max_depth))
+    if len(body) > min(max_frame_size, _LARGEST_LENGTH):
+        raise FrameTooLarge(
+            f"{type(message).KIND} frame of {len(body)} bytes exceeds the maximum of "
+            f"{max_frame_size}"
+        )
     return _HEADER.pack(len(body)) + body
 
 
 class FrameDecoder:
     """Incremental decoder: :meth:`feed` bytes as they arrive, get complete messages back.
 
-    ``accept`` restricts which message kinds are valid (e.g. ``SANDBOX_TO_HOST`` on the host).
-    After a :class:`~bridge_protocol.errors.ProtocolError` the decoder is unusable: the stream is
-    out of sync and the peer must be dropped.
+    ``accept`` restricts which message kinds are valid (e.g. ``SANDBOX_TO_HOST`` on the host);
+    others raise :class:`~bridge_protocol.errors.UnknownMessageKind`. Only
+    :class:`~bridge_protocol.errors.ProtocolError` subclasses are ever raised for bad input.
+    After one, the decoder is unusable (the stream is out of sync) and the peer must be dropped.
+
+    Memory: it holds at most one partial frame, never more than ``HEADER_SIZE`` plus the frame's
+    declared length, and a declared length above ``max_frame_size`` is refused from the 4-byte
+    prefix alone, before any body byte is kept.
     """
 
     def __init__(
@@ -43,58 +69,83 @@ class FrameDecoder:
         max_depth: int = DEFAULT_MAX_DEPTH,
         accept: Collection[str] | None = None,
     ) -> None:
+        if not 1 <= max_frame_size <= _LARGEST_LENGTH:
+            raise ValueError(f"max_frame_size must be in 1..2**32-1, got {max_frame_size}")
+        if max_depth < 1:
+            raise ValueError(f"max_depth must be at least 1, got {max_depth}")
         self.max_frame_size = max_frame_size
         self.max_depth = max_depth
         self.accept = frozenset(accept) if accept is not None else None
-        self._buffer = bytearray()
+        self._header = bytearray()
+        self._body = bytearray()
         self._expected: int | None = None
         self._failed = False
 
     @property
     def buffered(self) -> int:
-        """Bytes held waiting for the rest of a frame."""
-        return len(self._buffer)
+        """Bytes held waiting for the rest of a frame (prefix bytes included)."""
+        return len(self._header) + len(self._body)
 
-    def feed(self, data: bytes) -> list[Message]:
-        """Add bytes; return every message completed by them (possibly none)."""
-        return list(self._iter_feed(data))
+    @property
+    def failed(self) -> bool:
+        """True once a :class:`~bridge_protocol.errors.ProtocolError` was raised."""
+        return self._failed
 
-    def _iter_feed(self, data: bytes) -> Iterator[Message]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Message]:
+        """Add bytes; return every message completed by them, in order (possibly none).
+
+        If ``data`` completes some frames and then holds an invalid one, the error is raised and
+        the messages before it are not returned: the peer is being dropped anyway.
+        """
         if self._failed:
             raise MalformedFrame("decoder already failed; the stream is out of sync")
-        self._buffer += data
         try:
-            while True:
-                if self._expected is None:
-                    if len(self._buffer) < _HEADER.size:
-                        return
-                    (length,) = _HEADER.unpack_from(self._buffer)
-                    if length > self.max_frame_size:
-                        raise FrameTooLarge(
-                            f"frame of {length} bytes exceeds the maximum of {self.max_frame_size}"
-                        )
-                    if length == 0:
-                        raise MalformedFrame("empty frame")
-                    del self._buffer[: _HEADER.size]
-                    self._expected = length
-                if len(self._buffer) < self._expected:
-                    return
-                body = bytes(self._buffer[: self._expected])
-                del self._buffer[: self._expected]
-                self._expected = None
-                yield self._decode_body(body)
-        except Exception:
+            return self._feed(memoryview(data).cast("B"))
+        except ProtocolError:
             self._failed = True
             raise
 
-    def _decode_body(self, body: bytes) -> Message:
-        try:
-            untrusted = cbor2.loads(
-                body,
-                max_depth=self.max_depth,
-                allow_indefinite=False,
-                allow_duplicate_keys=False,
+    def end_of_stream(self) -> None:
+        """Call when the peer closed the stream: ``MalformedFrame`` if a frame was cut off."""
+        if self.buffered:
+            self._failed = True
+            wanted = "the length prefix" if self._expected is None else f"{self._expected} bytes"
+            raise MalformedFrame(f"stream ended inside a frame ({self.buffered} bytes of {wanted})")
+
+    def _feed(self, view: memoryview) -> list[Message]:
+        messages: list[Message] = []
+        pos, end = 0, len(view)
+        while pos < end:
+            if self._expected is None:
+                take = min(HEADER_SIZE - len(self._header), end - pos)
+                self._header += view[pos : pos + take]
+                pos += take
+                if len(self._header) < HEADER_SIZE:
+                    break
+                self._expected = self._check_length(_HEADER.unpack(self._header)[0])
+                self._header.clear()
+            expected = self._expected
+            if not self._body and end - pos >= expected:
+                # The whole body is in this chunk: decode it in place, without buffering.
+                body: bytearray | memoryview = view[pos : pos + expected]
+                pos += expected
+            else:
+                take = min(expected - len(self._body), end - pos)
+                self._body += view[pos : pos + take]
+                pos += take
+                if len(self._body) < expected:
+                    break
+                body, self._body = self._body, bytearray()
+            self._expected = None
+            untrusted = loads_untrusted(body, max_depth=self.max_depth)
+            messages.append(message_from_untrusted(untrusted, accept=self.accept))
+        return messages
+
+    def _check_length(self, length: int) -> int:
+        if length > self.max_frame_size:
+            raise FrameTooLarge(
+                f"frame of {length} bytes exceeds the maximum of {self.max_frame_size}"
             )
-        except (cbor2.CBORDecodeError, ValueError, RecursionError, OverflowError) as exc:
-            raise MalformedFrame(f"invalid CBOR: {exc}") from None
-        return message_from_untrusted(untrusted, accept=self.accept)
+        if length == 0:
+            raise MalformedFrame("empty frame: a frame holds one CBOR map")
+        return length

@@ -11,8 +11,10 @@ from enum import IntEnum
 __all__ = [
     "ErrorCode",
     "FrameTooLarge",
+    "InvalidMessage",
     "MalformedFrame",
     "ProtocolError",
+    "UnexpectedMessage",
     "UnknownMessageKind",
     "UnsupportedVersion",
 ]
@@ -56,9 +58,24 @@ class MalformedFrame(ProtocolError):
 
 
 class FrameTooLarge(ProtocolError):
-    """A frame's declared length exceeds the decoder's maximum (rejected before buffering)."""
+    """A frame exceeds the maximum size.
+
+    Raised by the decoder on the 4-byte length prefix alone (before any body byte is buffered),
+    and by the encoder for a message whose encoding would exceed the peer's maximum.
+    """
 
     code = ErrorCode.FRAME_TOO_LARGE
+
+
+class InvalidMessage(ProtocolError, ValueError):
+    """A message handed to the encoder holds something the wire cannot carry.
+
+    For example a tool argument that is a ``set`` or a ``datetime``, a map with non-text keys, an
+    integer outside 64 bits, or nesting deeper than the peer accepts. Raised before any byte is
+    produced, so the sender can report it instead of having the peer drop the connection.
+    """
+
+    code = ErrorCode.MALFORMED_FRAME
 
 
 class UnknownMessageKind(ProtocolError):
@@ -71,3 +88,9 @@ class UnsupportedVersion(ProtocolError):
     """The peers share no protocol version."""
 
     code = ErrorCode.UNSUPPORTED_VERSION
+
+
+class UnexpectedMessage(ProtocolError):
+    """A valid message arrived where the protocol does not allow it (e.g. no ``hello`` first)."""
+
+    code = ErrorCode.UNEXPECTED_MESSAGE

@@ -279,7 +279,18 @@ MESSAGE_TYPES: Mapping[str, type[Message]] = {
 }
 
 SANDBOX_TO_HOST: frozenset[str] = frozenset(
-    {"hello", "output", "display", "progress", "result", "call", "request", "cancel", "ping", "pong"}
+    {
+        "hello",
+        "output",
+        "display",
+        "progress",
+        "result",
+        "call",
+        "request",
+        "cancel",
+        "ping",
+        "pong",
+    }
 )
 HOST_TO_SANDBOX: frozenset[str] = frozenset(
     {"welcome", "refusal", "execute", "interrupt", "reply", "ping", "pong", "shutdown"}
