@@ -94,6 +94,7 @@ def discover(
     report = DiscoveryReport()
     definitions: dict[str, list[str]] = {}
     seen: set[tuple[Path, str]] = set()
+    unreadable: set[Path] = set()
     for source in _sources(explicit, where):
         identity = (source.path.resolve(), source.section)
         if identity in seen:  # e.g. cwd == home: ~/.cursor/mcp.json is both project and user
@@ -115,7 +116,9 @@ def discover(
             entries = source.read(source.path)
         except (SourceUnreadable, OSError) as exc:
             message = str(exc) if isinstance(exc, SourceUnreadable) else f"cannot read: {exc}"
-            report.problems.append(DiscoveryProblem(shown, None, message))
+            if identity[0] not in unreadable:  # ~/.claude.json is read twice: report it once
+                unreadable.add(identity[0])
+                report.problems.append(DiscoveryProblem(shown, None, message))
             report.sources_checked.append(CheckedSource(source.client, source.path, True))
             continue
         report.sources_checked.append(CheckedSource(source.client, source.path, True, len(entries)))

@@ -76,8 +76,10 @@ def _build(
 ) -> ServerSpec:
     missing: list[str] = []
 
-    def text(field: str, item: object) -> str:
-        if isinstance(item, bool) or not isinstance(item, str | int | float):
+    def text(field: str, item: object, *, scalars: bool = True) -> str:
+        # Numbers are accepted where clients accept them (``"args": ["--port", 8080]``).
+        allowed = (str, int, float) if scalars else (str,)
+        if isinstance(item, bool) or not isinstance(item, allowed):
             raise _Skip(f"{field} must be a string, got {type(item).__name__}")
         expanded, unset = expand(str(item), environ)
         missing.extend(unset)
@@ -111,7 +113,7 @@ def _build(
         spec = ServerSpec(
             name=raw.name,
             transport="stdio",
-            command=text("command", command),
+            command=text("command", command, scalars=False),
             args=tuple(text(f"args[{i}]", a) for i, a in enumerate(args)),
             env=mapping("env"),
             cwd=None if cwd is None else text("cwd", cwd),
@@ -122,7 +124,7 @@ def _build(
         url = value.get("url")
         if url is None or url == "":
             raise _Skip(f"missing url (a {transport} server needs one)")
-        expanded_url = text("url", url)
+        expanded_url = text("url", url, scalars=False)
         if urlsplit(expanded_url).scheme not in ("http", "https"):
             raise _Skip(f"url must start with http:// or https://, got {expanded_url!r}")
         spec = ServerSpec(
