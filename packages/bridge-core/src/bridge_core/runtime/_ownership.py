@@ -1,0 +1,117 @@
+"""Which bridge process owns a container, and which containers are leftovers of dead bridges.
+
+A container's owner is ``<pid>:<start time>`` of the bridge that created it (``OWNER_LABEL``).
+The pid alone is not enough: pids are reused, so a new unrelated process could make a dead
+bridge's containers look owned forever. The start time (field 22 of ``/proc/<pid>/stat``, in
+clock ticks since boot) changes when the pid is reused.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from bridge_core.runtime.base import OWNER_LABEL, PRODUCT_LABEL
+
+__all__ = [
+    "PRODUCT_LABEL_VALUE",
+    "ContainerRecord",
+    "Owner",
+    "current_owner",
+    "owner_is_alive",
+    "parse_owner",
+    "process_start_time",
+    "select_leftovers",
+]
+
+PRODUCT_LABEL_VALUE = "sandbox"
+"""Value of :data:`~bridge_core.runtime.base.PRODUCT_LABEL` on every sandbox container."""
+
+# /proc/<pid>/stat: "pid (comm) state ppid ...": comm may hold spaces and parentheses, so fields
+# are counted after the LAST ")". starttime is field 22 overall, i.e. index 19 after comm.
+_STARTTIME_INDEX_AFTER_COMM = 19
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """A bridge process: its pid and its start time in clock ticks since boot."""
+
+    pid: int
+    start_time: int
+
+    @property
+    def label(self) -> str:
+        """The value stored in ``OWNER_LABEL``."""
+        return f"{self.pid}:{self.start_time}"
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRecord:
+    """What leftover selection needs to know about one container."""
+
+    name: str
+    labels: Mapping[str, str]
+
+
+def process_start_time(pid: int, *, proc: str = "/proc") -> int | None:
+    """The start time of ``pid`` from ``/proc/<pid>/stat``, or None if there is no such process."""
+    try:
+        with open(f"{proc}/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            text = stat.read()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    _, _, after_comm = text.rpartition(")")
+    fields = after_comm.split()
+    try:
+        return int(fields[_STARTTIME_INDEX_AFTER_COMM])
+    except (IndexError, ValueError):
+        return None
+
+
+def current_owner() -> Owner:
+    """The owner value for containers created by this process."""
+    pid = os.getpid()
+    start_time = process_start_time(pid)
+    if start_time is None:  # no /proc (not Linux): the pid alone is the best we have
+        start_time = 0
+    return Owner(pid, start_time)
+
+
+def parse_owner(value: str | None) -> Owner | None:
+    """Parse an ``OWNER_LABEL`` value; None when it is absent or malformed."""
+    if not value:
+        return None
+    pid_text, sep, start_text = value.partition(":")
+    if not sep or not pid_text.isdigit() or not start_text.isdigit():
+        return None
+    return Owner(int(pid_text), int(start_text))
+
+
+def owner_is_alive(owner: Owner, *, proc: str = "/proc") -> bool:
+    """True while the process that created the container still runs (same pid AND start time)."""
+    start_time = process_start_time(owner.pid, proc=proc)
+    if start_time is None:
+        return False
+    # A label written without /proc (start time 0) can only be matched by pid.
+    return owner.start_time in (0, start_time)
+
+
+def select_leftovers(
+    containers: Iterable[ContainerRecord],
+    *,
+    is_alive: Callable[[Owner], bool] = owner_is_alive,
+) -> list[str]:
+    """Names of our containers whose owner bridge is gone.
+
+    Containers without our product label, or with a missing or malformed owner label, are never
+    selected: removing a container we cannot attribute could kill another bridge's live session.
+    """
+    leftovers = []
+    for record in containers:
+        if record.labels.get(PRODUCT_LABEL) != PRODUCT_LABEL_VALUE:
+            continue
+        owner = parse_owner(record.labels.get(OWNER_LABEL))
+        if owner is not None and not is_alive(owner):
+            leftovers.append(record.name)
+    return leftovers

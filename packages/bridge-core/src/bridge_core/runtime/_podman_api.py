@@ -1,0 +1,229 @@
+"""Every podman-py call the podman backend makes, with the library's gaps worked around here.
+
+podman-py 5.8 against podman 4.3 (measured, see the project's FACTS notes) — one comment per gap:
+
+* ``tmpfs=`` raises TypeError → /tmp is a ``type: tmpfs`` entry in ``mounts=``.
+* ``security_opt=`` is sent as SELinux ``selinux_opts`` only, so ``no-new-privileges`` there is
+  silently NOT applied → ``no_new_privileges=True``; other ``--security-opt`` forms are translated
+  to their specgen fields by :func:`security_opt_fields`.
+* ``nano_cpus`` (``--cpus``) is silently dropped → ``cpu_period`` / ``cpu_quota``.
+* ``containers.run()`` returns None with the k8s-file log driver → create, then start.
+* ``attach()`` is not implemented and ``exec_run`` leaks frame headers and conmon processes → we
+  never use them: the channel is our own unix socket.
+
+Everything here is synchronous (``requests``): callers run it in ``anyio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import podman
+from bridge_protocol.paths import SANDBOX_CHANNEL_DIR
+from podman.errors import APIError, NotFound, PodmanError
+
+from bridge_core.errors import ConfigError
+from bridge_core.runtime._hardening import SANDBOX_USER, TMPFS_MODE, ulimits
+from bridge_core.runtime.base import PRODUCT_LABEL, SandboxSpec
+
+__all__ = [
+    "API_TIMEOUT",
+    "APIError",
+    "NotFound",
+    "PodmanError",
+    "close",
+    "connect",
+    "create_kwargs",
+    "limits_support",
+    "list_ours",
+    "logs_tail",
+    "remove_quietly",
+    "security_opt_fields",
+    "socket_candidates",
+    "stop_and_remove",
+]
+
+API_TIMEOUT = 60
+"""Seconds any single API call may take; bounds a hung service (stop adds its grace on top)."""
+
+
+def socket_candidates(env: Mapping[str, str], euid: int) -> list[str]:
+    """API URLs to try, in order: ``CONTAINER_HOST``, then the socket for our uid, then the other.
+
+    A non-root user normally cannot open the rootful socket, and root has no rootless one, so the
+    order only saves a failed attempt.
+    """
+    urls: list[str] = []
+    if env.get("CONTAINER_HOST"):
+        urls.append(env["CONTAINER_HOST"])
+    rootful = "unix:///run/podman/podman.sock"
+    runtime_dir = env.get("XDG_RUNTIME_DIR") or f"/run/user/{euid}"
+    rootless = f"unix://{runtime_dir}/podman/podman.sock"
+    urls.extend([rootful, rootless] if euid == 0 else [rootless, rootful])
+    return list(dict.fromkeys(urls))
+
+
+def connect(url: str) -> podman.PodmanClient | None:
+    """A client for ``url`` if a podman service answers there, else None."""
+    if url.startswith("unix://") and not Path(url.removeprefix("unix://")).exists():
+        return None
+    client = podman.PodmanClient(base_url=url, timeout=API_TIMEOUT)
+    try:
+        if client.ping():
+            return client
+    except (PodmanError, OSError):
+        pass
+    close(client)
+    return None
+
+
+def close(client: podman.PodmanClient) -> None:
+    """Close the client's HTTP session (podman-py leaves ``close`` untyped)."""
+    client.close()  # type: ignore[no-untyped-call]
+
+
+def security_opt_fields(options: Sequence[str]) -> dict[str, Any]:
+    """Translate extra ``--security-opt`` values into the specgen fields podman-py passes through.
+
+    Raises :class:`ConfigError` for a form podman-py cannot express, instead of dropping it.
+    """
+    fields: dict[str, Any] = {}
+    for option in options:
+        key, _, value = option.replace(":", "=", 1).partition("=")
+        if key == "no-new-privileges" and value in ("", "true"):
+            continue  # always on anyway
+        if key == "seccomp" and value:
+            fields["seccomp_profile_path"] = value
+        elif key == "apparmor" and value:
+            fields["apparmor_profile"] = value
+        elif key == "label" and value:
+            fields.setdefault("security_opt", []).append(value)  # sent as selinux_opts
+        elif key == "mask" and value:
+            fields.setdefault("masked_paths", []).extend(value.split(":"))
+        elif key == "unmask" and value:
+            fields.setdefault("unmasked_paths", []).extend(value.split(":"))
+        else:
+            raise ConfigError(
+                f"security option {option!r} is not supported with the podman runtime "
+                "(supported: seccomp=, apparmor=, label=, mask=, unmask=, no-new-privileges)"
+            )
+    return fields
+
+
+def create_kwargs(
+    spec: SandboxSpec, *, name: str, labels: Mapping[str, str], channel_dir: Path
+) -> dict[str, Any]:
+    """Keyword arguments for ``containers.create`` giving the full hardening of the sandbox."""
+    limits = spec.limits
+    kwargs: dict[str, Any] = {
+        "name": name,
+        "labels": dict(labels),
+        "user": SANDBOX_USER,
+        "cap_drop": ["ALL"],
+        "read_only": True,
+        # The API (unlike the CLI's --read-only-tmpfs default) adds no /run and /var/tmp tmpfs
+        # when this is False; verified by inspection afterwards.
+        "read_write_tmpfs": False,
+        "no_new_privileges": True,
+        "network_mode": "none",
+        "mem_limit": limits.memory_bytes,
+        "memswap_limit": limits.memory_bytes,
+        "pids_limit": limits.pids,
+        "init": True,
+        # Nothing from the host: podman adds only container=, TERM and the image's own variables.
+        "environment": {},
+        "ulimits": [{"Name": u.name, "Soft": u.soft, "Hard": u.hard} for u in ulimits(limits)],
+        "mounts": [
+            {
+                "type": "tmpfs",
+                "source": "tmpfs",
+                "target": "/tmp",
+                "size": limits.tmpfs_bytes,
+                "mode": TMPFS_MODE,
+            },
+            # Read-only is enough: connect(2) on a socket is not refused by a read-only mount.
+            {
+                "type": "bind",
+                "source": str(channel_dir),
+                "target": SANDBOX_CHANNEL_DIR,
+                "read_only": True,
+            },
+        ],
+    }
+    if limits.cpu_quota is not None:
+        kwargs["cpu_quota"] = limits.cpu_quota
+        kwargs["cpu_period"] = limits.cpu_period
+    kwargs.update(security_opt_fields(spec.security_opt))
+    return kwargs
+
+
+def logs_tail(client: podman.PodmanClient, name: str, lines: int = 20) -> str:
+    """The last ``lines`` lines of a container's output, for start-failure messages."""
+    try:
+        frames = client.containers.get(name).logs(stdout=True, stderr=True, tail=lines)
+        data = frames if isinstance(frames, bytes) else b"".join(frames)
+    except (PodmanError, OSError) as exc:
+        return f"(logs unavailable: {exc})"
+    return data.decode("utf-8", errors="replace").strip()
+
+
+def remove_quietly(client: podman.PodmanClient, name: str) -> None:
+    """SIGKILL and remove a container by name; already stopped or gone is fine.
+
+    The explicit kill matters: a forced remove alone first sends the stop signal and waits the
+    container's stop timeout (10 s) before killing, and podman-py cannot pass a shorter one.
+    """
+    try:
+        client.containers.get(name).kill(signal="SIGKILL")
+    except NotFound:
+        return
+    except APIError:
+        pass  # not running any more
+    try:
+        client.containers.remove(name, force=True)
+    except NotFound:
+        pass
+
+
+def limits_support(rootless: bool, cgroup_version: str, controllers: Sequence[str]) -> str:
+    """Why resource limits are NOT enforced on this host ("" when they are).
+
+    Rootless podman on cgroup v1 ignores memory/pids/cpu limits ("Resource limits are not
+    supported and ignored on cgroups V1 rootless systems"); on cgroup v2 it needs the memory,
+    pids and cpu controllers delegated to the user.
+    """
+    if not rootless:
+        return ""
+    if cgroup_version != "v2":
+        return (
+            "rootless podman on a cgroup v1 host ignores memory, pids and cpu limits; "
+            "run podman as root (privileges are still dropped inside the container) or boot "
+            "the host with cgroup v2 (systemd.unified_cgroup_hierarchy=1)"
+        )
+    missing = sorted({"memory", "pids", "cpu"} - set(controllers))
+    if missing:
+        return (
+            f"the cgroup v2 controllers {', '.join(missing)} are not delegated to this user; "
+            "enable them (systemd: Delegate=memory pids cpu in user@.service)"
+        )
+    return ""
+
+
+def stop_and_remove(client: podman.PodmanClient, name: str, grace: float) -> None:
+    """SIGTERM, SIGKILL after ``grace`` seconds (the API takes whole seconds), then remove."""
+    try:
+        client.containers.get(name).stop(timeout=max(1, math.ceil(grace)))
+    except NotFound:
+        return
+    except APIError:
+        pass  # e.g. already stopped; removal below forces it anyway
+    remove_quietly(client, name)
+
+
+def list_ours(client: podman.PodmanClient) -> list[tuple[str, dict[str, str]]]:
+    """(name, labels) of every container carrying our product label, running or not."""
+    found = client.containers.list(all=True, filters={"label": [PRODUCT_LABEL]})
+    return [(c.name, dict(c.labels or {})) for c in found]

@@ -1,0 +1,26 @@
+"""The :class:`~bridge_core.runtime.base.Sandbox` the container backends hand out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from anyio.abc import SocketStream
+
+from bridge_core.runtime._channel import ChannelDir
+from bridge_core.runtime.base import SandboxSpec
+
+__all__ = ["ContainerSandbox"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ContainerSandbox:
+    """A started container whose channel is connected.
+
+    ``name`` is the container name (``mcp-bridge-<spec name>-<random>``), which is what
+    ``podman ps`` shows; ``spec`` is what it was started from.
+    """
+
+    name: str
+    stream: SocketStream
+    spec: SandboxSpec
+    channel: ChannelDir

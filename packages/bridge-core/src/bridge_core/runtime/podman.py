@@ -1,0 +1,245 @@
+"""The podman backend: podman-py over the podman API socket.
+
+The socket is found in this order: ``$CONTAINER_HOST``, the rootful ``/run/podman/podman.sock``,
+the rootless ``$XDG_RUNTIME_DIR/podman/podman.sock`` (rootless first when not root). When none
+answers, a private ``podman system service`` is started on ``<state_dir>/podman.sock`` and
+stopped by :meth:`PodmanBackend.aclose`.
+
+Every created container is inspected before it is started; if any hardening option is missing it
+is removed and :class:`~bridge_core.errors.SandboxStartError` names the option.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+import podman
+from anyio.abc import SocketListener
+
+from bridge_core.errors import RuntimeUnavailable, SandboxStartError
+from bridge_core.runtime import _podman_api as api
+from bridge_core.runtime._channel import ChannelDir, accept_channel
+from bridge_core.runtime._hardening import container_labels, container_name
+from bridge_core.runtime._ownership import ContainerRecord, current_owner, select_leftovers
+from bridge_core.runtime._podman_service import PrivateService
+from bridge_core.runtime._sandbox import ContainerSandbox
+from bridge_core.runtime._verify import hardening_violations
+from bridge_core.runtime.base import RuntimeInfo, Sandbox, SandboxExit, SandboxSpec
+
+__all__ = ["CLEANUP_TIMEOUT", "PodmanBackend"]
+
+CLEANUP_TIMEOUT = 15.0
+"""Bound on removing a half-started sandbox after a failure or cancellation (kill + remove)."""
+
+
+def _run(func: Any, *args: Any) -> Any:
+    """Run a blocking podman-py call in a worker thread."""
+    return anyio.to_thread.run_sync(partial(func, *args))
+
+
+class PodmanBackend:
+    """Sandboxes as podman containers. Create with :meth:`connect`; ``aclose()`` when done."""
+
+    name = "podman"
+
+    def __init__(
+        self,
+        client: podman.PodmanClient,
+        *,
+        url: str,
+        state_dir: Path,
+        service: PrivateService | None = None,
+    ) -> None:
+        self._client = client
+        self._state_dir = state_dir
+        self._sandboxes = state_dir / "sandboxes"
+        self._service = service
+        self._owner = current_owner()
+        self.url = url
+        """The API URL in use."""
+
+    @classmethod
+    async def connect(
+        cls, *, state_dir: Path, url: str | None = None, start_service: bool = True
+    ) -> PodmanBackend:
+        """Find (or start) a podman API service, then remove leftovers of dead bridges.
+
+        ``url`` forces one API URL; otherwise the usual sockets are tried. Raises
+        :class:`RuntimeUnavailable` naming every URL tried.
+        """
+        urls = [url] if url else api.socket_candidates(os.environ, os.geteuid())
+        for candidate in urls:
+            client = await _run(api.connect, candidate)
+            if client is not None:
+                backend = cls(client, url=candidate, state_dir=state_dir)
+                break
+        else:
+            binary = shutil.which("podman")
+            if url or not start_service or binary is None:
+                raise RuntimeUnavailable(
+                    f"no podman API service answers at {', '.join(urls)}"
+                    + ("" if binary else " and no `podman` binary is on PATH")
+                    + "; install podman (scripts/prepare-host does it on Debian/Ubuntu) or "
+                    "start its service: podman system service --time=0 unix:///run/podman/"
+                    "podman.sock"
+                )
+            backend = await cls._with_private_service(binary, state_dir, urls)
+        try:
+            await backend.remove_leftovers()
+        except BaseException:
+            await backend.aclose()
+            raise
+        return backend
+
+    @classmethod
+    async def _with_private_service(
+        cls, binary: str, state_dir: Path, tried: list[str]
+    ) -> PodmanBackend:
+        service = await PrivateService.start(binary, state_dir / "podman.sock")
+        client = await _run(api.connect, service.url)
+        if client is None:
+            await service.aclose()
+            raise RuntimeUnavailable(
+                f"no podman API service answers at {', '.join(tried)}, and the private service "
+                f"started at {service.url} does not answer either: {service.log_tail()}"
+            )
+        return cls(client, url=service.url, state_dir=state_dir, service=service)
+
+    async def info(self) -> RuntimeInfo:
+        """Version, rootless or not, and whether this host enforces resource limits."""
+        try:
+            data: dict[str, Any] = await _run(self._client.info)
+        except (api.PodmanError, OSError) as exc:
+            raise RuntimeUnavailable(f"podman at {self.url} did not answer: {exc}") from exc
+        host = data.get("host", {})
+        rootless = bool(host.get("security", {}).get("rootless", False))
+        cgroup_version = str(host.get("cgroupVersion", ""))
+        reason = api.limits_support(rootless, cgroup_version, host.get("cgroupControllers") or [])
+        version = str(data.get("version", {}).get("Version", "unknown"))
+        detail = f"API {self.url}; cgroup {cgroup_version or 'unknown'}"
+        if self._service is not None:
+            detail += " (private service started by the bridge)"
+        if reason:
+            detail += f"; limits NOT enforced: {reason}"
+        return RuntimeInfo("podman", version, rootless, not reason, detail)
+
+    async def start(self, spec: SandboxSpec) -> ContainerSandbox:
+        """Create, verify and start the container, then accept its channel connection."""
+        name = container_name(spec.name)
+        channel = ChannelDir.create(self._sandboxes, name)
+        listener: SocketListener | None = None
+        try:
+            listener = await channel.listen()
+            await _run(self._create_verify_start, spec, name, channel.path)
+            stream = await accept_channel(
+                listener,
+                exited=partial(self._death, name),
+                what=f"sandbox container {name}",
+                connect_timeout=spec.connect_timeout,
+            )
+        except BaseException:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_TIMEOUT):
+                if listener is not None:
+                    await listener.aclose()
+                await anyio.to_thread.run_sync(
+                    api.remove_quietly, self._client, name, abandon_on_cancel=True
+                )
+            channel.remove()
+            raise
+        await listener.aclose()
+        channel.unlink_socket()
+        return ContainerSandbox(name=name, stream=stream, spec=spec, channel=channel)
+
+    def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
+        labels = container_labels(spec, self._owner)
+        kwargs = api.create_kwargs(spec, name=name, labels=labels, channel_dir=channel_dir)
+        try:
+            image = self._client.images.get(spec.image)
+        except api.NotFound:
+            raise SandboxStartError(
+                f"sandbox image {spec.image!r} is not in podman's image store; build it with "
+                "`bridge-image build` (scripts/prepare-host does it)"
+            ) from None
+        except api.PodmanError as exc:
+            raise SandboxStartError(f"podman cannot look up image {spec.image!r}: {exc}") from exc
+        try:
+            container = self._client.containers.create(spec.image, **kwargs)
+            problems = hardening_violations(
+                container.inspect(), spec, image_env=image.attrs.get("Config", {}).get("Env") or []
+            )
+            if problems:
+                api.remove_quietly(self._client, name)
+                raise SandboxStartError(
+                    f"podman did not apply {'; '.join(problems)} to sandbox container {name}; "
+                    "refusing to run it (the container was removed)"
+                )
+            container.start()
+        except api.PodmanError as exc:
+            raise SandboxStartError(
+                f"podman could not start sandbox container {name} from {spec.image!r}: {exc}"
+            ) from exc
+
+    async def _death(self, name: str) -> str | None:
+        exit_ = await self._status(name)
+        if exit_.running:
+            return None
+        logs = await _run(api.logs_tail, self._client, name)
+        return exit_.describe() + (f"; last output:\n{logs}" if logs else "")
+
+    async def _status(self, name: str) -> SandboxExit:
+        try:
+            container = await _run(self._client.containers.get, name)
+            state: dict[str, Any] = (await _run(container.inspect))["State"]
+        except api.NotFound:
+            return SandboxExit(running=False, error="container is gone")
+        return SandboxExit(
+            running=bool(state.get("Running")),
+            exit_code=None if state.get("Running") else state.get("ExitCode"),
+            oom_killed=bool(state.get("OOMKilled")),
+            error=str(state.get("Error") or ""),
+        )
+
+    async def status(self, sandbox: Sandbox) -> SandboxExit:
+        """Whether it runs; if not, its exit code and whether it was OOM-killed."""
+        return await self._status(sandbox.name)
+
+    async def stop(self, sandbox: Sandbox, *, grace: float = 2.0) -> None:
+        """Close the channel, SIGTERM, SIGKILL after ``grace`` seconds, remove. Cancel-safe."""
+        with anyio.CancelScope(shield=True):
+            await anyio.aclose_forcefully(sandbox.stream)
+            with anyio.move_on_after(grace + CLEANUP_TIMEOUT):
+                await _run(api.stop_and_remove, self._client, sandbox.name, grace)
+            self._remove_channel(sandbox.name)
+
+    async def kill(self, sandbox: Sandbox) -> None:
+        """SIGKILL and remove now. Cancel-safe."""
+        with anyio.CancelScope(shield=True):
+            await anyio.aclose_forcefully(sandbox.stream)
+            with anyio.move_on_after(CLEANUP_TIMEOUT):
+                await _run(api.remove_quietly, self._client, sandbox.name)
+            self._remove_channel(sandbox.name)
+
+    def _remove_channel(self, name: str) -> None:
+        ChannelDir(self._sandboxes / name).remove()
+
+    async def remove_leftovers(self) -> int:
+        """Remove our containers whose owner bridge process is gone; return how many."""
+        ours = await _run(api.list_ours, self._client)
+        names = select_leftovers(ContainerRecord(name, labels) for name, labels in ours)
+        for name in names:
+            await _run(api.remove_quietly, self._client, name)
+            self._remove_channel(name)
+        return len(names)
+
+    async def aclose(self) -> None:
+        """Close the API client and stop the private service if this backend started one."""
+        with anyio.CancelScope(shield=True):
+            api.close(self._client)
+            if self._service is not None:
+                await self._service.aclose()
+                self._service = None
