@@ -1,0 +1,23 @@
+"""The upstream MCP proxy: supervised clients of the user's MCP servers and the sandbox gateway."""
+
+from bridge_core.proxy.errors import (
+    UnknownServer,
+    UpstreamCrashed,
+    UpstreamRPCError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+from bridge_core.proxy.options import CALL_TIMEOUT_ENV, ProxyOptions
+from bridge_core.proxy.pool import ToolsListener, UpstreamPool
+
+__all__ = [
+    "UpstreamPool",
+    "ToolsListener",
+    "ProxyOptions",
+    "CALL_TIMEOUT_ENV",
+    "UnknownServer",
+    "UpstreamUnavailable",
+    "UpstreamCrashed",
+    "UpstreamTimeout",
+    "UpstreamRPCError",
+]

@@ -1,0 +1,78 @@
+"""A bounded ring buffer of a server process's stderr, fed from a pipe without threads."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TextIO
+
+import anyio
+
+__all__ = ["StderrTail"]
+
+logger = logging.getLogger("bridge_core.proxy.stderr")
+
+_READ_CHUNK = 64 * 1024
+
+
+class StderrTail:
+    """The write end goes to the child as its stderr (the SDK's ``stdio_client(errlog=)`` needs a
+    real file); :meth:`pump` reads the other end until EOF, keeping the last ``limit`` bytes."""
+
+    def __init__(self, server: str, limit: int) -> None:
+        self._server = server
+        self._limit = limit
+        self._buffer = bytearray()
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(read_fd, False)
+        self._read_fd: int | None = read_fd
+        self.writer: TextIO = os.fdopen(write_fd, "w")
+        self.eof = anyio.Event()
+
+    def close_writer(self) -> None:
+        """Drop the parent's copy of the write end once the child holds it, so EOF can happen."""
+        if not self.writer.closed:
+            self.writer.close()
+
+    async def pump(self) -> None:
+        """Read until EOF (every holder of the write end has exited) or cancellation."""
+        assert self._read_fd is not None
+        fd = self._read_fd
+        try:
+            while True:
+                await anyio.wait_readable(fd)
+                try:
+                    chunk = os.read(fd, _READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    break
+                self._append(chunk)
+        finally:
+            self.eof.set()
+            self._read_fd = None
+            os.close(fd)
+            self.close_writer()
+
+    def _append(self, chunk: bytes) -> None:
+        logger.debug("%s stderr: %s", self._server, chunk.decode(errors="replace").rstrip())
+        self._buffer += chunk
+        if len(self._buffer) > self._limit:
+            del self._buffer[: len(self._buffer) - self._limit]
+
+    def tail(self, max_chars: int = 2000) -> str:
+        """The last ``max_chars`` characters, starting at a line boundary when possible."""
+        text = self._buffer.decode(errors="replace")
+        if len(text) > max_chars:
+            text = text[-max_chars:]
+            newline = text.find("\n")
+            if 0 <= newline < len(text) - 1:
+                text = text[newline + 1 :]
+        return text.strip()
+
+    def discard(self) -> None:
+        """Close both ends when :meth:`pump` never ran (spawn failed)."""
+        self.close_writer()
+        if self._read_fd is not None:
+            os.close(self._read_fd)
+            self._read_fd = None

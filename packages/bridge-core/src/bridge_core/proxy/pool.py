@@ -1,0 +1,267 @@
+"""Supervised upstream MCP clients: one per configured server, started lazily, kept warm.
+
+Concurrency model: every :class:`~bridge_core.proxy._connection.Connection` runs in a task of the
+pool's own task group (``async with UpstreamPool(...) as pool``), which enters and exits the
+transport and session. Callers (one task per sandbox call) wait for the connection to be ready,
+then send their request on the shared session: the SDK multiplexes requests by id, so many calls
+to one server are in flight at once, and a caller's cancellation (an interrupted execution)
+cancels its request and sends ``notifications/cancelled`` upstream.
+
+Failures: a server that exits fails its in-flight calls with :class:`UpstreamCrashed` (exit
+status and stderr tail). The next call restarts it after a backoff that doubles per failure;
+after ``max_failures`` in a row, calls fail fast with the last error until ``cooldown`` passes.
+A successful request resets the count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from types import TracebackType
+from typing import Any
+
+import anyio
+import mcp_types as types
+from anyio.abc import TaskGroup
+from mcp import ClientSession
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+from rapidfuzz import process as fuzz_process
+
+from bridge_core.proxy._connection import Connection
+from bridge_core.proxy.errors import (
+    UnknownServer,
+    UpstreamRPCError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+from bridge_core.proxy.options import ProxyOptions
+from bridge_core.servers import ServerSpec
+
+__all__ = ["UpstreamPool", "ToolsListener"]
+
+ToolsListener = Callable[[ServerSpec, list[types.Tool]], None]
+"""Called with a server's full tool list when it starts and after each ``list_changed``."""
+
+_CLOSE_TIMEOUT = 12.0
+"""Bound on aclose(): the SDK's stdio shutdown takes at most ~6.5 s (stdin close, SIGTERM, SIGKILL
+waits) plus our 1 s stderr drain; past this the task group is cancelled anyway."""
+_CRASH_REPORT_WAIT = 10.0
+"""How long a failed call waits for the supervisor to reap the child and read its exit status."""
+
+
+class _Upstream:
+    """Restart bookkeeping of one server; at most one connection (starting or live) at a time."""
+
+    def __init__(self, pool: UpstreamPool, spec: ServerSpec) -> None:
+        self.pool = pool
+        self.spec = spec
+        self.conn: Connection | None = None
+        self.tools: list[types.Tool] | None = None
+        self.failures = 0
+        self.last_error: UpstreamUnavailable | None = None
+        self.retry_at = 0.0
+
+    async def session(self) -> tuple[Connection, ClientSession]:
+        """The live connection, starting it (after any backoff) when there is none."""
+        options = self.pool.options
+        while True:
+            conn = self.conn
+            if conn is None:
+                self.pool.check_open(self.spec.name)
+                wait = self.retry_at - options.clock()
+                if self.failures >= options.max_failures and wait > 0:
+                    assert self.last_error is not None
+                    raise UpstreamUnavailable(
+                        self.spec.name,
+                        f"{self.last_error} -- {self.failures} failures in a row; calls to "
+                        f"{self.spec.name!r} fail fast for another {wait:.0f}s",
+                    )
+                if self.failures and wait > 0:
+                    await anyio.sleep(wait)
+                    continue
+                conn = self._start()
+            was_ready = conn.ready.is_set()
+            await conn.ready.wait()
+            session = conn.session
+            if session is not None and conn.alive:
+                return conn, session
+            if was_ready:
+                # It was serving and has just died: let the supervisor record it, then restart.
+                with anyio.move_on_after(_CRASH_REPORT_WAIT):
+                    await conn.ended.wait()
+                continue
+            assert conn.failure is not None
+            raise conn.failure
+
+    def _start(self) -> Connection:
+        conn = Connection(self.spec, self.pool.options, self._tools_changed)
+        self.conn = conn
+        self.pool.task_group.start_soon(
+            self._supervise, conn, name=f"mcp-upstream:{self.spec.name}"
+        )
+        return conn
+
+    async def _supervise(self, conn: Connection) -> None:
+        await conn.run()
+        if self.conn is conn:
+            self.conn = None
+        if self.pool.closing:
+            return
+        # A clean start then stop never happens outside aclose(), so any end here is a failure.
+        options = self.pool.options
+        self.failures += 1
+        self.last_error = conn.failure
+        if self.failures >= options.max_failures:
+            delay = options.cooldown
+        else:
+            delay = min(options.backoff_initial * 2 ** (self.failures - 1), options.backoff_max)
+        self.retry_at = options.clock() + delay
+
+    def _tools_changed(self, tools: list[types.Tool]) -> None:
+        self.tools = tools
+        if self.pool.on_tools is not None:
+            self.pool.on_tools(self.spec, tools)
+
+    def succeeded(self) -> None:
+        self.failures = 0
+
+
+class UpstreamPool:
+    """All configured upstream servers. Use as ``async with UpstreamPool(specs) as pool``."""
+
+    def __init__(
+        self,
+        servers: Iterable[ServerSpec],
+        options: ProxyOptions | None = None,
+        *,
+        on_tools: ToolsListener | None = None,
+    ) -> None:
+        self.options = options or ProxyOptions()
+        self.on_tools = on_tools
+        self._upstreams: dict[str, _Upstream] = {}
+        for spec in servers:
+            if spec.name in self._upstreams:
+                raise ValueError(f"two MCP servers are named {spec.name!r}")
+            self._upstreams[spec.name] = _Upstream(self, spec)
+        self._tg: TaskGroup | None = None
+        self.closing = False
+
+    async def __aenter__(self) -> UpstreamPool:
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        assert self._tg is not None
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    async def aclose(self) -> None:
+        """Stop every server and wait (bounded, shielded) until each child is gone."""
+        if self.closing:
+            return
+        self.closing = True
+        conns = [up.conn for up in self._upstreams.values() if up.conn is not None]
+        for conn in conns:
+            conn.stop()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):
+            for conn in conns:
+                await conn.ended.wait()
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+
+    @property
+    def task_group(self) -> TaskGroup:
+        if self._tg is None:
+            raise RuntimeError("UpstreamPool must be used as `async with UpstreamPool(...)`")
+        return self._tg
+
+    def check_open(self, server: str) -> None:
+        if self.closing:
+            raise UpstreamUnavailable(
+                server, f"MCP server {server!r} is unavailable: the bridge is shutting down"
+            )
+
+    @property
+    def specs(self) -> list[ServerSpec]:
+        """Configured servers, in configuration order."""
+        return [up.spec for up in self._upstreams.values()]
+
+    def spec(self, server: str) -> ServerSpec:
+        """The spec of ``server``; raises :class:`UnknownServer` with close names."""
+        return self._upstream(server).spec
+
+    def cached_tools(self, server: str) -> list[types.Tool] | None:
+        """The tool list seen on the live (or last) connection, without starting anything."""
+        return self._upstream(server).tools
+
+    def is_running(self, server: str) -> bool:
+        conn = self._upstream(server).conn
+        return conn is not None and conn.alive
+
+    def pid(self, server: str) -> int | None:
+        """The stdio child's pid while it runs (diagnostics)."""
+        conn = self._upstream(server).conn
+        return conn.pid if conn is not None else None
+
+    async def list_tools(self, server: str) -> list[types.Tool]:
+        """The server's tools, starting it if needed (refreshed on ``list_changed``)."""
+        up = self._upstream(server)
+        conn, _ = await up.session()
+        up.tools = conn.tools
+        up.succeeded()
+        return conn.tools
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        call_timeout: float | None = None,
+    ) -> types.CallToolResult:
+        """Call ``tool`` on ``server``; an ``isError`` result is returned, not raised.
+
+        Raises :class:`UnknownServer`, :class:`UpstreamUnavailable` (start failure, crash,
+        cooldown, shutdown), :class:`UpstreamTimeout` (past ``call_timeout`` or the pool's
+        ``call_timeout``; a cancel is sent upstream) or :class:`UpstreamRPCError`.
+        """
+        up = self._upstream(server)
+        limit = call_timeout if call_timeout is not None else self.options.call_timeout
+        conn, session = await up.session()
+        try:
+            result = await session.call_tool(
+                tool, dict(arguments or {}), read_timeout_seconds=limit
+            )
+        except MCPError as exc:
+            if exc.code == types.REQUEST_TIMEOUT:
+                raise UpstreamTimeout(server, tool, limit) from None
+            if exc.code == types.CONNECTION_CLOSED and not conn.alive:
+                with anyio.move_on_after(_CRASH_REPORT_WAIT):
+                    await conn.ended.wait()
+                failure = conn.failure or UpstreamUnavailable(
+                    server, f"MCP server {server!r} closed its connection during {tool!r}"
+                )
+                raise failure from None
+            raise UpstreamRPCError(server, tool, exc.code, exc.message, exc.data) from None
+        except (ValidationError, RuntimeError) as exc:
+            # A result that is not a CallToolResult (malformed, or an input-required round the
+            # sandbox cannot answer): the server is alive, the call failed.
+            raise UpstreamRPCError(
+                server, tool, types.INTERNAL_ERROR, f"invalid tools/call result: {exc}"
+            ) from None
+        up.succeeded()
+        return result
+
+    def _upstream(self, server: str) -> _Upstream:
+        up = self._upstreams.get(server)
+        if up is None:
+            matches = fuzz_process.extract(server, list(self._upstreams), limit=3, score_cutoff=60)
+            raise UnknownServer(server, [match[0] for match in matches])
+        return up
