@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from bridge_core.servers import ServerSpec
 
 PROBE_SERVER = (

@@ -9,7 +9,6 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-
 from bridge_core.proxy import (
     ProxyOptions,
     UnknownServer,
