@@ -9,7 +9,9 @@ status is not ``ok``.
 
 from __future__ import annotations
 
+import ast
 import base64
+import json
 from typing import Any, Literal
 
 import mcp_types as types
@@ -27,6 +29,25 @@ _STATUS_LINES = {
     "crashed": "crashed: the sandbox died",
     "unavailable": "unavailable: no sandbox could run this code",
 }
+
+
+_LITERAL_LIMIT = 256 * 1024
+"""Longest ``result`` repr parsed back into data for TOON (parsing is linear but not free)."""
+
+
+def _as_data(value: str) -> Any:
+    """The repr of the last expression as plain data when it is a literal that JSON can carry
+    (so a list of dicts becomes a TOON table); otherwise the repr string itself."""
+    if len(value) > _LITERAL_LIMIT:
+        return value
+    try:
+        # The repr comes from the sandbox: literal_eval never runs code; deep nesting can only
+        # raise, which falls back to the string.
+        data = ast.literal_eval(value)
+        json.dumps(data)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return value
+    return data
 
 
 def structured_payload(result: ExecutionResult) -> dict[str, Any]:
@@ -101,7 +122,10 @@ def render_result(result: ExecutionResult, mode: OutputMode = "compact") -> type
     payload = structured_payload(result)
     text = _compact_text(result, payload)
     if mode == "toon":
-        encoded = toons.dumps(payload)
+        toon_payload = dict(payload)
+        if result.value is not None:
+            toon_payload["result"] = _as_data(result.value)
+        encoded = toons.dumps(toon_payload)
         # TOON pays off only on uniform tables; plain text output is usually shorter as text.
         if len(encoded) < len(text):
             text = encoded

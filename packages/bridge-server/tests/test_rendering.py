@@ -1,0 +1,131 @@
+"""Rendering: compact text sections, structured payload, TOON with fallback, images, notices."""
+
+from __future__ import annotations
+
+import base64
+
+import mcp_types as types
+import toons
+from bridge_core.sessions.types import ExecutionResult, Image
+from bridge_protocol import ErrorInfo
+from mcp_code_execution_mode.rendering import error_result, render_result, structured_payload
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+
+
+def _text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+def test_lone_value_renders_as_just_the_value() -> None:
+    rendered = render_result(ExecutionResult(status="ok", session="default", value="2"))
+    assert _text(rendered) == "2"
+    assert rendered.is_error is False
+
+
+def test_stdout_is_returned_exactly_with_blank_lines_and_spacing() -> None:
+    stdout = "  a\n\n\tb  \n\n"
+    rendered = render_result(ExecutionResult(status="ok", session="s", stdout=stdout))
+    assert _text(rendered) == stdout.removesuffix("\n")
+    assert rendered.structured_content is not None
+    assert rendered.structured_content["stdout"] == stdout
+
+
+def test_sections_come_in_order_stdout_stderr_value_error() -> None:
+    result = ExecutionResult(
+        status="error",
+        session="default",
+        stdout="out\n",
+        stderr="warn\n",
+        value=None,
+        error=ErrorInfo(
+            "ZeroDivisionError",
+            "division by zero",
+            "Traceback (most recent call last):\n"
+            '  File "<cell>", line 1\n'
+            "ZeroDivisionError: division by zero\n",
+        ),
+    )
+    text = _text(render_result(result))
+    assert text.index("out") < text.index("[stderr]\nwarn") < text.index("[error]")
+    assert text.endswith("ZeroDivisionError: division by zero")
+    assert text.count("ZeroDivisionError: division by zero") == 1
+
+
+def test_error_without_traceback_still_names_type_and_message() -> None:
+    result = ExecutionResult(status="error", session="default", error=ErrorInfo("KeyError", "'x'"))
+    assert _text(render_result(result)) == "[error] KeyError: 'x'"
+
+
+def test_is_error_exactly_when_status_is_not_ok() -> None:
+    for status in ("ok", "error", "interrupted", "timeout", "crashed", "unavailable"):
+        rendered = render_result(ExecutionResult(status=status, session="default"))  # type: ignore[arg-type]
+        assert rendered.is_error is (status != "ok")
+
+
+def test_timeout_keeps_partial_output_and_says_timeout() -> None:
+    result = ExecutionResult(status="timeout", session="default", stdout="tick 1\ntick 2\n")
+    text = _text(render_result(result))
+    assert text.startswith("tick 1\ntick 2")
+    assert "[timeout" in text
+
+
+def test_structured_payload_omits_empty_fields() -> None:
+    payload = structured_payload(ExecutionResult(status="ok", session="default", duration=0.01234))
+    assert payload == {"status": "ok", "session": "default", "duration": 0.012}
+
+
+def test_notices_appear_in_text_and_payload_including_truncation_path() -> None:
+    result = ExecutionResult(
+        status="ok",
+        session="default",
+        stdout="head...tail",
+        notices=("session was reset: the container ran out of memory",),
+        truncated=True,
+        full_output_path="/tmp/.bridge/output-7.txt",
+    )
+    rendered = render_result(result)
+    assert rendered.structured_content is not None
+    notices = rendered.structured_content["notices"]
+    assert notices[0].startswith("session was reset")
+    assert "/tmp/.bridge/output-7.txt" in notices[1]
+    assert _text(rendered).startswith("[notice] session was reset")
+
+
+def test_images_arrive_as_image_content() -> None:
+    result = ExecutionResult(status="ok", session="default", images=(Image("image/png", PNG),))
+    rendered = render_result(result)
+    image = rendered.content[1]
+    assert isinstance(image, types.ImageContent)
+    assert image.mime_type == "image/png"
+    assert base64.b64decode(image.data) == PNG
+
+
+def test_toon_mode_renders_a_uniform_table_result_as_toon() -> None:
+    rows = [{"n": i, "square": i * i} for i in range(20)]
+    result = ExecutionResult(status="ok", session="default", value=repr(rows))
+    toon = _text(render_result(result, "toon"))
+    assert "result[20]{n,square}:" in toon
+    assert toons.loads(toon)["result"] == rows
+    assert len(toon) < len(_text(render_result(result, "compact")))
+
+
+def test_toon_mode_falls_back_to_compact_text_when_toon_is_larger() -> None:
+    result = ExecutionResult(status="ok", session="default", value="2")
+    assert _text(render_result(result, "toon")) == "2"
+
+
+def test_toon_mode_keeps_non_literal_results_as_strings() -> None:
+    value = "<object at 0x7f>" + "x" * 40
+    rows = "\n".join(f"line {i}" for i in range(30))
+    result = ExecutionResult(status="ok", session="default", stdout=rows, value=value)
+    text = _text(render_result(result, "toon"))
+    assert value in text
+
+
+def test_error_result_is_an_error_the_model_can_read() -> None:
+    rendered = error_result("'code' must not be empty")
+    assert rendered.is_error is True
+    assert _text(rendered) == "'code' must not be empty"

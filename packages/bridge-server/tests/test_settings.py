@@ -1,0 +1,139 @@
+"""Settings: units, defaults, env vs flags, and one-line errors naming the variable or flag."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcp_code_execution_mode.settings import SETTINGS, Settings, SettingsError, load_settings
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
+
+
+def test_defaults_apply_when_nothing_is_set() -> None:
+    assert load_settings({}, {}) == Settings()
+
+
+@pytest.mark.parametrize(
+    ("raw", "seconds"), [("30", 30.0), ("30s", 30.0), ("2m", 120.0), ("10m", 600.0), ("500ms", 0.5)]
+)
+def test_durations_accept_plain_seconds_and_units(raw: str, seconds: float) -> None:
+    assert load_settings({}, {"MCP_BRIDGE_TIMEOUT": raw}).timeout == seconds
+
+
+@pytest.mark.parametrize(
+    ("raw", "size"), [("512m", 512 << 20), ("2g", 2 << 30), ("64k", 64 << 10), ("1000", 1000)]
+)
+def test_sizes_accept_units(raw: str, size: int) -> None:
+    assert load_settings({}, {"MCP_BRIDGE_MEMORY_LIMIT": raw}).memory_limit == size
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [("false", False), ("0", False), ("no", False), ("TRUE", True), ("1", True), ("yes", True)],
+)
+def test_booleans_accept_common_spellings(raw: str, value: bool) -> None:
+    assert load_settings({}, {"MCP_BRIDGE_SESSION_PERSIST": raw}).session_persist is value
+
+
+def test_flags_win_over_environment() -> None:
+    settings = load_settings({"timeout": "10"}, {"MCP_BRIDGE_TIMEOUT": "99"})
+    assert settings.timeout == 10.0
+
+
+def test_empty_environment_value_means_unset() -> None:
+    assert load_settings({}, {"MCP_BRIDGE_CONFIG": "", "MCP_BRIDGE_TIMEOUT": " "}) == Settings()
+
+
+def test_lists_and_optional_values_parse() -> None:
+    settings = load_settings(
+        {},
+        {
+            "MCP_BRIDGE_SECURITY_OPT": "label=type:container_runtime_t label=level:s0:c1,c2",
+            "MCP_BRIDGE_DENY_TOOLS": "git.git_reset, fs.write_*",
+            "MCP_BRIDGE_CPU_QUOTA": "50000",
+            "MCP_BRIDGE_CONFIG": "~/servers.json",
+        },
+    )
+    assert settings.security_opt == ("label=type:container_runtime_t", "label=level:s0:c1,c2")
+    assert settings.deny_tools == ("git.git_reset", "fs.write_*")
+    assert settings.cpu_quota == 50000
+    assert settings.config == Path.home() / "servers.json"
+
+
+@pytest.mark.parametrize(
+    ("env", "raw"),
+    [
+        ("MCP_BRIDGE_TIMEOUT", "soon"),
+        ("MCP_BRIDGE_TIMEOUT", "0"),
+        ("MCP_BRIDGE_MEMORY_LIMIT", "lots"),
+        ("MCP_BRIDGE_SESSION_PERSIST", "maybe"),
+        ("MCP_BRIDGE_RUNTIME", "lxc"),
+        ("MCP_BRIDGE_OUTPUT_MODE", "yaml"),
+        ("MCP_BRIDGE_PIDS_LIMIT", "-1"),
+        ("MCP_BRIDGE_POOL_SIZE", "x"),
+    ],
+)
+def test_bad_environment_value_names_the_variable(env: str, raw: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        load_settings({}, {env: raw})
+    message = str(info.value)
+    assert message.startswith(f"{env}={raw!r}: expected")
+    assert "\n" not in message
+
+
+def test_bad_flag_value_names_the_flag() -> None:
+    with pytest.raises(SettingsError, match=r"^--memory-limit='x': expected"):
+        load_settings({"memory_limit": "x"}, {})
+
+
+def test_timeout_above_maximum_is_rejected_naming_both() -> None:
+    with pytest.raises(SettingsError, match=r"MCP_BRIDGE_TIMEOUT.*MCP_BRIDGE_MAX_TIMEOUT"):
+        load_settings({}, {"MCP_BRIDGE_TIMEOUT": "20m", "MCP_BRIDGE_MAX_TIMEOUT": "10m"})
+
+
+def test_every_setting_has_env_var_and_flag_named_alike() -> None:
+    for setting in SETTINGS:
+        assert setting.env == "MCP_BRIDGE_" + setting.name.upper()
+        assert setting.flag == "--" + setting.name.replace("_", "-")
+
+
+def test_configuration_doc_lists_every_setting_with_its_flag() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    rows = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^\| `(MCP_BRIDGE_\w+)` \| `(--[\w-]+)`", text, re.M)
+    }
+    assert rows == {s.env: s.flag for s in SETTINGS}
+
+
+def test_cli_bad_value_prints_one_line_and_exits_2() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcp_code_execution_mode", "--timeout", "whenever"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.strip().count("\n") == 0
+    assert "--timeout='whenever'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_cli_bad_environment_value_exits_2_naming_the_variable() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcp_code_execution_mode", "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "MCP_BRIDGE_OUTPUT_MODE": "yaml"},
+    )
+    assert proc.returncode == 2
+    assert "MCP_BRIDGE_OUTPUT_MODE='yaml': expected one of compact, toon" in proc.stderr
+    assert "Traceback" not in proc.stderr
