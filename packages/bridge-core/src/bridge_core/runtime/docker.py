@@ -1,0 +1,254 @@
+"""The docker backend: the ``docker`` CLI (the docker SDK is deliberately not a dependency).
+
+Same behaviour as the podman backend: the same hardening (checked by ``docker inspect`` before
+the container starts), the same channel, ownership labels and leftover cleanup. Docker's
+``--read-only`` adds no writable /run or /var/tmp, so no ``--read-only-tmpfs`` is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import SocketListener
+from bridge_protocol.paths import SANDBOX_CHANNEL_DIR
+
+from bridge_core.errors import RuntimeUnavailable, SandboxStartError
+from bridge_core.runtime._channel import ChannelDir, accept_channel
+from bridge_core.runtime._hardening import (
+    SANDBOX_USER,
+    TMPFS_MODE,
+    container_labels,
+    container_name,
+    ulimits,
+)
+from bridge_core.runtime._ownership import ContainerRecord, current_owner, select_leftovers
+from bridge_core.runtime._sandbox import ContainerSandbox
+from bridge_core.runtime._verify import hardening_violations
+from bridge_core.runtime.base import PRODUCT_LABEL, RuntimeInfo, Sandbox, SandboxExit, SandboxSpec
+
+__all__ = ["CLI_TIMEOUT", "DockerBackend", "create_args"]
+
+CLI_TIMEOUT = 60.0
+"""Seconds any single docker command may take (a hung daemon must not hang the bridge)."""
+CLEANUP_TIMEOUT = 15.0
+
+
+class _CommandFailed(Exception):
+    pass
+
+
+def create_args(
+    spec: SandboxSpec, *, name: str, labels: Mapping[str, str], channel_dir: Path
+) -> list[str]:
+    """``docker create`` arguments giving the full hardening of the sandbox (pure)."""
+    limits = spec.limits
+    args = [
+        "create",
+        f"--name={name}",
+        f"--user={SANDBOX_USER}",
+        "--cap-drop=ALL",
+        "--read-only",
+        "--security-opt=no-new-privileges",
+        *(f"--security-opt={option}" for option in spec.security_opt),
+        "--network=none",
+        f"--memory={limits.memory_bytes}",
+        f"--memory-swap={limits.memory_bytes}",
+        f"--pids-limit={limits.pids}",
+        f"--tmpfs=/tmp:rw,size={limits.tmpfs_bytes},mode={TMPFS_MODE}",
+        "--init",
+        *(f"--ulimit={u.name}={u.soft}:{u.hard}" for u in ulimits(limits)),
+        f"--mount=type=bind,source={channel_dir},target={SANDBOX_CHANNEL_DIR},readonly",
+        *(f"--label={key}={value}" for key, value in labels.items()),
+    ]
+    if limits.cpu_quota is not None:
+        args += [f"--cpu-quota={limits.cpu_quota}", f"--cpu-period={limits.cpu_period}"]
+    return [*args, spec.image]
+
+
+class DockerBackend:
+    """Sandboxes as docker containers, driven through the docker CLI."""
+
+    name = "docker"
+
+    def __init__(self, *, binary: str, state_dir: Path) -> None:
+        self._binary = binary
+        self._sandboxes = state_dir / "sandboxes"
+        self._owner = current_owner()
+
+    @classmethod
+    async def connect(cls, *, state_dir: Path, binary: str | None = None) -> DockerBackend:
+        """Check that a docker daemon answers, then remove leftovers of dead bridges."""
+        found = binary or shutil.which("docker")
+        if found is None:
+            raise RuntimeUnavailable("no `docker` binary on PATH")
+        backend = cls(binary=found, state_dir=state_dir)
+        try:
+            await backend._docker("version", "--format", "{{.Server.Version}}")
+        except _CommandFailed as exc:
+            raise RuntimeUnavailable(f"the docker daemon does not answer: {exc}") from None
+        await backend.remove_leftovers()
+        return backend
+
+    async def _docker(self, *args: str, check: bool = True) -> str:
+        try:
+            with anyio.fail_after(CLI_TIMEOUT):
+                result = await anyio.run_process([self._binary, *args], check=False)
+        except TimeoutError:
+            raise _CommandFailed(f"`docker {args[0]}` took over {CLI_TIMEOUT:g} s") from None
+        if check and result.returncode != 0:
+            raise _CommandFailed(result.stderr.decode(errors="replace").strip())
+        return result.stdout.decode(errors="replace")
+
+    async def _inspect(self, kind: str, name: str) -> dict[str, Any] | None:
+        try:
+            out = await self._docker(kind, "inspect", name)
+        except _CommandFailed:
+            return None
+        items: Sequence[dict[str, Any]] = json.loads(out)
+        return items[0] if items else None
+
+    async def info(self) -> RuntimeInfo:
+        """Version, rootless or not, whether limits are enforced (cgroup v1 rootless: no)."""
+        try:
+            data = json.loads(await self._docker("info", "--format", "{{json .}}"))
+        except (_CommandFailed, ValueError) as exc:
+            raise RuntimeUnavailable(f"docker info failed: {exc}") from exc
+        rootless = any("rootless" in str(opt) for opt in data.get("SecurityOptions") or ())
+        cgroup = str(data.get("CgroupVersion", ""))
+        enforced = not (rootless and cgroup != "2")
+        detail = f"cgroup v{cgroup or '?'}"
+        if not enforced:
+            detail += "; limits NOT enforced: rootless docker on cgroup v1 ignores them"
+        return RuntimeInfo(
+            "docker", str(data.get("ServerVersion", "?")), rootless, enforced, detail
+        )
+
+    async def start(self, spec: SandboxSpec) -> ContainerSandbox:
+        """Create, verify and start the container, then accept its channel connection."""
+        name = container_name(spec.name)
+        channel = ChannelDir.create(self._sandboxes, name)
+        listener: SocketListener | None = None
+        try:
+            listener = await channel.listen()
+            await self._create_verify_start(spec, name, channel.path)
+            stream = await accept_channel(
+                listener,
+                exited=lambda: self._death(name),
+                what=f"sandbox container {name}",
+                connect_timeout=spec.connect_timeout,
+            )
+        except BaseException:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_TIMEOUT):
+                if listener is not None:
+                    await listener.aclose()
+                await self._docker("rm", "--force", name, check=False)
+            channel.remove()
+            raise
+        await listener.aclose()
+        channel.unlink_socket()
+        return ContainerSandbox(name=name, stream=stream, spec=spec, channel=channel)
+
+    async def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
+        image = await self._inspect("image", spec.image)
+        if image is None:
+            raise SandboxStartError(f"sandbox image {spec.image!r} is not in docker's image store")
+        labels = container_labels(spec, self._owner)
+        try:
+            await self._docker(
+                *create_args(spec, name=name, labels=labels, channel_dir=channel_dir)
+            )
+        except _CommandFailed as exc:
+            raise SandboxStartError(
+                f"docker could not create sandbox container {name}: {exc}"
+            ) from None
+        inspect = await self._inspect("container", name)
+        problems = (
+            ["container vanished after create"]
+            if inspect is None
+            else hardening_violations(
+                inspect, spec, image_env=(image.get("Config") or {}).get("Env") or []
+            )
+        )
+        if problems:
+            await self._docker("rm", "--force", name, check=False)
+            raise SandboxStartError(
+                f"docker did not apply {'; '.join(problems)} to sandbox container {name}; "
+                "refusing to run it (the container was removed)"
+            )
+        try:
+            await self._docker("start", name)
+        except _CommandFailed as exc:
+            raise SandboxStartError(
+                f"docker could not start sandbox container {name}: {exc}"
+            ) from None
+
+    async def _death(self, name: str) -> str | None:
+        exit_ = await self._status(name)
+        if exit_.running:
+            return None
+        result = await anyio.run_process(
+            [self._binary, "logs", "--tail", "20", name], check=False, stderr=None
+        )
+        logs = result.stdout.decode(errors="replace").strip()
+        return exit_.describe() + (f"; last output:\n{logs}" if logs else "")
+
+    async def _status(self, name: str) -> SandboxExit:
+        inspect = await self._inspect("container", name)
+        if inspect is None:
+            return SandboxExit(running=False, error="container is gone")
+        state = inspect.get("State") or {}
+        running = bool(state.get("Running"))
+        return SandboxExit(
+            running=running,
+            exit_code=None if running else state.get("ExitCode"),
+            oom_killed=bool(state.get("OOMKilled")),
+            error=str(state.get("Error") or ""),
+        )
+
+    async def status(self, sandbox: Sandbox) -> SandboxExit:
+        """Whether it runs; if not, its exit code and whether it was OOM-killed."""
+        return await self._status(sandbox.name)
+
+    async def stop(self, sandbox: Sandbox, *, grace: float = 2.0) -> None:
+        """Close the channel, SIGTERM, SIGKILL after ``grace`` seconds, remove. Cancel-safe."""
+        with anyio.CancelScope(shield=True):
+            await anyio.aclose_forcefully(sandbox.stream)
+            with anyio.move_on_after(grace + CLEANUP_TIMEOUT):
+                seconds = str(max(1, round(grace)))
+                await self._docker("stop", "--time", seconds, sandbox.name, check=False)
+                await self._docker("rm", "--force", sandbox.name, check=False)
+            ChannelDir(self._sandboxes / sandbox.name).remove()
+
+    async def kill(self, sandbox: Sandbox) -> None:
+        """SIGKILL and remove now (``docker rm --force`` kills immediately). Cancel-safe."""
+        with anyio.CancelScope(shield=True):
+            await anyio.aclose_forcefully(sandbox.stream)
+            with anyio.move_on_after(CLEANUP_TIMEOUT):
+                await self._docker("rm", "--force", sandbox.name, check=False)
+            ChannelDir(self._sandboxes / sandbox.name).remove()
+
+    async def remove_leftovers(self) -> int:
+        """Remove our containers whose owner bridge process is gone; return how many."""
+        ids = (
+            await self._docker("ps", "--all", "--quiet", "--filter", f"label={PRODUCT_LABEL}")
+        ).split()
+        records = []
+        for container_id in ids:
+            inspect = await self._inspect("container", container_id)
+            if inspect is not None:
+                name = str(inspect.get("Name", container_id)).lstrip("/")
+                labels = (inspect.get("Config") or {}).get("Labels") or {}
+                records.append(ContainerRecord(name, labels))
+        names = select_leftovers(records)
+        for name in names:
+            await self._docker("rm", "--force", name, check=False)
+            ChannelDir(self._sandboxes / name).remove()
+        return len(names)
+
+    async def aclose(self) -> None:
+        """Nothing to release: the docker daemon is not ours."""
