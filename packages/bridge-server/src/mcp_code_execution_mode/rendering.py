@@ -81,7 +81,9 @@ def structured_payload(result: ExecutionResult) -> dict[str, Any]:
 
 
 def _compact_text(result: ExecutionResult, payload: dict[str, Any]) -> str:
-    sections: list[str] = [f"[notice] {notice}" for notice in payload.get("notices", ())]
+    # A notice that only repeats the error message is said once, in the error section.
+    repeated = result.error.message if result.error is not None else None
+    sections = [f"[notice] {n}" for n in payload.get("notices", ()) if n != repeated]
     if result.stdout:
         # Exact stdout; only a trailing newline is dropped because sections are joined by one.
         sections.append(result.stdout.removesuffix("\n"))

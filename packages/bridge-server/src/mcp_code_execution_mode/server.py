@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import mcp_types as types
+from bridge_core.errors import BridgeError
 from bridge_core.sessions.types import ExecutionListener, ExecutionResult
 from bridge_protocol import Stream
 from mcp.server import Server
@@ -146,6 +147,8 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
             )
         except ValueError as exc:
             return error_result(str(exc))
+        except BridgeError as exc:  # e.g. SessionLimitExceeded: the message names the setting
+            return error_result(str(exc), kind=type(exc).__name__)
         except Exception as exc:  # top-level handler: the bridge must stay up for the next call
             logger.exception("run_python failed inside the bridge")
             return error_result(

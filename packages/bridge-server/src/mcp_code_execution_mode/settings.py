@@ -66,8 +66,9 @@ def _s(name: str, parse: Callable[[str], Any], default: str | None, help: str) -
 
 
 SETTINGS: tuple[Setting, ...] = (
-    _s("runtime", u.choice("auto", "podman", "docker"), "auto",
-       "Container runtime: podman, docker, or auto (podman first, then docker)."),
+    _s("runtime", u.choice("auto", "podman", "docker", "local"), "auto",
+       "Container runtime: podman, docker, or auto (podman first, then docker). "
+       "local runs code as a plain process WITHOUT isolation (tests only)."),
     _s("image", str, DEFAULT_IMAGE, "Sandbox container image."),
     _s("output_mode", u.choice("compact", "toon"), "compact",
        "How run_python results are rendered: compact text, or TOON when it is smaller."),

@@ -1,0 +1,117 @@
+"""Wire the real pieces together for ``serve``: discovery → upstream pool → gateway → sessions.
+
+Everything here is entered once, by the server's lifespan, and torn down when it ends: the
+session manager stops every sandbox, the pool stops every upstream server process.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+from bridge_core.discovery import DiscoveryReport, discover
+from bridge_core.gateway import Gateway, NullGateway
+from bridge_core.proxy import ProxyOptions, UpstreamPool
+from bridge_core.runtime.base import RuntimeBackend, SandboxLimits
+from bridge_core.runtime.detect import detect_runtime
+from bridge_core.servers import ServerSpec
+from bridge_core.sessions.manager import SessionManager
+from bridge_core.sessions.types import SessionConfig
+
+from mcp_code_execution_mode.server import Executor, ExecutorFactory
+from mcp_code_execution_mode.settings import Settings
+
+__all__ = ["discover_servers", "executor_factory", "session_config"]
+
+logger = logging.getLogger(__name__)
+
+
+def session_config(settings: Settings) -> SessionConfig:
+    """The session manager's configuration from the settings."""
+    return SessionConfig(
+        image=settings.image,
+        limits=SandboxLimits(
+            memory_bytes=settings.memory_limit,
+            pids=settings.pids_limit,
+            cpu_quota=settings.cpu_quota,
+            tmpfs_bytes=settings.tmpfs_size,
+        ),
+        security_opt=settings.security_opt,
+        pool_size=settings.pool_size,
+        max_sessions=settings.max_sessions,
+        idle_ttl=settings.session_ttl,
+        persist=settings.session_persist,
+        default_timeout=settings.timeout,
+        max_timeout=settings.max_timeout,
+        output_cap=settings.output_cap,
+    )
+
+
+def _shown(path: Path) -> str:
+    # Discovery names sources relative to the home directory ("~/..."), else absolute.
+    try:
+        return "~/" + path.relative_to(Path.home()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _discover_sync(settings: Settings) -> DiscoveryReport:
+    report = discover(explicit=settings.config)
+    if not settings.discover:
+        # Only the explicit file counts: drop what the client config files contributed.
+        explicit = _shown(settings.config) if settings.config is not None else None
+        report.servers = {
+            name: spec
+            for name, spec in report.servers.items()
+            if explicit is not None and spec.source.split("#", 1)[0] == explicit
+        }
+    return report
+
+
+async def discover_servers(settings: Settings) -> DiscoveryReport:
+    """Discovery per the settings (file reads run in a worker thread)."""
+    return await anyio.to_thread.run_sync(functools.partial(_discover_sync, settings))
+
+
+@asynccontextmanager
+async def _gateway(pool: UpstreamPool, servers: list[ServerSpec]) -> AsyncIterator[Gateway]:
+    # The proxy gateway (policy, audit, catalog) plugs in here.
+    del pool, servers
+    yield NullGateway()
+
+
+def executor_factory(settings: Settings) -> ExecutorFactory:
+    """Opens the whole bridge for one server lifetime; yields the session manager."""
+
+    @asynccontextmanager
+    async def open_executor() -> AsyncIterator[Executor]:
+        report = await discover_servers(settings)
+        servers = list(report.servers.values())
+        logger.info("proxying %d MCP server(s): %s", len(servers), ", ".join(report.servers))
+        state_dir = settings.resolved_state_dir
+        await anyio.to_thread.run_sync(
+            functools.partial(state_dir.mkdir, parents=True, exist_ok=True)
+        )
+        options = ProxyOptions(call_timeout=settings.call_timeout)
+        preference = None if settings.runtime == "auto" else settings.runtime
+
+        async def connect_runtime() -> RuntimeBackend:
+            return await detect_runtime(preference, state_dir=state_dir / "runtime")
+
+        async with (
+            UpstreamPool(servers, options) as pool,
+            _gateway(pool, servers) as gateway,
+            SessionManager(
+                session_config(settings),
+                runtime=connect_runtime,
+                gateway=gateway,
+                state_dir=state_dir / "sessions",
+            ) as manager,
+        ):
+            yield manager
+
+    return open_executor
