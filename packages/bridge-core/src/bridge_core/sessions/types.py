@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from bridge_core.runtime.base import SandboxLimits
 from bridge_protocol import ErrorInfo, Stream
+
+from bridge_core.runtime.base import SandboxLimits
 
 __all__ = ["ExecutionListener", "ExecutionResult", "Image", "SessionConfig", "Status"]
 

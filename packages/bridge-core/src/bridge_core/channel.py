@@ -1,0 +1,156 @@
+"""The host end of a sandbox's protocol channel: an anyio adapter over :mod:`bridge_protocol`.
+
+``bridge_protocol`` is sans-IO (bytes in, messages out); this module owns the I/O: it reads the
+:class:`~anyio.abc.ByteStream` a :meth:`RuntimeBackend.start` returned, feeds a
+:class:`~bridge_protocol.FrameDecoder` that only accepts sandbox-to-host kinds, and serialises
+writes with a lock (several call tasks reply concurrently).
+
+Every byte from the sandbox is untrusted: a malformed frame raises a
+:class:`~bridge_protocol.ProtocolError` from :meth:`Channel.receive`. The session that owns the
+channel treats that as the end of the sandbox (it is killed and replaced); the bridge goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+
+import anyio
+from anyio.abc import ByteStream
+from bridge_protocol import (
+    DEFAULT_MAX_FRAME_SIZE,
+    SANDBOX_TO_HOST,
+    SUPPORTED_VERSIONS,
+    ErrorCode,
+    FrameDecoder,
+    Hello,
+    Message,
+    ProtocolError,
+    Refusal,
+    UnsupportedVersion,
+    Welcome,
+    encode,
+    negotiate,
+)
+
+__all__ = ["Channel", "ChannelClosed", "UnexpectedMessage"]
+
+logger = logging.getLogger(__name__)
+
+RECEIVE_CHUNK = 256 * 1024
+"""Bytes asked of the stream per read: large enough that a 10 MB output flood is few reads."""
+
+SEND_TIMEOUT = 30.0
+"""A sandbox whose client stops reading for this long is treated as gone (its socket buffer is
+full); without a bound a wedged sandbox would hang every task replying to it."""
+
+
+class UnexpectedMessage(ProtocolError):
+    """A well-formed message arrived where the protocol does not allow it (e.g. no Hello first)."""
+
+    code = ErrorCode.UNEXPECTED_MESSAGE
+
+
+class ChannelClosed(Exception):
+    """The sandbox closed its end of the channel (it exited, crashed or was killed)."""
+
+
+class Channel:
+    """Framed, typed messages over one sandbox's byte stream.
+
+    One task reads (:meth:`receive`); any number of tasks may :meth:`send`.
+    """
+
+    def __init__(
+        self,
+        stream: ByteStream,
+        *,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        send_timeout: float = SEND_TIMEOUT,
+    ) -> None:
+        self._stream = stream
+        self._send_timeout = send_timeout
+        self._decoder = FrameDecoder(max_frame_size=max_frame_size, accept=SANDBOX_TO_HOST)
+        self._pending: deque[Message] = deque()
+        self._send_lock = anyio.Lock()
+        self._closed = False
+        self.version: int | None = None
+        """The negotiated protocol version, once :meth:`handshake` succeeded."""
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`aclose` was called."""
+        return self._closed
+
+    async def send(self, message: Message) -> None:
+        """Send one message. Raises :class:`ChannelClosed` if the sandbox is gone.
+
+        The write is shielded from cancellation (and bounded instead): a frame cut in half by a
+        cancelled caller would desynchronise the stream for every later message.
+        """
+        frame = encode(message)
+        async with self._send_lock:
+            with anyio.CancelScope(shield=True):
+                try:
+                    with anyio.fail_after(self._send_timeout):
+                        await self._stream.send(frame)
+                except TimeoutError:
+                    await self.aclose()
+                    raise ChannelClosed(
+                        f"the sandbox did not read its channel for {self._send_timeout:g} s"
+                    ) from None
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                    raise ChannelClosed(
+                        f"cannot send to the sandbox: {exc or type(exc).__name__}"
+                    ) from exc
+
+    async def receive(self) -> Message:
+        """The next message from the sandbox.
+
+        Raises :class:`ChannelClosed` at end of stream and
+        :class:`~bridge_protocol.ProtocolError` on any invalid frame (the channel is then unusable).
+        """
+        while not self._pending:
+            try:
+                data = await self._stream.receive(RECEIVE_CHUNK)
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                raise ChannelClosed("the sandbox closed the channel") from exc
+            except OSError as exc:
+                raise ChannelClosed(f"the sandbox channel failed: {exc}") from exc
+            self._pending.extend(self._decoder.feed(data))
+        return self._pending.popleft()
+
+    async def handshake(self, session: str = "") -> int:
+        """Wait for the sandbox's :class:`Hello`, answer :class:`Welcome` with the chosen version.
+
+        With no common version a :class:`Refusal` is sent, the channel closed and
+        :class:`~bridge_protocol.UnsupportedVersion` raised. Callers bound the wait themselves
+        (``anyio.fail_after``).
+        """
+        first = await self.receive()
+        if not isinstance(first, Hello):
+            raise UnexpectedMessage(f"expected hello as the first frame, got {type(first).KIND!r}")
+        version = negotiate(first.versions)
+        if version is None:
+            message = (
+                f"sandbox speaks protocol versions {list(first.versions)}, "
+                f"the bridge speaks {list(SUPPORTED_VERSIONS)}: rebuild the sandbox image"
+            )
+            try:
+                await self.send(Refusal(ErrorCode.UNSUPPORTED_VERSION, message, SUPPORTED_VERSIONS))
+            finally:
+                await self.aclose()
+            raise UnsupportedVersion(message)
+        await self.send(Welcome(version=version, session=session))
+        self.version = version
+        return version
+
+    async def aclose(self) -> None:
+        """Close the stream (idempotent, never raises for an already broken stream)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._stream.aclose()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            logger.debug("closing a broken sandbox channel: %s", exc)

@@ -1,0 +1,215 @@
+"""Every sandbox the manager started: the runtime, starting, stopping, and why one ended.
+
+A started container is recorded in :attr:`SandboxFleet.live` before the first checkpoint after
+``runtime.start()`` returns, and leaves it only once the runtime stopped it, so the manager's
+shutdown can always find and stop everything it started.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from collections.abc import Awaitable, Callable
+
+import anyio
+from anyio.abc import TaskGroup
+from bridge_protocol import ProtocolError
+
+from bridge_core.channel import Channel, ChannelClosed
+from bridge_core.errors import BridgeError, RuntimeUnavailable, SandboxStartError
+from bridge_core.gateway import Gateway
+from bridge_core.runtime.base import RuntimeBackend, SandboxSpec
+from bridge_core.sessions._sandbox import LiveSandbox
+from bridge_core.sessions._session import format_bytes
+from bridge_core.sessions.types import SessionConfig
+
+__all__ = ["SandboxFleet"]
+
+logger = logging.getLogger("bridge_core.sessions")
+
+HANDSHAKE_TIMEOUT = 10.0
+"""The sandbox client sends Hello right after connecting; 10 s covers a loaded 2-core host."""
+STOP_TIMEOUT = 15.0
+"""Bound on one stop/kill+remove through the runtime (podman stop with grace, then rm)."""
+STOP_GRACE = 1.0
+SHUTDOWN_TIMEOUT = 30.0
+"""Bound on stopping everything when the manager closes (stops run concurrently)."""
+EXIT_STATUS_WAIT = 3.0
+"""The channel can end a moment before the runtime reports the container as exited."""
+EXIT_STATUS_POLL = 0.05
+
+
+class SandboxFleet:
+    """Starts sandboxes through the runtime (resolved lazily) and stops them."""
+
+    def __init__(
+        self,
+        config: SessionConfig,
+        runtime: RuntimeBackend | Callable[[], Awaitable[RuntimeBackend]],
+        gateway: Gateway,
+    ) -> None:
+        self.config = config
+        if isinstance(runtime, RuntimeBackend):
+            self.runtime: RuntimeBackend | None = runtime
+            self._factory: Callable[[], Awaitable[RuntimeBackend]] | None = None
+        else:
+            self.runtime = None
+            self._factory = runtime
+        self.owns_runtime = False
+        """True when the runtime came from the factory: the fleet closes it."""
+        self._gateway = gateway
+        self._runtime_lock = anyio.Lock()
+        self._leftovers_checked = False
+        self._prefix = f"mcp-sandbox-{os.getpid()}-{secrets.token_hex(3)}"
+        self.started = 0
+        self.live: set[LiveSandbox] = set()
+        self.memory_limit = format_bytes(config.limits.memory_bytes)
+        self.closed = False
+        self._tg: TaskGroup | None = None
+
+    def open(self, task_group: TaskGroup) -> None:
+        self._tg = task_group
+
+    async def get_runtime(self) -> RuntimeBackend:
+        """The runtime, made by the factory on first need (failures are not cached)."""
+        async with self._runtime_lock:
+            if self.runtime is None:
+                assert self._factory is not None
+                try:
+                    self.runtime = await self._factory()
+                except BridgeError:
+                    raise
+                except Exception as exc:
+                    # A factory is foreign code: whatever it raises means "no runtime yet".
+                    logger.exception("the container runtime could not be set up")
+                    raise RuntimeUnavailable(
+                        f"the container runtime could not be set up: {exc}"
+                    ) from exc
+                self.owns_runtime = True
+            if not self._leftovers_checked and self._tg is not None:
+                # Containers a killed bridge left behind go on our first use of the runtime.
+                self._leftovers_checked = True
+                self._tg.start_soon(self._remove_leftovers, self.runtime)
+            return self.runtime
+
+    async def _remove_leftovers(self, runtime: RuntimeBackend) -> None:
+        try:
+            removed = await runtime.remove_leftovers()
+        except Exception:
+            logger.exception("removing leftover sandboxes of a previous bridge failed")
+            return
+        if removed:
+            logger.info("removed %d leftover sandbox(es) of a bridge that is gone", removed)
+
+    async def start(self) -> LiveSandbox:
+        """Start, connect and handshake one sandbox (called from the manager's task group).
+
+        Raises :class:`~bridge_core.errors.BridgeError` (RuntimeUnavailable, SandboxStartError)
+        and nothing else.
+        """
+        runtime = await self.get_runtime()
+        self.started += 1
+        spec = SandboxSpec(
+            name=f"{self._prefix}-{self.started}",
+            image=self.config.image,
+            limits=self.config.limits,
+            security_opt=self.config.security_opt,
+            connect_timeout=self.config.start_timeout,
+        )
+        try:
+            # The runtime bounds its own wait for the channel; this bounds everything else too.
+            with anyio.fail_after(self.config.start_timeout + STOP_TIMEOUT):
+                sandbox = await runtime.start(spec)
+        except BridgeError:
+            raise
+        except TimeoutError:
+            raise SandboxStartError(
+                f"sandbox {spec.name} did not start within {self.config.start_timeout:g} s"
+            ) from None
+        except Exception as exc:
+            logger.exception("runtime %s failed to start sandbox %s", runtime.name, spec.name)
+            raise SandboxStartError(f"sandbox {spec.name} could not be started: {exc}") from exc
+        # No checkpoint between start() returning and this line: shutdown will see it.
+        live = LiveSandbox(
+            sandbox, Channel(sandbox.stream), self._gateway, handshake_timeout=HANDSHAKE_TIMEOUT
+        )
+        self.live.add(live)
+        assert self._tg is not None
+        try:
+            await self._tg.start(live.serve)
+        except (TimeoutError, ProtocolError, ChannelClosed) as exc:
+            self.discard(live, kill=True)
+            detail = "timed out" if isinstance(exc, TimeoutError) else str(exc)
+            raise SandboxStartError(
+                f"sandbox {spec.name} failed the protocol handshake ({detail}): "
+                "is the image's sandbox client the same version as the bridge?"
+            ) from exc
+        return live
+
+    def discard(self, live: LiveSandbox, *, kill: bool = False) -> None:
+        """Stop reading ``live`` and stop (or kill) its container in the background."""
+        live.close()
+        if live in self.live and not self.closed and self._tg is not None:
+            self._tg.start_soon(self.stop, live, kill)
+
+    async def stop(self, live: LiveSandbox, kill: bool = False) -> None:
+        """Stop and remove ``live``'s container: shielded and bounded, never raises."""
+        runtime = self.runtime
+        if runtime is None:
+            self.live.discard(live)
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                with anyio.fail_after(STOP_TIMEOUT):
+                    if kill:
+                        await runtime.kill(live.sandbox)
+                    else:
+                        await runtime.stop(live.sandbox, grace=STOP_GRACE)
+                self.live.discard(live)
+            except Exception as exc:
+                logger.warning("stopping sandbox %s failed (%r); killing it", live.name, exc)
+                try:
+                    with anyio.fail_after(STOP_TIMEOUT):
+                        await runtime.kill(live.sandbox)
+                    self.live.discard(live)
+                except Exception:
+                    logger.exception("could not kill sandbox %s", live.name)
+
+    async def stop_all(self) -> None:
+        """Stop every sandbox still recorded, concurrently; then close a runtime we made."""
+        self.closed = True
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(SHUTDOWN_TIMEOUT):
+                async with anyio.create_task_group() as stops:
+                    for live in list(self.live):
+                        live.close()
+                        stops.start_soon(self.stop, live, False)
+            if self.live:
+                logger.error(
+                    "could not stop sandboxes %s within %g s",
+                    sorted(live.name for live in self.live),
+                    SHUTDOWN_TIMEOUT,
+                )
+            if self.owns_runtime and self.runtime is not None:
+                with anyio.move_on_after(STOP_TIMEOUT):
+                    await self.runtime.aclose()
+
+    async def exit_reason(self, live: LiveSandbox) -> str:
+        """Why ``live`` ended: a protocol violation, or what the runtime says about the
+        container (``memory limit 512m exceeded``, ``container exited with status 137``)."""
+        runtime = self.runtime
+        if live.protocol_failure or runtime is None:
+            return live.failure_reason
+        try:
+            with anyio.fail_after(EXIT_STATUS_WAIT):
+                while True:
+                    state = await runtime.status(live.sandbox)
+                    if not state.running:
+                        return state.describe(self.memory_limit)
+                    await anyio.sleep(EXIT_STATUS_POLL)
+        except TimeoutError:
+            return live.failure_reason
+        except Exception as exc:
+            logger.warning("could not read the exit status of sandbox %s: %r", live.name, exc)
+            return live.failure_reason

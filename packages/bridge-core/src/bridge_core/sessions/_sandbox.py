@@ -1,0 +1,327 @@
+"""One started sandbox with its connected channel and the task that reads it.
+
+A :class:`LiveSandbox` exists from the moment the runtime handed back a connected sandbox until it
+is stopped, whether it waits in the warm pool or serves a session. Its :meth:`LiveSandbox.serve`
+task (owned by the session manager's task group) does the handshake, then reads every frame and
+dispatches it to the current :class:`Execution`. Tool calls and requests run as tasks of the
+sandbox's own task group, each in a cancel scope recorded on its execution, so ending the
+execution (result, timeout, interrupt) or a ``CancelCall`` from the sandbox cancels them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from bridge_protocol import (
+    Call,
+    CancelCall,
+    Display,
+    ErrorCode,
+    Execute,
+    Fault,
+    Hello,
+    Interrupt,
+    Message,
+    Output,
+    Ping,
+    Pong,
+    Progress,
+    ProtocolError,
+    Reply,
+    Request,
+    Result,
+    Stream,
+)
+
+from bridge_core.channel import Channel, ChannelClosed, UnexpectedMessage
+from bridge_core.gateway import CallContext, CallFailed, Gateway
+from bridge_core.runtime.base import Sandbox
+from bridge_core.sessions._output import OutputCollector
+from bridge_core.sessions.types import ExecutionListener, Image
+
+__all__ = ["Execution", "LiveSandbox"]
+
+logger = logging.getLogger("bridge_core.sessions")
+
+MAX_IMAGES = 32
+MAX_IMAGE_BYTES = 32 * 1024 * 1024
+"""Images are kept in bridge memory until the result is returned, so they are capped too."""
+
+
+class Execution:
+    """The host-side state of one ``Execute`` while it runs."""
+
+    def __init__(
+        self, execution_id: str, output: OutputCollector, listener: ExecutionListener | None
+    ) -> None:
+        self.id = execution_id
+        self.output = output
+        self.listener = listener
+        self.images: list[Image] = []
+        self.image_bytes = 0
+        self.dropped_images = 0
+        self.result: Result | None = None
+        self.done = anyio.Event()
+        """Set on the Result frame or when the sandbox's channel ends, whichever comes first."""
+        self.calls: dict[int, anyio.CancelScope] = {}
+
+    async def on_output(self, stream: Stream, text: str) -> None:
+        await self.output.add(stream, text)
+        if self.listener is not None:
+            try:
+                await self.listener.on_output(stream, text)
+            except Exception:
+                # A failing listener (e.g. the MCP client went away) must not end the execution.
+                logger.exception("output listener failed; no more live output for this execution")
+                self.listener = None
+
+    async def on_progress(self, message: Progress) -> None:
+        if self.listener is not None:
+            try:
+                await self.listener.on_progress(message.progress, message.total, message.message)
+            except Exception:
+                logger.exception("progress listener failed; no more live events for this execution")
+                self.listener = None
+
+    def on_display(self, message: Display) -> None:
+        if len(self.images) >= MAX_IMAGES or self.image_bytes + len(message.data) > MAX_IMAGE_BYTES:
+            self.dropped_images += 1
+            return
+        self.images.append(Image(message.mime, message.data))
+        self.image_bytes += len(message.data)
+
+    def cancel_calls(self) -> None:
+        for scope in self.calls.values():
+            scope.cancel()
+        self.calls.clear()
+
+
+@dataclass(slots=True)
+class _Failure:
+    reason: str
+    protocol: bool
+
+
+class LiveSandbox:
+    """A running sandbox, its channel and its reader. Created by the manager, served in its
+    task group, stopped by the manager."""
+
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        channel: Channel,
+        gateway: Gateway,
+        *,
+        handshake_timeout: float,
+    ) -> None:
+        self.sandbox = sandbox
+        self.channel = channel
+        self.session = ""
+        """The session this sandbox serves ("" while it waits in the pool)."""
+        self.closed = anyio.Event()
+        """Set when the channel ended: EOF, protocol violation, or :meth:`close`."""
+        self.failure: _Failure | None = None
+        self._gateway = gateway
+        self._handshake_timeout = handshake_timeout
+        self._execution: Execution | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._calls: TaskGroup | None = None
+
+    @property
+    def name(self) -> str:
+        return self.sandbox.name
+
+    @property
+    def alive(self) -> bool:
+        return not self.closed.is_set()
+
+    @property
+    def failure_reason(self) -> str:
+        return self.failure.reason if self.failure else "the sandbox closed its channel"
+
+    @property
+    def protocol_failure(self) -> bool:
+        return self.failure is not None and self.failure.protocol
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Handshake, report started, then read frames until the channel ends.
+
+        Never raises for anything the sandbox does: that only ends this sandbox.
+        """
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                with anyio.fail_after(self._handshake_timeout):
+                    await self.channel.handshake(self.session)
+                task_status.started()
+                async with anyio.create_task_group() as calls:
+                    self._calls = calls
+                    await self._read_frames()
+                    calls.cancel_scope.cancel()
+        finally:
+            self._calls = None
+            self._end()
+            with anyio.CancelScope(shield=True):
+                await self.channel.aclose()
+
+    async def _read_frames(self) -> None:
+        try:
+            while True:
+                message = await self.channel.receive()
+                await self._dispatch(message)
+        except ChannelClosed as exc:
+            self._fail(str(exc) or "the sandbox closed its channel", protocol=False)
+        except ProtocolError as exc:
+            logger.warning("sandbox %s violated the protocol: %s", self.name, exc)
+            self._fail(f"protocol violation by the sandbox ({exc.code.name}): {exc}", protocol=True)
+        except Exception as exc:
+            # Top-level handler of the reader: a bug here must end this sandbox, not the bridge.
+            logger.exception("reader of sandbox %s failed", self.name)
+            self._fail(f"internal error while reading the sandbox channel: {exc!r}", protocol=True)
+
+    def _fail(self, reason: str, *, protocol: bool) -> None:
+        if self.failure is None:
+            self.failure = _Failure(reason, protocol)
+
+    def _end(self) -> None:
+        self._fail("the sandbox was stopped", protocol=False)
+        self.closed.set()
+        execution, self._execution = self._execution, None
+        if execution is not None:
+            execution.cancel_calls()
+            execution.done.set()
+
+    def close(self) -> None:
+        """Stop reading (the channel is closed by :meth:`serve` on its way out)."""
+        self._fail("the sandbox was stopped by the bridge", protocol=False)
+        if self._scope is not None:
+            self._scope.cancel()
+        else:
+            self._end()
+
+    # --- dispatch ----------------------------------------------------------------------------
+
+    def _current(self, execution_id: str, kind: str) -> Execution | None:
+        execution = self._execution
+        if execution is None or execution.id != execution_id:
+            logger.debug("dropping %s frame of stale execution %s", kind, execution_id)
+            return None
+        return execution
+
+    async def _dispatch(self, message: Message) -> None:
+        if isinstance(message, Output):
+            if execution := self._current(message.execution_id, "output"):
+                await execution.on_output(message.stream, message.text)
+        elif isinstance(message, Result):
+            if execution := self._current(message.execution_id, "result"):
+                self._execution = None
+                execution.result = message
+                execution.cancel_calls()
+                execution.done.set()
+        elif isinstance(message, (Call, Request)):
+            if execution := self._current(message.execution_id, message.KIND):
+                self._start_call(execution, message)
+        elif isinstance(message, CancelCall):
+            if self._execution is not None and (
+                scope := self._execution.calls.pop(message.call_id, None)
+            ):
+                scope.cancel()
+        elif isinstance(message, Progress):
+            if execution := self._current(message.execution_id, "progress"):
+                await execution.on_progress(message)
+        elif isinstance(message, Display):
+            if execution := self._current(message.execution_id, "display"):
+                execution.on_display(message)
+        elif isinstance(message, Ping):
+            await self.channel.send(Pong(message.nonce))
+        elif isinstance(message, Pong):
+            pass
+        else:  # Hello again: the decoder only lets sandbox-to-host kinds through.
+            assert isinstance(message, Hello)
+            raise UnexpectedMessage("hello after the handshake")
+
+    def _start_call(self, execution: Execution, message: Call | Request) -> None:
+        if message.call_id in execution.calls:
+            raise UnexpectedMessage(f"call id {message.call_id} is already in flight")
+        assert self._calls is not None
+        scope = anyio.CancelScope()
+        execution.calls[message.call_id] = scope
+        self._calls.start_soon(self._run_call, execution, message, scope)
+
+    async def _run_call(
+        self, execution: Execution, message: Call | Request, scope: anyio.CancelScope
+    ) -> None:
+        reply: Reply | None = None
+        with scope:
+            reply = await self._answer(execution, message)
+        execution.calls.pop(message.call_id, None)
+        if reply is None:  # cancelled: the sandbox abandoned it or the execution ended
+            return
+        try:
+            await self.channel.send(reply)
+        except ChannelClosed:
+            return
+        except (ValueError, TypeError) as exc:
+            # The gateway returned something CBOR cannot carry: a bridge bug, not the user's.
+            logger.error("reply to call %s is not encodable: %s", message.call_id, exc)
+            fault = Fault(ErrorCode.INTERNAL, "the bridge produced a reply it could not encode")
+            try:
+                await self.channel.send(Reply(message.call_id, fault=fault))
+            except ChannelClosed:
+                return
+
+    async def _answer(self, execution: Execution, message: Call | Request) -> Reply:
+        ctx = CallContext(self.session, execution.id)
+        try:
+            if isinstance(message, Call):
+                value = await self._gateway.call_tool(
+                    ctx, message.server, message.tool, message.arguments
+                )
+            else:
+                value = await self._gateway.request(ctx, message.method, message.params)
+        except CallFailed as exc:
+            return Reply(message.call_id, fault=Fault(int(exc.code), exc.message, exc.data))
+        except Exception:
+            # Top-level handler of one call: the sandbox gets a generic fault, the log the details.
+            logger.exception("gateway failed on %s %s", message.KIND, _describe(message))
+            fault = Fault(ErrorCode.INTERNAL, f"internal bridge error during {_describe(message)}")
+            return Reply(message.call_id, fault=fault)
+        return Reply(message.call_id, value=value)
+
+    # --- commands from the session -----------------------------------------------------------
+
+    async def start(self, execution: Execution, code: str) -> None:
+        """Send ``Execute``. If the sandbox is gone, ``execution.done`` is set at once."""
+        if not self.alive:
+            execution.done.set()
+            return
+        self._execution = execution
+        try:
+            await self.channel.send(Execute(execution.id, code))
+        except ChannelClosed as exc:
+            self._fail(str(exc), protocol=False)
+            self.close()
+
+    async def interrupt(self, execution: Execution) -> None:
+        """Ask the sandbox to raise KeyboardInterrupt in ``execution`` (no-op once it ended)."""
+        if self._execution is not execution or not self.alive:
+            return
+        try:
+            await self.channel.send(Interrupt(execution.id))
+        except ChannelClosed:
+            pass
+
+    def finish(self, execution: Execution) -> None:
+        """Forget ``execution``: its late frames are dropped from now on, its calls cancelled."""
+        if self._execution is execution:
+            self._execution = None
+        execution.cancel_calls()
+
+
+def _describe(message: Call | Request) -> str:
+    if isinstance(message, Call):
+        return f"call to {message.server}.{message.tool}"
+    return f"request {message.method!r}"

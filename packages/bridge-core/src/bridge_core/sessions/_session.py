@@ -1,0 +1,72 @@
+"""A named session's bookkeeping, and the small pure helpers that build results and notices."""
+
+from __future__ import annotations
+
+import anyio
+from bridge_protocol import ErrorInfo
+
+from bridge_core.sessions._sandbox import LiveSandbox
+from bridge_core.sessions.types import ExecutionResult, Status
+
+__all__ = ["Session", "format_bytes", "unavailable"]
+
+_STATUSES: dict[str, Status] = {
+    "ok": "ok",
+    "error": "error",
+    "interrupted": "interrupted",
+    "timeout": "timeout",
+}
+
+
+class Session:
+    """One named session: its sandbox (None until first needed or after a reset) and its turn.
+
+    ``turn`` is a semaphore rather than a lock because a cancelled execution hands its turn to a
+    background task that finishes the interrupt (another task releases it). anyio semaphores
+    wake waiters in FIFO order, which gives "executions run one at a time, in order".
+    """
+
+    def __init__(self, name: str, now: float) -> None:
+        self.name = name
+        self.live: LiveSandbox | None = None
+        self.turn = anyio.Semaphore(1)
+        self.users = 0
+        """Executions waiting for or holding the turn (an idle-expiry sweep skips the session)."""
+        self.last_used = now
+        self.notices: list[str] = []
+        """Told to the next execution (e.g. the state was lost after a crash)."""
+
+    @property
+    def busy(self) -> bool:
+        return self.users > 0 or self.turn.value == 0
+
+
+class Turn:
+    """Whether the execution that acquired a session's turn still has to release it."""
+
+    __slots__ = ("handed_off",)
+
+    def __init__(self) -> None:
+        self.handed_off = False
+
+
+def status_of(sandbox_status: str) -> Status:
+    return _STATUSES.get(sandbox_status, "error")
+
+
+def unavailable(session: str, message: str, notices: list[str]) -> ExecutionResult:
+    """The result of an execution that could not run at all (no runtime, no sandbox, no turn)."""
+    return ExecutionResult(
+        status="unavailable",
+        session=session,
+        error=ErrorInfo("SandboxUnavailable", message),
+        notices=(*notices, message),
+    )
+
+
+def format_bytes(size: int) -> str:
+    """``512m``-style sizes, as users write them in ``MCP_BRIDGE_MEMORY_LIMIT``."""
+    for unit, factor in (("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return f"{size}b"

@@ -1,0 +1,364 @@
+"""The session manager: the host-side owner of every sandbox.
+
+Every sandbox, reader and background job is a task of the manager's task group, entered by
+``async with SessionManager(...)``; request handlers only wait on events. See ``docs/sessions.md``
+for the user-facing behaviour (names, pool, limits, idle TTL, timeouts, crashes, output cap).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+from anyio.abc import TaskGroup
+
+from bridge_core.errors import BridgeError, SessionLimitExceeded
+from bridge_core.gateway import Gateway
+from bridge_core.runtime.base import RuntimeBackend
+from bridge_core.sessions._execute import ExecutionRunner
+from bridge_core.sessions._fleet import SandboxFleet
+from bridge_core.sessions._names import DEFAULT_SESSION, validate_session_name
+from bridge_core.sessions._pool import SandboxPool
+from bridge_core.sessions._sandbox import LiveSandbox
+from bridge_core.sessions._session import Session, Turn, unavailable
+from bridge_core.sessions.types import ExecutionListener, ExecutionResult, SessionConfig
+
+__all__ = ["SessionManager", "SessionStats"]
+
+logger = logging.getLogger("bridge_core.sessions")
+
+EXPIRED_NAMES_KEPT = 1024
+"""Names of expired sessions remembered to tell their next caller; bounded against churn."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStats:
+    """Counters for ``doctor``, benchmarks and tests."""
+
+    sessions: int
+    live_sandboxes: int
+    sandboxes_started: int
+    pool_ready: int
+    pool_hits: int
+    pool_misses: int
+
+
+class SessionManager:
+    """Named persistent sessions over sandboxes from a runtime backend.
+
+    ``runtime`` is a backend or an async factory called lazily on first need (so a server starts
+    instantly without podman); a factory's failure becomes an ``unavailable`` result, and the next
+    execution tries again. A backend made by the factory is closed with the manager; a backend
+    passed in belongs to the caller.
+    """
+
+    def __init__(
+        self,
+        config: SessionConfig,
+        *,
+        runtime: RuntimeBackend | Callable[[], Awaitable[RuntimeBackend]],
+        gateway: Gateway,
+        state_dir: Path,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self._clock = clock
+        self._fleet = SandboxFleet(config, runtime, gateway)
+        self._sessions: dict[str, Session] = {}
+        self._expired: OrderedDict[str, float] = OrderedDict()
+        self._ephemeral = 0
+        self._tg: TaskGroup | None = None
+        self._pool: SandboxPool | None = None
+        self._closed = False
+        self._expiry = anyio.Event()
+        """Set (then replaced) whenever an idle sweep expired a session."""
+        self._runner = ExecutionRunner(
+            config,
+            spill_dir=state_dir / "output",
+            replace=self._replace,
+            exit_reason=self._fleet.exit_reason,
+            background=self._background,
+        )
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._tg is not None or self._closed:
+            raise RuntimeError("a SessionManager can be entered only once")
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        self._fleet.open(tg)
+        self._pool = SandboxPool(
+            self.config.pool_size, start=self._fleet.start, discard=self._discard, task_group=tg
+        )
+        self._pool.fill()
+        if self.config.idle_ttl > 0:
+            tg.start_soon(self._reap_idle)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop every container this manager started: bounded, and even when cancelled."""
+        tg, pool = self._tg, self._pool
+        if tg is None or pool is None:
+            raise RuntimeError("the session manager was not entered")
+        self._closed = True
+        for live in pool.drain():
+            live.close()
+        tg.cancel_scope.cancel()
+        try:
+            await tg.__aexit__(None, None, None)
+        finally:
+            self._sessions.clear()
+            await self._fleet.stop_all()
+
+    # --- public API --------------------------------------------------------------------------
+
+    async def execute(
+        self,
+        code: str,
+        *,
+        session: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 (the run_python tool's own argument)
+        reset: bool = False,
+        listener: ExecutionListener | None = None,
+    ) -> ExecutionResult:
+        """Run ``code`` in ``session`` (the default session if None); never raises for sandbox,
+        runtime or user-code failures, which are results with a status and notices.
+
+        Raises ValueError for a bad session name or timeout, and
+        :class:`~bridge_core.errors.SessionLimitExceeded` when a new session would exceed
+        ``max_sessions``. Cancelling the caller interrupts the code and propagates.
+        """
+        name = validate_session_name(DEFAULT_SESSION if session is None else session)
+        limit = self._check_timeout(timeout)
+        self._check_open()
+        deadline = anyio.current_time() + limit
+        if not self.config.persist:
+            return await self._execute_ephemeral(name, code, limit, deadline, listener)
+        sess = self._session(name)
+        sess.users += 1
+        try:
+            with anyio.move_on_at(deadline) as waiting:
+                await sess.turn.acquire()
+            if waiting.cancelled_caught:
+                return unavailable(
+                    name,
+                    f"gave up after waiting {limit:g} s for the previous execution in session "
+                    f"{name!r} to finish (executions in one session run one at a time)",
+                    [],
+                )
+            turn = Turn()
+            try:
+                notices = self._prepare(sess, reset)
+                live = await self._sandbox_for(sess, deadline, notices)
+                if isinstance(live, ExecutionResult):
+                    return live
+                return await self._runner.run(
+                    sess, live, code, limit, deadline, listener, notices, turn
+                )
+            finally:
+                if not turn.handed_off:
+                    sess.turn.release()
+        finally:
+            sess.users -= 1
+            sess.last_used = self._clock()
+
+    async def reset(self, session: str | None = None) -> None:
+        """Give ``session`` a fresh namespace (its sandbox is replaced); waits for its turn."""
+        name = validate_session_name(DEFAULT_SESSION if session is None else session)
+        self._expired.pop(name, None)
+        sess = self._sessions.get(name)
+        if sess is None:
+            return
+        sess.users += 1
+        try:
+            async with sess.turn:
+                self._drop(sess)
+                sess.notices.clear()
+        finally:
+            sess.users -= 1
+            sess.last_used = self._clock()
+
+    def session_names(self) -> list[str]:
+        """Names of the open sessions, sorted."""
+        return sorted(self._sessions)
+
+    @property
+    def stats(self) -> SessionStats:
+        pool = self._pool
+        return SessionStats(
+            sessions=len(self._sessions),
+            live_sandboxes=len(self._fleet.live),
+            sandboxes_started=self._fleet.started,
+            pool_ready=pool.ready if pool else 0,
+            pool_hits=pool.hits if pool else 0,
+            pool_misses=pool.misses if pool else 0,
+        )
+
+    def expire_idle(self) -> list[str]:
+        """Stop the sandboxes of sessions idle for ``idle_ttl``; return their names.
+
+        Runs periodically in the background; public so that a caller (or a test with its own
+        clock) can force a sweep.
+        """
+        now, ttl = self._clock(), self.config.idle_ttl
+        expired = []
+        for name, sess in list(self._sessions.items()):
+            if ttl <= 0 or sess.busy or now - sess.last_used < ttl:
+                continue
+            del self._sessions[name]
+            if sess.live is not None:
+                self._discard(sess.live)
+                self._expired[name] = now
+                while len(self._expired) > EXPIRED_NAMES_KEPT:
+                    self._expired.popitem(last=False)
+            expired.append(name)
+        if expired:
+            logger.info("sessions %s expired after %g s idle", expired, ttl)
+            self._expiry.set()
+            self._expiry = anyio.Event()
+        return expired
+
+    # --- sessions ----------------------------------------------------------------------------
+
+    def _check_timeout(self, timeout: float | None) -> float:
+        if timeout is None:
+            return min(self.config.default_timeout, self.config.max_timeout)
+        if not timeout > 0 or timeout > self.config.max_timeout:
+            raise ValueError(
+                f"timeout must be more than 0 and at most {self.config.max_timeout:g} s "
+                f"(MCP_BRIDGE_MAX_TIMEOUT), got {timeout!r}"
+            )
+        return float(timeout)
+
+    def _check_open(self) -> None:
+        if self._tg is None or self._closed:
+            raise RuntimeError("the session manager is not running (use `async with`)")
+
+    def _check_capacity(self) -> None:
+        limit = self.config.max_sessions
+        if len(self._sessions) + self._ephemeral >= limit:
+            raise SessionLimitExceeded(
+                f"the maximum of {limit} concurrent sessions is reached "
+                f"(open: {', '.join(self.session_names()) or 'none'}): reuse or reset one, "
+                f"wait for idle ones to expire, or raise MCP_BRIDGE_MAX_SESSIONS"
+            )
+
+    def _session(self, name: str) -> Session:
+        sess = self._sessions.get(name)
+        if sess is not None:
+            return sess
+        self._check_capacity()
+        sess = self._sessions[name] = Session(name, self._clock())
+        if self._expired.pop(name, None) is not None:
+            sess.notices.append(
+                f"session {name!r} was idle for more than {self.config.idle_ttl:g} s, so its "
+                "sandbox was stopped and its state (variables, imports, /tmp files) was dropped: "
+                "this is a fresh session"
+            )
+        return sess
+
+    def _prepare(self, sess: Session, reset: bool) -> list[str]:
+        if reset:
+            self._drop(sess)
+            sess.notices.clear()
+            return [f"session {sess.name!r} was reset as requested: fresh namespace"]
+        notices, sess.notices = sess.notices, []
+        return notices
+
+    async def _sandbox_for(
+        self, sess: Session, deadline: float, notices: list[str]
+    ) -> LiveSandbox | ExecutionResult:
+        live = sess.live
+        if live is not None and not live.alive:
+            reason = await self._fleet.exit_reason(live)
+            notices.append(
+                f"the sandbox of session {sess.name!r} ended while idle ({reason}): "
+                "this is a fresh one and the session's state was lost"
+            )
+            self._drop(sess)
+        if sess.live is None:
+            taken = await self._take(sess.name, deadline, notices)
+            if isinstance(taken, ExecutionResult):
+                return taken
+            sess.live = taken
+        return sess.live
+
+    async def _take(
+        self, name: str, deadline: float, notices: list[str]
+    ) -> LiveSandbox | ExecutionResult:
+        assert self._pool is not None
+        try:
+            with anyio.move_on_at(deadline):
+                live = await self._pool.take()
+                live.session = name
+                return live
+        except BridgeError as exc:
+            return unavailable(name, str(exc), notices)
+        return unavailable(name, "no sandbox could be started within the timeout", notices)
+
+    def _drop(self, sess: Session) -> None:
+        if sess.live is not None:
+            self._discard(sess.live)
+            sess.live = None
+
+    async def _execute_ephemeral(
+        self,
+        name: str,
+        code: str,
+        limit: float,
+        deadline: float,
+        listener: ExecutionListener | None,
+    ) -> ExecutionResult:
+        """``persist=false``: a fresh sandbox for this one execution, stopped right after."""
+        self._check_capacity()
+        self._ephemeral += 1
+        try:
+            notices: list[str] = []
+            live = await self._take(name, deadline, notices)
+            if isinstance(live, ExecutionResult):
+                return live
+            sess = Session(name, self._clock())
+            sess.live = live
+            try:
+                return await self._runner.run(
+                    sess, live, code, limit, deadline, listener, notices, Turn(), ephemeral=True
+                )
+            finally:
+                self._drop(sess)
+        finally:
+            self._ephemeral -= 1
+
+    async def _reap_idle(self) -> None:
+        interval = min(max(self.config.idle_ttl / 4, 0.05), 30.0)
+        while True:
+            await anyio.sleep(interval)
+            self.expire_idle()
+
+    # --- sandboxes ---------------------------------------------------------------------------
+
+    def _background(self, func: Callable[..., Coroutine[Any, Any, None]], *args: object) -> None:
+        assert self._tg is not None
+        self._tg.start_soon(func, *args)
+
+    def _discard(self, live: LiveSandbox, *, kill: bool = False) -> None:
+        self._fleet.discard(live, kill=kill)
+
+    def _replace(self, sess: Session, live: LiveSandbox, *, kill: bool) -> None:
+        """Throw away ``sess``'s sandbox ``live``; the next execution gets a fresh one."""
+        if sess.live is live:
+            sess.live = None
+        self._discard(live, kill=kill)
