@@ -1,0 +1,77 @@
+"""``python -m bridge_sandbox_client [--socket PATH]``: the sandbox container's command.
+
+Exit status: 0 after ``Shutdown`` or when the host closes the channel; 1 when the channel cannot
+be opened or breaks during the handshake; 2 for bad command-line arguments; 3 when the host
+refuses this client (no common protocol version).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from bridge_protocol import ProtocolError
+from bridge_protocol.paths import SANDBOX_CHANNEL_SOCKET
+
+from bridge_sandbox_client import __version__
+from bridge_sandbox_client._channel import Channel, Refused
+from bridge_sandbox_client._client import SandboxClient
+
+__all__ = ["EXIT_CHANNEL_FAILED", "EXIT_REFUSED", "main"]
+
+EXIT_CHANNEL_FAILED = 1
+EXIT_REFUSED = 3
+CONNECT_TIMEOUT = 30.0
+"""Seconds to connect and to get the host's answer to ``Hello``: the host is already listening
+when the container starts, so only a broken host takes this long."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bridge-sandbox",
+        description="Run user code for the MCP code-execution bridge, over a unix socket.",
+    )
+    parser.add_argument(
+        "--socket",
+        default=SANDBOX_CHANNEL_SOCKET,
+        help=f"the host's channel socket (default: {SANDBOX_CHANNEL_SOCKET})",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+def _fail(message: str, status: int) -> NoReturn:
+    print(f"bridge-sandbox: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(status)
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Connect, handshake, serve executions until shutdown, then exit the process.
+
+    Never returns: the process ends with ``os._exit`` so threads left running by user code cannot
+    keep the sandbox alive after the host said goodbye.
+    """
+    args = _parser().parse_args(argv)
+    try:
+        channel = Channel.connect(args.socket, timeout=CONNECT_TIMEOUT)
+    except OSError as exc:
+        _fail(f"cannot connect to the host at {args.socket}: {exc}", EXIT_CHANNEL_FAILED)
+    try:
+        channel.handshake(__version__, timeout=CONNECT_TIMEOUT)
+    except Refused as exc:
+        channel.close()
+        _fail(str(exc), EXIT_REFUSED)
+    except (OSError, ProtocolError) as exc:
+        channel.close()
+        _fail(f"handshake with the host failed: {exc}", EXIT_CHANNEL_FAILED)
+    client = SandboxClient(channel)
+    status = client.serve()
+    channel.close()
+    os._exit(status)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""The blocking socket adapter around the sans-IO codec of :mod:`bridge_protocol`.
+
+One reader thread owns the receive side (:meth:`Channel.receive`); any thread may
+:meth:`Channel.send`, serialised by a lock so frames never interleave. The socket is its own file
+descriptor: nothing user code writes to fds 1 and 2 can reach it.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+
+from bridge_protocol import (
+    DEFAULT_MAX_FRAME_SIZE,
+    HOST_TO_SANDBOX,
+    SUPPORTED_VERSIONS,
+    FrameDecoder,
+    Hello,
+    Message,
+    Refusal,
+    UnsupportedVersion,
+    Welcome,
+    encode,
+)
+
+__all__ = ["Channel", "ChannelClosed", "Refused"]
+
+_RECV_SIZE = 256 * 1024
+
+
+class ChannelClosed(ConnectionError):
+    """The host closed the channel (or it was closed locally)."""
+
+
+class Refused(Exception):
+    """The host answered ``Hello`` with a ``Refusal``."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        supported = ", ".join(map(str, refusal.supported)) or "none given"
+        super().__init__(
+            f"the host refused this sandbox (code {refusal.code}): {refusal.message}; "
+            f"host speaks protocol versions: {supported}; "
+            f"this client speaks: {', '.join(map(str, SUPPORTED_VERSIONS))}"
+        )
+        self.refusal = refusal
+
+
+class Channel:
+    """A connected protocol channel over a unix stream socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._send_lock = threading.Lock()
+        self._decoder = FrameDecoder(accept=HOST_TO_SANDBOX)
+        self._early: list[Message] = []
+        self._closed = False
+
+    @classmethod
+    def connect(cls, path: str, *, timeout: float) -> Channel:
+        """Connect to the host's listening socket at ``path``."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+        except OSError:
+            sock.close()
+            raise
+        sock.settimeout(None)
+        return cls(sock)
+
+    def handshake(self, client_version: str, *, timeout: float) -> Welcome:
+        """Send ``Hello`` and wait for ``Welcome``; raise :class:`Refused` on a ``Refusal``."""
+        self.send(Hello(versions=SUPPORTED_VERSIONS, client_version=client_version))
+        self._sock.settimeout(timeout)
+        try:
+            while not self._early:
+                data = self._sock.recv(_RECV_SIZE)
+                if not data:
+                    raise ChannelClosed("the host closed the channel during the handshake")
+                self._early.extend(self._decoder.feed(data))
+        finally:
+            self._sock.settimeout(None)
+        first = self._early.pop(0)
+        if isinstance(first, Refusal):
+            raise Refused(first)
+        if not isinstance(first, Welcome):
+            raise ChannelClosed(f"expected 'welcome' from the host, got {type(first).KIND!r}")
+        if first.version not in SUPPORTED_VERSIONS:
+            raise UnsupportedVersion(f"the host chose protocol version {first.version}")
+        return first
+
+    def send(self, message: Message) -> None:
+        """Send one message; safe from any thread."""
+        frame = encode(message)
+        if len(frame) > DEFAULT_MAX_FRAME_SIZE:
+            # The host would drop the whole session on an oversized frame: fail the one call.
+            raise ValueError(
+                f"{type(message).KIND!r} message of {len(frame)} bytes exceeds the channel's "
+                f"limit of {DEFAULT_MAX_FRAME_SIZE} bytes"
+            )
+        with self._send_lock:
+            if self._closed:
+                raise ChannelClosed("the channel to the host is closed")
+            self._sock.sendall(frame)
+
+    def receive(self) -> Iterator[Message]:
+        """Yield messages from the host until it closes the channel (EOF).
+
+        Raises a :class:`bridge_protocol.ProtocolError` on a bad frame: the stream is then out of
+        sync and the caller must stop.
+        """
+        yield from self._early
+        self._early.clear()
+        while True:
+            try:
+                data = self._sock.recv(_RECV_SIZE)
+            except OSError:
+                if self._closed:
+                    return
+                raise
+            if not data:
+                return
+            yield from self._decoder.feed(data)
+
+    def close(self) -> None:
+        """Close the socket; pending and later sends fail with :class:`ChannelClosed`."""
+        with self._send_lock:
+            self._closed = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()

@@ -1,0 +1,201 @@
+"""The sandbox client: wires the channel, capture, interpreter and the ``mcp`` module together.
+
+Threads: the main thread runs executions (it must: signals only reach it); a reader thread owns
+the socket's receive side, answering ``Ping`` and applying ``Interrupt`` and ``Reply`` while code
+runs; two capture threads stream fds 1 and 2. ``Execute`` and ``Shutdown`` are handed to the main
+thread through a queue, one at a time, in order.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import os
+import queue
+import sys
+import threading
+import types
+from typing import Any
+
+from bridge_protocol import (
+    Execute,
+    Interrupt,
+    Message,
+    Ping,
+    Pong,
+    ProtocolError,
+    Reply,
+    Result,
+    Shutdown,
+)
+
+from bridge_sandbox_client._calls import CallRegistry
+from bridge_sandbox_client._capture import OutputCapture
+from bridge_sandbox_client._channel import Channel
+from bridge_sandbox_client._compile import CompiledCell
+from bridge_sandbox_client._display import Displayer, configure_matplotlib, set_active
+from bridge_sandbox_client._interpreter import Interpreter
+from bridge_sandbox_client._modules import install_mcp_modules
+from bridge_sandbox_client._proxies import Directory
+from bridge_sandbox_client._runtime import Runtime, build_runtime_module
+from bridge_sandbox_client.errors import ToolError
+
+__all__ = ["SandboxClient"]
+
+_STOP = None
+
+
+class SandboxClient:
+    """Serves executions over a connected, handshaken :class:`Channel` until shutdown or EOF."""
+
+    def __init__(self, channel: Channel) -> None:
+        self._channel = channel
+        self._inbox: queue.Queue[Execute | Shutdown | None] = queue.Queue()
+        self._execution_id = ""
+        self.capture = OutputCapture(channel.send)
+        self.registry = CallRegistry(channel.send, self._current_execution)
+        self.directory = Directory(self.registry)
+        self.displayer = Displayer(channel.send, self._current_execution)
+        runtime = Runtime(self.directory, self.displayer, channel.send, self._current_execution)
+        self.runtime_module = build_runtime_module(runtime)
+        self.modules = install_mcp_modules(self.directory, self.runtime_module)
+        self.interpreter = Interpreter(self._user_namespace())
+
+    def _current_execution(self) -> str:
+        # Calls, progress and images outside an execution (a thread left running) are sent
+        # under the last execution's id.
+        return self._execution_id
+
+    def _user_namespace(self) -> dict[str, Any]:
+        # The namespace is the __dict__ of a real __main__ module, so pickle, dataclasses and
+        # multiprocessing find user-defined classes where they look for them.
+        main = types.ModuleType("__main__")
+        main.__dict__.update(
+            {
+                "__builtins__": builtins,
+                "runtime": self.runtime_module,
+                "mcp_servers": self.modules.servers_mapping,
+            }
+        )
+        sys.modules["__main__"] = main
+        return main.__dict__
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def serve(self) -> int:
+        """Run until ``Shutdown`` or EOF; return the process exit status."""
+        configure_matplotlib()
+        set_active(self.displayer)
+        self._isolate_process_state()
+        self.capture.install()
+        self.interpreter.install_signal_handler()
+        reader = threading.Thread(target=self._read, name="bridge-reader", daemon=True)
+        reader.start()
+        while True:
+            message = self._inbox.get()
+            if not isinstance(message, Execute):
+                break
+            self._run(message)
+        self.capture.end()
+        return 0
+
+    @staticmethod
+    def _isolate_process_state() -> None:
+        # User code sees a clean interpreter: no client arguments, and stdin that reads as empty
+        # (input() raises EOFError instead of hanging the execution until its timeout).
+        sys.argv = [""]
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+
+    def log(self, text: str) -> None:
+        """Write a diagnostic to the container log (the original stderr), never to the host."""
+        fd = self.capture.original_stderr_fd
+        data = f"bridge-sandbox: {text}\n".encode("utf-8", "replace")
+        try:
+            os.write(fd if fd >= 0 else 2, data)
+        except OSError:
+            pass
+
+    # --- reader thread --------------------------------------------------------------------
+
+    def _read(self) -> None:
+        reason = "the host closed the channel"
+        try:
+            for message in self._channel.receive():
+                self._dispatch(message)
+        except ProtocolError as exc:
+            reason = f"protocol error from the host: {exc}"
+            self.log(reason)
+        except OSError as exc:
+            reason = f"the channel failed: {exc}"
+            self.log(reason)
+        finally:
+            self.registry.close(reason)
+            running = self.interpreter.running_execution()
+            if running is not None:
+                self.interpreter.interrupt(running)
+            self._inbox.put(_STOP)
+
+    def _dispatch(self, message: Message) -> None:
+        if isinstance(message, Reply):
+            self.registry.resolve(message)
+        elif isinstance(message, Ping):
+            self._channel.send(Pong(nonce=message.nonce))
+        elif isinstance(message, Interrupt):
+            self._interrupt(message.execution_id)
+        elif isinstance(message, (Execute, Shutdown)):
+            self._inbox.put(message)
+        elif not isinstance(message, Pong):
+            self.log(f"ignored unexpected {type(message).KIND!r} message")
+
+    def _interrupt(self, execution_id: str) -> None:
+        self.interpreter.interrupt(execution_id)
+        self.registry.abandon(execution_id)
+
+    # --- main thread ----------------------------------------------------------------------
+
+    def _run(self, execute: Execute) -> None:
+        self._execution_id = execute.execution_id
+        self.capture.begin(execute.execution_id)
+        cell: CompiledCell | BaseException
+        try:
+            cell = self.interpreter.compile(execute.code)
+        except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as exc:
+            cell = exc
+        else:
+            self._bind_aliases(cell.tree)
+        outcome = self.interpreter.execute(cell, execute.execution_id, execute.repr_limit)
+        try:
+            self.displayer.send_open_figures()
+        except Exception as exc:  # a figure that cannot render must not lose the result
+            print(f"could not send a figure: {type(exc).__name__}: {exc}", file=sys.stderr)
+        self.capture.end()
+        self._channel.send(
+            Result(
+                execution_id=execute.execution_id,
+                status=outcome.status,
+                value=outcome.value,
+                error=outcome.error,
+            )
+        )
+
+    def _bind_aliases(self, tree: ast.Module) -> None:
+        """Bind ``mcp_<server>`` names the cell uses without importing them."""
+        namespace = self.interpreter.namespace
+        wanted = {
+            node.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Load)
+            and node.id.startswith("mcp_")
+            and node.id not in namespace
+            and node.id != "mcp_servers"
+        }
+        for name in wanted:
+            try:
+                value = getattr(self.modules.root, name)
+            except (AttributeError, ToolError):
+                continue  # not a server alias: plain NameError semantics apply
+            namespace[name] = value

@@ -1,0 +1,208 @@
+"""The persistent interpreter: one namespace and one event loop for the life of the sandbox.
+
+Runs on the main thread, because only the main thread receives signals: an interrupt of plain
+code is a SIGINT sent to it (``signal.pthread_kill``), which also breaks blocking calls such as
+``time.sleep``. Code with top-level ``await`` runs as a task on the persistent loop and is
+interrupted by cancelling that task; if the task does not yield within
+:data:`ESCALATE_AFTER` (``while True: pass`` inside async code), SIGINT follows.
+
+Plain code runs outside the loop, so ``asyncio.run(...)`` in user code works as in a script.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from collections import deque
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from bridge_protocol import ErrorInfo, ExecutionStatus
+
+from bridge_sandbox_client._compile import CompiledCell, compile_cell, is_async
+from bridge_sandbox_client._traceback import error_info, interrupted_info
+
+__all__ = ["ESCALATE_AFTER", "Interpreter", "Outcome"]
+
+ESCALATE_AFTER = 0.25
+"""Seconds a cancelled task gets to yield before SIGINT is sent: a cancellation is delivered only
+when the task next awaits, and CPU-bound async code may never do so."""
+_EARLY_INTERRUPTS_KEPT = 64
+"""Interrupts of executions not running (not started yet, or over) that are remembered."""
+
+
+@dataclass(slots=True)
+class _Running:
+    execution_id: str
+    task: asyncio.Task[Any] | None = None
+    interrupted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How an execution ended."""
+
+    status: ExecutionStatus
+    value: str | None = None
+    error: ErrorInfo | None = None
+
+
+def render_value(value: Any, limit: int) -> str | None:
+    """The repr of a trailing expression's value, capped at ``limit`` characters."""
+    if value is None:
+        return None
+    try:
+        text = repr(value)
+    except Exception as exc:  # user __repr__ may raise anything
+        text = f"<{type(value).__name__} object; repr() failed: {type(exc).__name__}: {exc}>"
+    if len(text) > limit:
+        marker = f"... [{len(text) - limit} more characters]"
+        text = text[: max(0, limit - len(marker))] + marker
+    return text
+
+
+class Interpreter:
+    """Runs cells in the persistent namespace; :meth:`interrupt` may be called from any thread."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        self.namespace = namespace
+        self.loop = asyncio.new_event_loop()
+        self._lock = threading.Lock()
+        self._running: _Running | None = None
+        self._interruptible = False
+        self._cells = 0
+        self._early: deque[str] = deque(maxlen=_EARLY_INTERRUPTS_KEPT)
+        self._main_thread = threading.main_thread().ident
+
+    def install_signal_handler(self) -> None:
+        """Own SIGINT (main thread only): it raises KeyboardInterrupt only inside user code."""
+        signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        # A SIGINT that lands after user code returned (the race with a late interrupt) is
+        # dropped here instead of blowing up the client between executions.
+        if self._interruptible:
+            raise KeyboardInterrupt
+
+    # --- running ---------------------------------------------------------------------------
+
+    def compile(self, code: str) -> CompiledCell:
+        """Compile ``code`` as the next cell (raises SyntaxError and friends)."""
+        self._cells += 1
+        return compile_cell(code, f"<cell {self._cells}>")
+
+    def execute(
+        self,
+        cell: CompiledCell | BaseException,
+        execution_id: str,
+        limit: int,
+    ) -> Outcome:
+        """Run a compiled cell (or report its compile error) and say how it ended."""
+        if isinstance(cell, BaseException):
+            return Outcome("error", error=error_info(cell))
+        running = _Running(execution_id)
+        with self._lock:
+            # The host may interrupt an execution before this thread got to start it.
+            running.interrupted = execution_id in self._early
+            self._running = running
+        try:
+            run = self._run_async if cell.is_async else self._run_sync
+            value = run(cell, running)
+            return Outcome("ok", value=render_value(value, limit))
+        except KeyboardInterrupt as exc:
+            return Outcome("interrupted", error=interrupted_info(exc))
+        except SystemExit as exc:
+            if exc.code in (None, 0):
+                return Outcome("ok")
+            return Outcome("error", error=error_info(exc))
+        except BaseException as exc:
+            if running.interrupted:
+                return Outcome("interrupted", error=interrupted_info(exc))
+            return Outcome("error", error=error_info(exc))
+        finally:
+            with self._lock:
+                self._running = None
+
+    def _enter_user_code(self, running: _Running) -> None:
+        self._interruptible = True
+        if running.interrupted:  # the interrupt came before user code started
+            raise KeyboardInterrupt
+
+    def _run_sync(self, cell: CompiledCell, running: _Running) -> Any:
+        value = None
+        try:
+            self._enter_user_code(running)
+            if cell.body is not None:
+                exec(cell.body, self.namespace)
+            if cell.trailing is not None:
+                value = eval(cell.trailing, self.namespace)
+        finally:
+            self._interruptible = False
+        return value
+
+    def _run_async(self, cell: CompiledCell, running: _Running) -> Any:
+        async def run_cell() -> Any:
+            if cell.body is not None:
+                result = eval(cell.body, self.namespace)
+                if is_async(cell.body):
+                    await result
+            value = None
+            if cell.trailing is not None:
+                value = eval(cell.trailing, self.namespace)
+                if is_async(cell.trailing):
+                    value = await value
+            return value
+
+        if self.loop.is_closed():  # user code closed it; the namespace's old tasks are gone
+            self.loop = asyncio.new_event_loop()
+        # A plain cell's asyncio.run() resets the current loop: make ours current again.
+        asyncio.set_event_loop(self.loop)
+        task = self.loop.create_task(run_cell())
+        with self._lock:
+            running.task = task
+        try:
+            self._enter_user_code(running)
+            return self.loop.run_until_complete(task)
+        except KeyboardInterrupt:
+            if not task.done():  # SIGINT hit the loop itself while the task was suspended
+                task.cancel()
+            raise
+        finally:
+            self._interruptible = False
+
+    # --- interrupting ------------------------------------------------------------------------
+
+    def interrupt(self, execution_id: str) -> bool:
+        """Stop execution ``execution_id`` if it is the one running; False if it is not."""
+        with self._lock:
+            running = self._running
+            if running is None or running.execution_id != execution_id:
+                self._early.append(execution_id)
+                return False
+            running.interrupted = True
+            task = running.task
+        if task is None:
+            self._signal_main()
+            return True
+        self.loop.call_soon_threadsafe(task.cancel)
+        timer = threading.Timer(ESCALATE_AFTER, self._escalate, (running,))
+        timer.daemon = True
+        timer.start()
+        return True
+
+    def _escalate(self, running: _Running) -> None:
+        with self._lock:
+            still_running = self._running is running
+        if still_running:
+            self._signal_main()
+
+    def _signal_main(self) -> None:
+        if self._main_thread is not None:
+            signal.pthread_kill(self._main_thread, signal.SIGINT)
+
+    def running_execution(self) -> str | None:
+        """The id of the execution running now, if any."""
+        with self._lock:
+            return None if self._running is None else self._running.execution_id

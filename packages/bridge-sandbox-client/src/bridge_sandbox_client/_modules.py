@@ -1,0 +1,127 @@
+"""The ``mcp`` module user code imports, registered when the client starts.
+
+Never installed as a static top-level package: the host's MCP SDK is also called ``mcp``. A
+meta-path finder placed first answers for ``mcp``, ``mcp.runtime``, ``mcp.servers``,
+``mcp.servers.<server>`` and the ``mcp_<alias>`` modules, so even an image that happens to contain
+the SDK cannot shadow it.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import types
+from collections.abc import Sequence
+from typing import Any
+
+from bridge_sandbox_client import errors
+from bridge_sandbox_client._proxies import Directory, ServersMapping, alias_for
+from bridge_sandbox_client._values import Audio, Image
+
+__all__ = ["McpModules", "install_mcp_modules"]
+
+_ERRORS = tuple(name for name in errors.__all__ if name != "error_from_fault")
+
+
+class McpModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finder and loader of the ``mcp`` module tree; the modules exist before any import."""
+
+    def __init__(self, directory: Directory, runtime: types.ModuleType) -> None:
+        self._directory = directory
+        self.servers_mapping = ServersMapping(directory)
+        self.runtime = runtime
+        self.servers = types.ModuleType("mcp.servers", "Every MCP server as a module.")
+        self.servers.__path__ = []
+        vars(self.servers)["__getattr__"] = self._server_attribute
+        self.root = types.ModuleType("mcp", "Call the MCP servers configured on the host.")
+        self.root.__path__ = []
+        namespace: dict[str, Any] = {
+            "runtime": runtime,
+            "mcp_servers": self.servers_mapping,
+            "servers": self.servers,
+            "Image": Image,
+            "Audio": Audio,
+            "__getattr__": self._alias_attribute,
+        }
+        namespace.update({name: getattr(errors, name) for name in _ERRORS})
+        namespace["__all__"] = ["runtime", "mcp_servers", "Image", "Audio", *_ERRORS]
+        vars(self.root).update(namespace)
+        self._static = {"mcp": self.root, "mcp.runtime": runtime, "mcp.servers": self.servers}
+
+    # --- attribute access on the modules --------------------------------------------------
+
+    def _alias_attribute(self, name: str) -> Any:
+        if name.startswith("mcp_"):
+            server = self._directory.resolve(name)
+            if server is not None and alias_for(server) == name:
+                return self._directory.server(server)
+        known = [alias_for(s) for s in self._directory.server_names()]
+        raise AttributeError(
+            f"module 'mcp' has no attribute {name!r}; server aliases: "
+            f"{', '.join(known) if known else 'none (no MCP servers are configured)'}"
+        )
+
+    def _server_attribute(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return self._directory.server(name)
+        except KeyError as exc:
+            raise AttributeError(exc.args[0]) from None
+
+    # --- import protocol -------------------------------------------------------------------
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: types.ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        """Answer for our names only; everything else falls through to the normal finders."""
+        if fullname in self._static:
+            return importlib.util.spec_from_loader(
+                fullname, self, is_package=fullname != "mcp.runtime"
+            )
+        if fullname.startswith("mcp.servers."):
+            server = fullname.removeprefix("mcp.servers.")
+            if "." in server or self._resolve(server) is None:
+                return None
+            return importlib.util.spec_from_loader(fullname, self)
+        if fullname.startswith("mcp_") and "." not in fullname:
+            server_name = self._resolve(fullname)
+            if server_name is None or alias_for(server_name) != fullname:
+                return None
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def _resolve(self, name: str) -> str | None:
+        try:
+            return self._directory.resolve(name)
+        except errors.ToolError:
+            return None  # the host cannot list servers: behave as "no such module"
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        """The prebuilt module for ``spec.name``."""
+        static = self._static.get(spec.name)
+        if static is not None:
+            return static
+        name = spec.name.removeprefix("mcp.servers.")
+        server = self._directory.resolve(name)
+        if server is None:
+            raise ImportError(f"no MCP server named {name!r}", name=spec.name)
+        return self._directory.server(server)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        """Nothing to run: the module objects are complete."""
+
+
+def install_mcp_modules(directory: Directory, runtime: types.ModuleType) -> McpModules:
+    """Register the ``mcp`` modules and the import hook for this process."""
+    modules = McpModules(directory, runtime)
+    for name in [n for n in sys.modules if n == "mcp" or n.startswith("mcp.")]:
+        del sys.modules[name]  # an SDK imported by accident must not be what user code sees
+    sys.modules.update(modules._static)
+    sys.meta_path.insert(0, modules)
+    return modules

@@ -1,0 +1,174 @@
+"""``mcp.runtime``: discovery, docs and search helpers, progress and images.
+
+Every helper that asks the host is awaitable and has a ``*_sync`` twin for plain code.
+``discovered_servers()`` is special: the reference examples use it both with and without
+``await``, so it answers synchronously with a list that is also awaitable.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import Callable, Generator
+from typing import Any
+
+from bridge_protocol import Progress
+
+from bridge_sandbox_client._calls import CallRegistry
+from bridge_sandbox_client._display import Displayer
+from bridge_sandbox_client._proxies import Directory
+
+__all__ = ["AwaitableList", "Runtime", "build_runtime_module"]
+
+_DETAILS = ("summary", "full", "stub")
+
+
+class AwaitableList(list[Any]):
+    """A list that ``await`` also accepts (evaluates to itself)."""
+
+    def __await__(self) -> Generator[Any, None, AwaitableList]:
+        yield from ()  # nothing to wait for: the answer is already here
+        return self
+
+
+class Runtime:
+    """The helpers behind ``mcp.runtime`` (bound to one client)."""
+
+    def __init__(
+        self,
+        directory: Directory,
+        displayer: Displayer,
+        send_progress: Callable[[Progress], None],
+        execution_id: Callable[[], str],
+    ) -> None:
+        self._directory = directory
+        self._registry = directory.registry
+        self._displayer = displayer
+        self._send_progress = send_progress
+        self._execution_id = execution_id
+
+    # --- discovery ---------------------------------------------------------------------------
+
+    def discovered_servers(self, detailed: bool = False) -> AwaitableList:
+        """Names of the MCP servers you can call (``detailed=True``: dicts with ``name``,
+        ``description``, ``tool_count``, ``source``). Works with or without ``await``."""
+        value = CallRegistry.wait_sync(
+            self._registry.request("discovered_servers", {"detailed": bool(detailed)})
+        )
+        servers = value if isinstance(value, list) else []
+        if not detailed:
+            self._directory.remember_servers([s for s in servers if isinstance(s, str)])
+        return AwaitableList(servers)
+
+    def discovered_servers_sync(self, detailed: bool = False) -> list[Any]:
+        """Same as :meth:`discovered_servers`, as a plain list."""
+        return list(self.discovered_servers(detailed))
+
+    async def list_tools(self, server: str) -> list[str]:
+        """Names of the tools of ``server``."""
+        return _names(await CallRegistry.wait(self._list_tools(server)))
+
+    def list_tools_sync(self, server: str) -> list[str]:
+        """Blocking twin of :meth:`list_tools`."""
+        return _names(CallRegistry.wait_sync(self._list_tools(server)))
+
+    def _list_tools(self, server: str) -> Any:
+        return self._registry.request("list_tools", {"server": _text("server", server)})
+
+    async def query_tool_docs(
+        self, server: str, tool: str | None = None, detail: str = "summary"
+    ) -> Any:
+        """Documentation of the tools of ``server`` (or of one ``tool``):
+        ``{"server": ..., "tools": [{"name", "description", ...}]}``. ``detail`` is
+        ``"summary"``, ``"full"`` (with input schemas) or ``"stub"``."""
+        return await CallRegistry.wait(self._query(server, tool, detail))
+
+    def query_tool_docs_sync(
+        self, server: str, tool: str | None = None, detail: str = "summary"
+    ) -> Any:
+        """Blocking twin of :meth:`query_tool_docs`."""
+        return CallRegistry.wait_sync(self._query(server, tool, detail))
+
+    def _query(self, server: str, tool: str | None, detail: str) -> Any:
+        if detail not in _DETAILS:
+            raise ValueError(f"detail must be one of {', '.join(_DETAILS)}, not {detail!r}")
+        params: dict[str, Any] = {
+            "server": _text("server", server),
+            "tool": None if tool is None else _text("tool", tool),
+            "detail": detail,
+        }
+        return self._registry.request("query_tool_docs", params)
+
+    async def search_tool_docs(self, query: str, limit: int = 5) -> Any:
+        """Fuzzy search across every server's tools: a ranked list of
+        ``{"server", "tool", "description", "score"}``."""
+        return await CallRegistry.wait(self._search(query, limit))
+
+    def search_tool_docs_sync(self, query: str, limit: int = 5) -> Any:
+        """Blocking twin of :meth:`search_tool_docs`."""
+        return CallRegistry.wait_sync(self._search(query, limit))
+
+    def _search(self, query: str, limit: int) -> Any:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be a positive integer, not {limit!r}")
+        return self._registry.request(
+            "search_tool_docs", {"query": _text("query", query), "limit": limit}
+        )
+
+    # --- progress and images -------------------------------------------------------------------
+
+    def progress(self, done: float, total: float | None = None, message: object = None) -> None:
+        """Report progress of the running code to the client (e.g. ``progress(3, 10, "rows")``)."""
+        numbers = {"done": done} if total is None else {"done": done, "total": total}
+        for name, number in numbers.items():
+            if isinstance(number, bool) or not isinstance(number, (int, float)):
+                raise TypeError(f"{name} must be a number, not {type(number).__name__}")
+            if not math.isfinite(number):
+                raise ValueError(f"{name} must be finite, not {number!r}")
+        text = None if message is None else str(message)
+        self._send_progress(
+            Progress(
+                execution_id=self._execution_id(),
+                progress=float(done),
+                total=None if total is None else float(total),
+                message=text,
+            )
+        )
+
+    def display_image(self, data_or_path: Any, mime: str | None = None) -> None:
+        """Show an image to the client: PNG/JPEG bytes, a file path, a tool ``Image`` result or a
+        matplotlib figure; ``mime`` overrides the detected type."""
+        self._displayer.display_image(data_or_path, mime)
+
+
+def _text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    return value
+
+
+def _names(value: Any) -> list[str]:
+    return [n for n in value if isinstance(n, str)] if isinstance(value, list) else []
+
+
+_EXPORTED = (
+    "discovered_servers",
+    "discovered_servers_sync",
+    "list_tools",
+    "list_tools_sync",
+    "query_tool_docs",
+    "query_tool_docs_sync",
+    "search_tool_docs",
+    "search_tool_docs_sync",
+    "progress",
+    "display_image",
+)
+
+
+def build_runtime_module(runtime: Runtime) -> types.ModuleType:
+    """The ``mcp.runtime`` module: the runtime's helpers as module functions."""
+    module = types.ModuleType("mcp.runtime", "Discovery, docs and search of MCP tools; progress.")
+    for name in _EXPORTED:
+        setattr(module, name, getattr(runtime, name))
+    vars(module)["__all__"] = list(_EXPORTED)
+    return module

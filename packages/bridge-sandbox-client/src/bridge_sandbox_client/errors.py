@@ -1,0 +1,103 @@
+"""Exceptions user code sees when a tool call or a bridge request fails.
+
+Only integer codes cross the wire (:class:`bridge_protocol.Fault`); this module rebuilds the
+sandbox-side exceptions from them. Every class is importable ``from mcp import ...``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bridge_protocol import ErrorCode, Fault
+
+__all__ = [
+    "ToolError",
+    "ToolTimeout",
+    "PolicyDenied",
+    "UpstreamUnavailable",
+    "UnknownServer",
+    "UnknownTool",
+    "InvalidArguments",
+    "ToolCancelled",
+    "BridgeDisconnected",
+    "error_from_fault",
+]
+
+
+class ToolError(Exception):
+    """A tool call (or a discovery request) failed.
+
+    ``code`` is the wire error code (:class:`bridge_protocol.ErrorCode`), ``server`` and ``tool``
+    say what was called, ``result`` holds the full ``CallToolResult`` dict when the tool itself
+    answered with ``isError``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: int = ErrorCode.TOOL_ERROR,
+        server: str | None = None,
+        tool: str | None = None,
+        result: dict[str, Any] | None = None,
+        data: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.server = server
+        self.tool = tool
+        self.result = result
+        self.data = data
+
+
+class ToolTimeout(ToolError):
+    """The host gave up waiting for the upstream server."""
+
+
+class PolicyDenied(ToolError):
+    """The bridge's policy does not allow this server or tool."""
+
+
+class UpstreamUnavailable(ToolError):
+    """The upstream MCP server could not be started, crashed, or is cooling down."""
+
+
+class UnknownServer(ToolError):
+    """No configured MCP server has this name."""
+
+
+class UnknownTool(ToolError):
+    """The server has no tool of this name."""
+
+
+class InvalidArguments(ToolError):
+    """The host or the upstream server rejected the arguments."""
+
+
+class ToolCancelled(ToolError):
+    """The call was abandoned (interrupt, or the host cancelled it)."""
+
+
+class BridgeDisconnected(ToolError):
+    """The channel to the host closed while the call was in flight."""
+
+
+_BY_CODE: dict[int, type[ToolError]] = {
+    ErrorCode.TOOL_ERROR: ToolError,
+    ErrorCode.CALL_TIMEOUT: ToolTimeout,
+    ErrorCode.POLICY_DENIED: PolicyDenied,
+    ErrorCode.UPSTREAM_UNAVAILABLE: UpstreamUnavailable,
+    ErrorCode.UNKNOWN_SERVER: UnknownServer,
+    ErrorCode.UNKNOWN_TOOL: UnknownTool,
+    ErrorCode.INVALID_ARGUMENTS: InvalidArguments,
+    ErrorCode.CANCELLED: ToolCancelled,
+}
+
+
+def error_from_fault(
+    fault: Fault, *, server: str | None = None, tool: str | None = None
+) -> ToolError:
+    """The exception for a host ``Fault``: a :class:`ToolError` subclass chosen by its code."""
+    cls = _BY_CODE.get(fault.code, ToolError)
+    return cls(fault.message, code=fault.code, server=server, tool=tool, data=fault.data)

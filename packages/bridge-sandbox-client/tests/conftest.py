@@ -1,0 +1,351 @@
+"""A small blocking fake host: listens on a unix socket, runs the REAL sandbox client as a
+subprocess connected to it, and answers its calls and requests from plain Python handlers."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bridge_protocol import (
+    SANDBOX_TO_HOST,
+    Call,
+    CancelCall,
+    Display,
+    ErrorCode,
+    Execute,
+    Fault,
+    FrameDecoder,
+    Hello,
+    Message,
+    Output,
+    Progress,
+    Refusal,
+    Reply,
+    Request,
+    Result,
+    Welcome,
+    encode,
+)
+
+WAIT = 20.0
+"""Upper bound of every wait in these tests (never a sleep: a bound on an event)."""
+
+PNG_1X1 = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+)
+
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class HostFault(Exception):
+    """Raised by a handler: the host answers with ``Fault(code, message)``."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": value}]}
+
+
+def default_tools(barrier: threading.Barrier) -> dict[str, dict[str, Handler]]:
+    def write_file(args: dict[str, Any]) -> dict[str, Any]:
+        data = base64.b64decode(args["content"])
+        return text(f"wrote {len(data)} bytes to {args['path']}")
+
+    def slow(args: dict[str, Any]) -> dict[str, Any]:
+        # Returns only once three calls are in flight at the same time.
+        position = barrier.wait(timeout=WAIT)
+        return {"content": [], "structuredContent": {"n": args["n"], "arrival": position}}
+
+    def denied(args: dict[str, Any]) -> dict[str, Any]:
+        raise HostFault(ErrorCode.POLICY_DENIED, "policy denies media.denied")
+
+    def times_out(args: dict[str, Any]) -> dict[str, Any]:
+        raise HostFault(ErrorCode.CALL_TIMEOUT, "media.times_out did not answer within 30 s")
+
+    return {
+        "github": {
+            "create_issue": lambda a: {
+                "content": [{"type": "text", "text": "created"}],
+                "structuredContent": {"number": 7, "title": a["title"]},
+            },
+            "get-user.info": lambda a: text(json.dumps({"login": a.get("login", "octo")})),
+            "list_issues": lambda a: text(json.dumps([{"title": "bug"}, {"title": "crash"}])),
+        },
+        "files": {
+            "read_file": lambda a: text("month,revenue\n1,10\n"),
+            "write_file": write_file,
+        },
+        "media": {
+            "image": lambda a: {
+                "content": [
+                    {
+                        "type": "image",
+                        "data": base64.b64encode(PNG_1X1).decode(),
+                        "mimeType": "image/png",
+                    }
+                ]
+            },
+            "several": lambda a: {
+                "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "[2]"}]
+            },
+            "nothing": lambda a: {"content": []},
+            "fails": lambda a: {
+                "content": [{"type": "text", "text": "repository not found"}],
+                "isError": True,
+            },
+            "denied": denied,
+            "times_out": times_out,
+            "slow": slow,
+            "echo": lambda a: {"content": [], "structuredContent": a},
+        },
+        "my-server": {"ping": lambda a: text("pong")},
+    }
+
+
+@dataclass
+class Run:
+    """Everything one execution sent, in order."""
+
+    result: Result
+    frames: list[Message] = field(default_factory=list)
+
+    def _text(self, stream: str) -> str:
+        return "".join(f.text for f in self.frames if isinstance(f, Output) and f.stream == stream)
+
+    @property
+    def stdout(self) -> str:
+        return self._text("stdout")
+
+    @property
+    def stderr(self) -> str:
+        return self._text("stderr")
+
+    @property
+    def displays(self) -> list[Display]:
+        return [f for f in self.frames if isinstance(f, Display)]
+
+    @property
+    def progress(self) -> list[Progress]:
+        return [f for f in self.frames if isinstance(f, Progress)]
+
+    @property
+    def calls(self) -> list[Call]:
+        return [f for f in self.frames if isinstance(f, Call)]
+
+
+class FakeHost:
+    """The host side of one sandbox channel, driving a real client subprocess."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = str(directory / "channel.sock")
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(self.path)
+        self.listener.listen(1)
+        self.listener.settimeout(WAIT)
+        self.png = PNG_1X1
+        self.barrier = threading.Barrier(3)
+        self.tools = default_tools(self.barrier)
+        self.auto_reply = True
+        self.messages: queue.Queue[Message | None] = queue.Queue()
+        self.requests: list[Request] = []
+        self.cancelled: list[int] = []
+        self.cancel_seen = threading.Event()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.sock: socket.socket | None = None
+        self._ids = itertools.count(1)
+        self._send_lock = threading.Lock()
+
+    # --- process ---------------------------------------------------------------------------
+
+    def spawn(self, *extra: str) -> subprocess.Popen[bytes]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MPL")}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bridge_sandbox_client", "--socket", self.path, *extra],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        return self.process
+
+    def accept(self) -> Hello:
+        self.sock, _ = self.listener.accept()
+        decoder = FrameDecoder(accept=SANDBOX_TO_HOST)
+        self.sock.settimeout(WAIT)
+        hello: list[Message] = []
+        while not hello:
+            hello = decoder.feed(self.sock.recv(65536))
+        self.sock.settimeout(None)
+        assert isinstance(hello[0], Hello)
+        self._decoder = decoder
+        return hello[0]
+
+    def start(self) -> None:
+        self.spawn()
+        self.accept()
+        self.send(Welcome(version=1, session="test"))
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def send(self, message: Message) -> None:
+        assert self.sock is not None
+        with self._send_lock:
+            self.sock.sendall(encode(message))
+
+    def close(self) -> None:
+        if self.sock is not None:
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self.sock.close()
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=WAIT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            for pipe in (self.process.stdout, self.process.stderr):
+                if pipe is not None:
+                    pipe.close()
+        self.listener.close()
+
+    # --- messages --------------------------------------------------------------------------
+
+    def _read(self) -> None:
+        assert self.sock is not None
+        try:
+            while True:
+                data = self.sock.recv(1 << 20)
+                if not data:
+                    break
+                for message in self._decoder.feed(data):
+                    self._handle(message)
+        except OSError:
+            pass
+        self.messages.put(None)
+
+    def _handle(self, message: Message) -> None:
+        if isinstance(message, CancelCall):
+            self.cancelled.append(message.call_id)
+            self.cancel_seen.set()
+        if self.auto_reply and isinstance(message, (Call, Request)):
+            threading.Thread(target=self._answer, args=(message,), daemon=True).start()
+        self.messages.put(message)
+
+    def _answer(self, message: Call | Request) -> None:
+        try:
+            if isinstance(message, Call):
+                server = self.tools.get(message.server)
+                if server is None:
+                    raise HostFault(ErrorCode.UNKNOWN_SERVER, f"unknown server {message.server!r}")
+                handler = server.get(message.tool)
+                if handler is None:
+                    raise HostFault(ErrorCode.UNKNOWN_TOOL, f"unknown tool {message.tool!r}")
+                value: Any = handler(dict(message.arguments))
+            else:
+                self.requests.append(message)
+                value = self._request(message.method, dict(message.params))
+            reply = Reply(call_id=message.call_id, value=value)
+        except HostFault as fault:
+            reply = Reply(call_id=message.call_id, fault=Fault(fault.code, fault.message))
+        except threading.BrokenBarrierError:
+            reply = Reply(call_id=message.call_id, fault=Fault(ErrorCode.INTERNAL, "barrier"))
+        try:
+            self.send(reply)
+        except OSError:
+            pass
+
+    def _request(self, method: str, params: dict[str, Any]) -> Any:
+        if method == "discovered_servers":
+            if params.get("detailed"):
+                return [
+                    {"name": n, "description": f"{n} server", "tool_count": len(t), "source": "t"}
+                    for n, t in self.tools.items()
+                ]
+            return list(self.tools)
+        if method in ("list_tools", "query_tool_docs"):
+            server = params["server"]
+            if server not in self.tools:
+                raise HostFault(ErrorCode.UNKNOWN_SERVER, f"unknown server {server!r}")
+            names = list(self.tools[server])
+            if method == "list_tools":
+                return names
+            return {
+                "server": server,
+                "tools": [{"name": n, "description": f"does {n}"} for n in names],
+            }
+        if method == "search_tool_docs":
+            hits = [
+                {"server": s, "tool": t, "description": f"does {t}", "score": 90.0}
+                for s, tools in self.tools.items()
+                for t in tools
+                if params["query"] in t
+            ]
+            return hits[: params["limit"]]
+        raise HostFault(ErrorCode.UNKNOWN_METHOD, f"unknown method {method!r}")
+
+    def next_message(self, timeout: float = WAIT) -> Message | None:
+        return self.messages.get(timeout=timeout)
+
+    def submit(self, code: str, *, repr_limit: int = 10_000) -> str:
+        execution_id = f"x{next(self._ids)}"
+        self.send(Execute(execution_id=execution_id, code=code, repr_limit=repr_limit))
+        return execution_id
+
+    def collect(self, execution_id: str) -> Run:
+        frames: list[Message] = []
+        while True:
+            message = self.next_message()
+            assert message is not None, "the client closed the channel before the result"
+            frames.append(message)
+            if isinstance(message, Result) and message.execution_id == execution_id:
+                return Run(result=message, frames=frames)
+
+    def execute(self, code: str, *, repr_limit: int = 10_000) -> Run:
+        return self.collect(self.submit(code, repr_limit=repr_limit))
+
+    def wait_for(self, kind: type[Message]) -> Message:
+        while True:
+            message = self.next_message()
+            assert message is not None, f"the client closed the channel before a {kind.KIND}"
+            if isinstance(message, kind):
+                return message
+
+
+@pytest.fixture
+def unstarted_host() -> Iterator[FakeHost]:
+    # Not tmp_path: unix socket paths are limited to ~107 bytes.
+    directory = Path(tempfile.mkdtemp(prefix="bsc-"))
+    host = FakeHost(directory)
+    try:
+        yield host
+    finally:
+        host.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def host(unstarted_host: FakeHost) -> FakeHost:
+    unstarted_host.start()
+    return unstarted_host
+
+
+__all__ = ["PNG_1X1", "FakeHost", "HostFault", "Refusal", "Run", "text"]
