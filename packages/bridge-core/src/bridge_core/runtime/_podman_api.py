@@ -92,7 +92,8 @@ def security_opt_fields(options: Sequence[str]) -> dict[str, Any]:
     """
     fields: dict[str, Any] = {}
     for option in options:
-        key, _, value = option.replace(":", "=", 1).partition("=")
+        # "key=value", or docker's legacy "key:value" when there is no "=".
+        key, _, value = option.partition("=" if "=" in option else ":")
         if key == "no-new-privileges" and value in ("", "true"):
             continue  # always on anyway
         if key == "seccomp" and value:

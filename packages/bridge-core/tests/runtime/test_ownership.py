@@ -1,0 +1,77 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bridge_core.runtime._ownership import (
+    ContainerRecord,
+    Owner,
+    current_owner,
+    owner_is_alive,
+    parse_owner,
+    process_start_time,
+    select_leftovers,
+)
+from bridge_core.runtime.base import OWNER_LABEL, PRODUCT_LABEL
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def _labels(owner: str | None, product: str | None = "sandbox") -> dict[str, str]:
+    labels = {}
+    if product is not None:
+        labels[PRODUCT_LABEL] = product
+    if owner is not None:
+        labels[OWNER_LABEL] = owner
+    return labels
+
+
+def test_owner_label_round_trips_through_parse() -> None:
+    owner = current_owner()
+    assert owner.pid == os.getpid()
+    assert parse_owner(owner.label) == owner
+
+
+def test_malformed_owner_labels_parse_to_none() -> None:
+    for bad in (None, "", "12", "12:", ":34", "a:1", "1:b", "1:2:3", "-1:5"):
+        assert parse_owner(bad) is None, bad
+
+
+def test_start_time_is_read_after_a_command_name_with_spaces_and_parens(tmp_path: Path) -> None:
+    (tmp_path / "77").mkdir()
+    fields = " ".join(str(n) for n in range(3, 60))  # field k holds the number k
+    (tmp_path / "77" / "stat").write_text(f"77 (evil) name (x) {fields}\n")
+    assert process_start_time(77, proc=str(tmp_path)) == 22
+
+
+def test_this_process_is_alive_and_a_reaped_child_is_not() -> None:
+    assert owner_is_alive(current_owner())
+    assert not owner_is_alive(Owner(_dead_pid(), 1))
+
+
+def test_a_reused_pid_with_another_start_time_counts_as_dead() -> None:
+    me = current_owner()
+    assert not owner_is_alive(Owner(me.pid, me.start_time + 1))
+
+
+def test_leftovers_are_only_containers_of_dead_owners() -> None:
+    live = current_owner().label
+    dead = f"{_dead_pid()}:1"
+    records = [
+        ContainerRecord("dead-owner", _labels(dead)),
+        ContainerRecord("live-owner", _labels(live)),
+        ContainerRecord("no-owner-label", _labels(None)),
+        ContainerRecord("garbled-owner", _labels("not-a-pid")),
+        ContainerRecord("not-ours", _labels(dead, product=None)),
+        ContainerRecord("other-product-value", _labels(dead, product="something-else")),
+    ]
+    assert select_leftovers(records) == ["dead-owner"]
+
+
+def test_leftover_selection_uses_the_given_liveness_check() -> None:
+    records = [ContainerRecord("a", _labels("1:1")), ContainerRecord("b", _labels("2:2"))]
+    assert select_leftovers(records, is_alive=lambda owner: owner.pid == 1) == ["b"]

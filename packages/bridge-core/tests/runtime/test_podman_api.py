@@ -1,0 +1,108 @@
+from pathlib import Path
+
+import pytest
+from bridge_core.errors import ConfigError
+from bridge_core.runtime._podman_api import (
+    create_kwargs,
+    limits_support,
+    security_opt_fields,
+    socket_candidates,
+)
+from bridge_core.runtime.base import SandboxLimits, SandboxSpec
+from bridge_protocol.paths import SANDBOX_CHANNEL_DIR
+
+SPEC = SandboxSpec(
+    name="s",
+    image="img",
+    limits=SandboxLimits(memory_bytes=256 << 20, pids=64, cpu_quota=50_000, tmpfs_bytes=32 << 20),
+)
+
+
+def _kwargs(spec: SandboxSpec = SPEC) -> dict:
+    return create_kwargs(spec, name="mcp-bridge-s-1", labels={"k": "v"}, channel_dir=Path("/d"))
+
+
+def test_create_avoids_the_options_podman_py_breaks_or_drops() -> None:
+    kwargs = _kwargs()
+    assert "tmpfs" not in kwargs  # raises TypeError in podman-py
+    assert "nano_cpus" not in kwargs  # silently dropped
+    assert "security_opt" not in kwargs  # sent as SELinux options only
+    assert kwargs["no_new_privileges"] is True
+
+
+def test_create_requests_every_hardening_option() -> None:
+    kwargs = _kwargs()
+    assert kwargs["cap_drop"] == ["ALL"]
+    assert kwargs["read_only"] is True
+    assert kwargs["read_write_tmpfs"] is False
+    assert kwargs["network_mode"] == "none"
+    assert kwargs["user"] == "65534:65534"
+    assert kwargs["mem_limit"] == kwargs["memswap_limit"] == 256 << 20
+    assert kwargs["pids_limit"] == 64
+    assert (kwargs["cpu_quota"], kwargs["cpu_period"]) == (50_000, 100_000)
+    assert kwargs["init"] is True
+    assert kwargs["environment"] == {}
+    assert {u["Name"] for u in kwargs["ulimits"]} == {"nofile", "nproc"}
+    tmp, channel = kwargs["mounts"]
+    assert tmp == {
+        "type": "tmpfs",
+        "source": "tmpfs",
+        "target": "/tmp",
+        "size": 32 << 20,
+        "mode": "1777",
+    }
+    assert channel["source"] == "/d"
+    assert channel["target"] == SANDBOX_CHANNEL_DIR
+    assert channel["read_only"] is True
+
+
+def test_no_cpu_quota_means_no_cpu_options() -> None:
+    kwargs = _kwargs(SandboxSpec(name="s", image="img"))
+    assert "cpu_quota" not in kwargs
+    assert "cpu_period" not in kwargs
+
+
+def test_extra_security_options_map_to_their_specgen_fields() -> None:
+    fields = security_opt_fields(
+        [
+            "no-new-privileges",
+            "seccomp=/etc/seccomp.json",
+            "apparmor=my-profile",
+            "label=type:container_t",
+            "mask=/proc/a:/proc/b",
+            "unmask=/proc/c",
+        ]
+    )
+    assert fields == {
+        "seccomp_profile_path": "/etc/seccomp.json",
+        "apparmor_profile": "my-profile",
+        "security_opt": ["type:container_t"],
+        "masked_paths": ["/proc/a", "/proc/b"],
+        "unmasked_paths": ["/proc/c"],
+    }
+
+
+@pytest.mark.parametrize("option", ["no-new-privileges=false", "systempaths=unconfined", "bogus"])
+def test_security_options_podman_py_cannot_express_are_refused(option: str) -> None:
+    with pytest.raises(ConfigError, match="not supported with the podman runtime"):
+        security_opt_fields([option])
+
+
+def test_container_host_is_tried_first_then_the_socket_of_our_uid() -> None:
+    env = {"CONTAINER_HOST": "unix:///custom.sock", "XDG_RUNTIME_DIR": "/run/user/1000"}
+    assert socket_candidates(env, 1000) == [
+        "unix:///custom.sock",
+        "unix:///run/user/1000/podman/podman.sock",
+        "unix:///run/podman/podman.sock",
+    ]
+    assert socket_candidates({}, 0) == [
+        "unix:///run/podman/podman.sock",
+        "unix:///run/user/0/podman/podman.sock",
+    ]
+
+
+def test_limits_are_enforced_rootful_and_on_delegated_cgroup_v2_only() -> None:
+    assert limits_support(False, "v1", []) == ""
+    assert limits_support(True, "v2", ["cpu", "memory", "pids", "io"]) == ""
+    assert "cgroup v1" in limits_support(True, "v1", ["cpu", "memory", "pids"])
+    assert "memory, pids" in limits_support(True, "v2", ["cpu"])
