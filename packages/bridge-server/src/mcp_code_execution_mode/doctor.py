@@ -1,0 +1,238 @@
+"""``mcp-code-execution-mode doctor``: check everything the bridge needs, say how to fix it.
+
+Checks, in order: the container runtime (version, rootless, API service), the sandbox image and
+its labels, a real sandbox running code with its memory/pids/cpu limits read back from inside,
+then every discovered MCP server (its source file, whether it starts, how many tools it lists).
+Exit status 1 when something needed (runtime, image, sandbox) is missing; a server that fails is
+reported but does not by itself fail the check, since the bridge works without it.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import shutil
+import sys
+import subprocess
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import anyio
+from bridge_core.errors import BridgeError
+from bridge_core.gateway import NullGateway
+from bridge_core.proxy import ProxyOptions, UpstreamPool
+from bridge_core.runtime.base import RuntimeBackend, RuntimeInfo
+from bridge_core.runtime.detect import detect_runtime
+from bridge_core.sessions.manager import SessionManager
+
+from mcp_code_execution_mode import __version__
+from mcp_code_execution_mode._compose import discover_servers, session_config
+from mcp_code_execution_mode._units import format_size
+from mcp_code_execution_mode.settings import Settings
+
+__all__ = ["run_doctor"]
+
+SANDBOX_CHECK_TIMEOUT = 120.0
+"""Starting the first sandbox can include creating the image's overlay layers: be generous."""
+SERVER_CHECK_TIMEOUT = 60.0
+"""``npx``/``uvx`` servers may install themselves on first start."""
+
+# Read back inside the sandbox: cgroup v2 files first, then the v1 hierarchy.
+_LIMITS_PROBE = """
+import pathlib
+def read(*names):
+    for name in names:
+        p = pathlib.Path("/sys/fs/cgroup") / name
+        if p.exists():
+            return p.read_text().split()[0]
+    return None
+{"memory": read("memory.max", "memory/memory.limit_in_bytes"),
+ "pids": read("pids.max", "pids/pids.max"),
+ "cpu_quota": read("cpu.max", "cpu/cpu.cfs_quota_us")}
+"""
+
+
+@dataclass
+class _Report:
+    out: TextIO
+    failed: bool = False
+
+    def ok(self, what: str, detail: str) -> None:
+        print(f"[ok]   {what}: {detail}", file=self.out)
+
+    def warn(self, what: str, detail: str, fix: str = "") -> None:
+        print(f"[warn] {what}: {detail}", file=self.out)
+        if fix:
+            print(f"       fix: {fix}", file=self.out)
+
+    def fail(self, what: str, detail: str, fix: str) -> None:
+        self.failed = True
+        print(f"[FAIL] {what}: {detail}", file=self.out)
+        print(f"       fix: {fix}", file=self.out)
+
+
+def _inspect_image(cli: str, image: str) -> dict[str, Any] | None:
+    # The runtime interface has no image query; the runtime's own CLI reads the same storage.
+    binary = shutil.which(cli)
+    if binary is None:
+        return None
+    proc = subprocess.run(
+        [binary, "image", "inspect", image], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        return None
+    data = json.loads(proc.stdout)
+    return data[0] if isinstance(data, list) and data else None
+
+
+async def _check_runtime(settings: Settings, report: _Report) -> RuntimeBackend | None:
+    preference = None if settings.runtime == "auto" else settings.runtime
+    try:
+        backend = await detect_runtime(
+            preference, state_dir=settings.resolved_state_dir / "runtime"
+        )
+        info: RuntimeInfo = await backend.info()
+    except BridgeError as exc:
+        report.fail("runtime", str(exc), "see docs/troubleshooting.md#no-container-runtime")
+        return None
+    mode = "rootless" if info.rootless else "rootful"
+    report.ok("runtime", f"{info.backend} {info.version} ({mode}); {info.detail}")
+    if info.backend == "local":
+        report.warn("isolation", "runtime 'local' runs code WITHOUT a container", "use podman")
+    elif not info.limits_enforced:
+        report.warn(
+            "limits",
+            "this host does not enforce memory/pids/cpu limits for this runtime",
+            "run on a cgroup v2 host, or run podman as root (see docs/troubleshooting.md)",
+        )
+    return backend
+
+
+def _check_image(settings: Settings, backend: RuntimeBackend, report: _Report) -> bool:
+    if backend.name == "local":
+        return True
+    data = _inspect_image(backend.name, settings.image)
+    if data is None:
+        report.fail(
+            "image",
+            f"{settings.image} is not present",
+            "run scripts/prepare-host (builds it), or set MCP_BRIDGE_IMAGE to an image you have",
+        )
+        return False
+    labels = data.get("Labels") or data.get("Config", {}).get("Labels") or {}
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) or "no labels"
+    report.ok("image", f"{settings.image} ({str(data.get('Id', ''))[:12]}); {shown}")
+    return True
+
+
+def _expected_limits(settings: Settings) -> dict[str, str]:
+    return {
+        "memory": str(settings.memory_limit),
+        "pids": str(settings.pids_limit),
+        "cpu_quota": str(settings.cpu_quota) if settings.cpu_quota is not None else "max",
+    }
+
+
+async def _check_sandbox(settings: Settings, backend: RuntimeBackend, report: _Report) -> None:
+    config = session_config(settings)
+    manager = SessionManager(
+        dataclasses.replace(config, pool_size=0, max_sessions=1),
+        runtime=backend,
+        gateway=NullGateway(),
+        state_dir=settings.resolved_state_dir / "doctor",
+    )
+    async with manager:
+        result = await manager.execute(_LIMITS_PROBE, timeout=SANDBOX_CHECK_TIMEOUT)
+    if not result.ok or result.value is None:
+        error = result.error.message if result.error is not None else result.status
+        report.fail(
+            "sandbox",
+            f"could not run code: {error}",
+            "see docs/troubleshooting.md#the-sandbox-does-not-start",
+        )
+        return
+    report.ok("sandbox", f"ran code in {result.duration:.2f} s")
+    try:
+        seen = ast.literal_eval(result.value)
+    except (ValueError, SyntaxError):
+        seen = {}
+    if not isinstance(seen, dict):
+        seen = {}
+    expected = _expected_limits(settings)
+    wrong = [
+        f"{key} {seen.get(key)!r} (want {want})"
+        for key, want in expected.items()
+        if str(seen.get(key)) != want and not (key == "cpu_quota" and want == "max")
+    ]
+    if wrong:
+        report.warn(
+            "limits",
+            "not enforced inside the sandbox: " + ", ".join(wrong),
+            "run on a cgroup v2 host, or run podman as root (see docs/troubleshooting.md)",
+        )
+    else:
+        report.ok(
+            "limits",
+            f"memory {format_size(settings.memory_limit)}, pids {settings.pids_limit}"
+            + (f", cpu quota {settings.cpu_quota}" if settings.cpu_quota else "")
+            + " enforced (read back inside the sandbox)",
+        )
+
+
+async def _check_servers(settings: Settings, report: _Report) -> None:
+    discovery = await discover_servers(settings)
+    checked = [c for c in discovery.sources_checked if c.found]
+    report.ok(
+        "discovery",
+        f"{len(discovery.servers)} server(s) from {len(checked)} file(s): "
+        + (", ".join(str(c.path) for c in checked) or "none found"),
+    )
+    for problem in discovery.problems:
+        report.warn("discovery", str(problem))
+    for conflict in discovery.conflicts:
+        report.warn("discovery", f"{conflict.name!r} defined again in {', '.join(conflict.losers)}")
+    if not discovery.servers:
+        return
+    results: dict[str, str | int] = {}
+    async with UpstreamPool(discovery.servers.values(), ProxyOptions()) as pool:
+
+        async def probe(name: str) -> None:
+            try:
+                with anyio.fail_after(SERVER_CHECK_TIMEOUT):
+                    results[name] = len(await pool.list_tools(name))
+            except TimeoutError:
+                results[name] = f"did not answer within {SERVER_CHECK_TIMEOUT:g} s"
+            except BridgeError as exc:
+                results[name] = str(exc)
+
+        async with anyio.create_task_group() as tg:
+            for name in discovery.servers:
+                tg.start_soon(probe, name)
+    for name, spec in discovery.servers.items():
+        outcome = results.get(name, "not checked")
+        if isinstance(outcome, int):
+            report.ok(f"server {name!r}", f"starts, lists {outcome} tool(s) [{spec.source}]")
+        else:
+            report.warn(
+                f"server {name!r}",
+                f"{outcome} [{spec.source}]",
+                "check its command and env in that file; MCP_BRIDGE_DENY_SERVERS hides it",
+            )
+
+
+async def run_doctor(settings: Settings, out: TextIO | None = None) -> int:
+    """Run every check, print the findings; return 0 when everything needed is there, else 1."""
+    report = _Report(out or sys.stdout)
+    print(f"mcp-code-execution-mode {__version__} doctor", file=report.out)
+    backend = await _check_runtime(settings, report)
+    if backend is not None:
+        try:
+            if await anyio.to_thread.run_sync(_check_image, settings, backend, report):
+                await _check_sandbox(settings, backend, report)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await backend.aclose()
+    await _check_servers(settings, report)
+    print("result: " + ("PROBLEMS FOUND" if report.failed else "ready"), file=report.out)
+    return 1 if report.failed else 0
