@@ -13,8 +13,8 @@ import ast
 import dataclasses
 import json
 import shutil
-import sys
 import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
 
