@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 import cbor2
 
-from bridge_protocol.errors import MalformedFrame
+from bridge_protocol.errors import InvalidMessage, MalformedFrame
 
 __all__ = ["dumps", "loads_untrusted"]
 
@@ -120,5 +120,12 @@ def loads_untrusted(body: bytes | bytearray | memoryview, *, max_depth: int) -> 
 
 
 def dumps(wire: object) -> bytes:
-    """Encode an already validated wire value (plain maps, arrays, strings, numbers, bytes)."""
-    return cbor2.dumps(wire)
+    """Encode an already validated wire value (plain maps, arrays, strings, numbers, bytes).
+
+    Raises :class:`InvalidMessage` for text that is not valid Unicode (lone surrogates, as
+    produced by ``surrogateescape``): CBOR text must be UTF-8.
+    """
+    try:
+        return cbor2.dumps(wire)
+    except UnicodeEncodeError as exc:
+        raise InvalidMessage(f"text is not valid Unicode: {exc.reason} at {exc.start}") from None

@@ -107,10 +107,13 @@ class FrameDecoder:
 
     def end_of_stream(self) -> None:
         """Call when the peer closed the stream: ``MalformedFrame`` if a frame was cut off."""
-        if self.buffered:
+        if self._header or self._expected is not None:
             self._failed = True
-            wanted = "the length prefix" if self._expected is None else f"{self._expected} bytes"
-            raise MalformedFrame(f"stream ended inside a frame ({self.buffered} bytes of {wanted})")
+            if self._expected is None:
+                got = f"{len(self._header)} of the {HEADER_SIZE} length-prefix bytes"
+            else:
+                got = f"{len(self._body)} of {self._expected} body bytes"
+            raise MalformedFrame(f"stream ended inside a frame: got {got}")
 
     def _feed(self, view: memoryview) -> list[Message]:
         messages: list[Message] = []
@@ -122,8 +125,9 @@ class FrameDecoder:
                 pos += take
                 if len(self._header) < HEADER_SIZE:
                     break
-                self._expected = self._check_length(_HEADER.unpack(self._header)[0])
+                (length,) = _HEADER.unpack(self._header)
                 self._header.clear()
+                self._expected = self._check_length(length)
             expected = self._expected
             if not self._body and end - pos >= expected:
                 # The whole body is in this chunk: decode it in place, without buffering.
