@@ -1,0 +1,33 @@
+"""Catalog and search: tool docs of the configured servers, fuzzy search, typed stubs, cache.
+
+:class:`Catalog` is what the gateway uses; :class:`ToolIndex`, :func:`render_stub` and
+:class:`ToolCache` are its parts, usable on their own.
+"""
+
+from bridge_core.catalog._cache import CachedTools, ToolCache
+from bridge_core.catalog._catalog import MAX_SEARCH_LIMIT, Catalog, ToolLister
+from bridge_core.catalog._docs import Detail, ToolDoc
+from bridge_core.catalog._errors import CatalogError, UnknownServer, UnknownTool, closest_names
+from bridge_core.catalog._search import DEFAULT_THRESHOLD, SearchHit, ToolIndex, normalise
+from bridge_core.catalog._stubs import python_name, render_stub, schema_type
+
+__all__ = [
+    "Catalog",
+    "ToolLister",
+    "MAX_SEARCH_LIMIT",
+    "ToolDoc",
+    "Detail",
+    "ToolIndex",
+    "SearchHit",
+    "DEFAULT_THRESHOLD",
+    "normalise",
+    "render_stub",
+    "schema_type",
+    "python_name",
+    "ToolCache",
+    "CachedTools",
+    "CatalogError",
+    "UnknownServer",
+    "UnknownTool",
+    "closest_names",
+]

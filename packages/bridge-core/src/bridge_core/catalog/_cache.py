@@ -1,0 +1,98 @@
+"""The persisted tool-list cache: answer listings and search without starting unchanged servers.
+
+One JSON file per server configuration, named by :meth:`ServerSpec.cache_key` (a digest of what
+changes the server's offer: command, args, env, url ...), so an edited entry misses the cache.
+Writes are atomic (temp file + rename); a corrupt or foreign file is ignored and logged, never
+fatal. The methods do blocking file I/O: async callers use ``anyio.to_thread.run_sync``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bridge_core.catalog._docs import ToolDoc
+from bridge_core.servers import ServerSpec
+
+__all__ = ["CachedTools", "ToolCache"]
+
+logger = logging.getLogger(__name__)
+
+_FORMAT = 1
+# Real tool lists are tens of KB; a larger file is not ours (and must not be read into memory).
+_MAX_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CachedTools:
+    """A server's tool list as last seen."""
+
+    tools: tuple[ToolDoc, ...]
+    description: str
+    saved_at: float
+    """Unix time of the listing."""
+
+
+class ToolCache:
+    """Tool lists under ``state_dir/tools/<cache key>.json``."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.directory = state_dir / "tools"
+
+    def _path(self, spec: ServerSpec) -> Path:
+        return self.directory / f"{spec.cache_key()}.json"
+
+    def load(self, spec: ServerSpec) -> CachedTools | None:
+        """The cached list for this exact configuration, or None (missing, corrupt, foreign)."""
+        path = self._path(spec)
+        try:
+            if path.stat().st_size > _MAX_BYTES:
+                raise ValueError(f"larger than {_MAX_BYTES} bytes")
+            data = json.loads(path.read_bytes())
+            if not isinstance(data, dict) or data.get("format") != _FORMAT:
+                raise ValueError("unknown cache format")
+            raw_tools = data["tools"]
+            if not isinstance(raw_tools, list):
+                raise ValueError("tools is not a list")
+            tools = tuple(ToolDoc.from_json(spec.name, t) for t in raw_tools)
+            description = data.get("description")
+            saved_at = data.get("saved_at")
+            return CachedTools(
+                tools,
+                description if isinstance(description, str) else "",
+                float(saved_at) if isinstance(saved_at, int | float) else 0.0,
+            )
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            logger.warning("ignoring tool cache %s of server %r: %s", path, spec.name, exc)
+            return None
+
+    def store(self, spec: ServerSpec, tools: Sequence[ToolDoc], description: str = "") -> None:
+        """Save the list atomically; an I/O error is logged and not raised: the cache is optional."""
+        payload = {
+            "format": _FORMAT,
+            "server": spec.name,
+            "saved_at": time.time(),
+            "description": description,
+            "tools": [t.to_json() for t in tools],
+        }
+        path = self._path(spec)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    json.dump(payload, handle)
+                os.replace(temp, path)
+            except BaseException:
+                os.unlink(temp)
+                raise
+        except OSError as exc:
+            logger.warning("cannot save tool cache %s of server %r: %s", path, spec.name, exc)

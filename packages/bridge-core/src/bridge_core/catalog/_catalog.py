@@ -1,0 +1,281 @@
+"""The catalog: every configured server's tools, filtered by policy, listed, rendered, searched.
+
+It answers the sandbox's discovery requests (``discovered_servers``, ``list_tools``,
+``query_tool_docs``, ``search_tool_docs``; shapes in :mod:`bridge_core.gateway`) and loads tool
+lists lazily: from memory, else from the persisted :class:`ToolCache`, else by asking the proxy
+(the ``list_tools`` callable, which starts the server). Listing servers never starts one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, cast, get_args
+
+import anyio
+import anyio.to_thread
+from bridge_protocol import ErrorCode, JSONValue
+from mcp.types import Tool
+
+from bridge_core.catalog._cache import ToolCache
+from bridge_core.catalog._docs import Detail, ToolDoc
+from bridge_core.catalog._errors import CatalogError, UnknownServer, UnknownTool
+from bridge_core.catalog._search import DEFAULT_THRESHOLD, SearchHit, ToolIndex
+from bridge_core.catalog._stubs import render_stub
+from bridge_core.gateway import CallFailed
+from bridge_core.policy import Policy, PolicyDenied
+from bridge_core.servers import ServerSpec
+
+__all__ = ["MAX_SEARCH_LIMIT", "Catalog", "ToolLister"]
+
+logger = logging.getLogger(__name__)
+
+ToolLister = Callable[[str], Awaitable[Sequence[Tool | ToolDoc]]]
+"""``await list_tools(server)``: the server's current tools (starting it if needed). Raises on
+failure (:class:`~bridge_core.gateway.CallFailed` / :class:`~bridge_core.errors.UpstreamError`)."""
+
+MAX_SEARCH_LIMIT = 50
+
+
+class Catalog:
+    """Tool documentation for the servers discovery found, as the sandbox may see it."""
+
+    def __init__(
+        self,
+        servers: Mapping[str, ServerSpec],
+        *,
+        list_tools: ToolLister | None = None,
+        policy: Policy | None = None,
+        cache: ToolCache | None = None,
+        threshold: float = DEFAULT_THRESHOLD,
+    ) -> None:
+        self._specs = dict(servers)
+        self._list_tools = list_tools
+        self.policy = policy or Policy()
+        self._cache = cache
+        self._threshold = threshold
+        self._tools: dict[str, tuple[ToolDoc, ...]] = {}
+        self._descriptions: dict[str, str] = {}
+        self._cache_tried: set[str] = set()
+        self._locks: dict[str, anyio.Lock] = {}
+        self._generation = 0
+        self._index: tuple[int, ToolIndex] | None = None
+
+    # -- servers and tool lists ---------------------------------------------------------------
+
+    @property
+    def servers(self) -> Mapping[str, ServerSpec]:
+        """Every configured server, allowed or not."""
+        return self._specs
+
+    def visible_servers(self) -> list[str]:
+        """Servers the policy lets the sandbox see, in discovery (precedence) order."""
+        return [name for name in self._specs if self.policy.check_server(name).allowed]
+
+    def require_server(self, server: str) -> ServerSpec:
+        """The spec of a visible server; raises :class:`UnknownServer` or :class:`PolicyDenied`."""
+        spec = self._specs.get(server)
+        if spec is None:
+            raise UnknownServer(server, self.visible_servers())
+        decision = self.policy.check_server(server)
+        if not decision.allowed:
+            raise PolicyDenied(decision)
+        return spec
+
+    def check_call(self, server: str, tool: str) -> ServerSpec:
+        """Refuse a call to an unknown/denied server or a denied tool, without any I/O.
+
+        Whether the tool exists is left to the upstream server (its list may have changed).
+        """
+        spec = self.require_server(server)
+        self.policy.enforce(server, tool)
+        return spec
+
+    async def set_tools(
+        self, server: str, tools: Sequence[Tool | ToolDoc], *, description: str | None = None
+    ) -> None:
+        """Record a server's current tool list (after a listing or ``tools/list_changed``) and
+        persist it in the cache."""
+        spec = self._specs.get(server)
+        if spec is None:
+            raise UnknownServer(server, self._specs)
+        docs = tuple(t if isinstance(t, ToolDoc) else ToolDoc.from_tool(server, t) for t in tools)
+        self._remember(server, docs, description)
+        if self._cache is not None:
+            await anyio.to_thread.run_sync(
+                self._cache.store, spec, docs, self._descriptions.get(server, "")
+            )
+
+    def _remember(self, server: str, docs: tuple[ToolDoc, ...], description: str | None) -> None:
+        self._tools[server] = docs
+        if description:
+            self._descriptions[server] = description
+        self._generation += 1
+
+    def forget(self, server: str) -> None:
+        """Drop the in-memory list of a server (the next lookup reloads it)."""
+        if self._tools.pop(server, None) is not None:
+            self._generation += 1
+        self._cache_tried.discard(server)
+
+    async def _from_cache(self, server: str) -> bool:
+        if server in self._tools:
+            return True
+        if self._cache is None or server in self._cache_tried:
+            return False
+        self._cache_tried.add(server)
+        cached = await anyio.to_thread.run_sync(self._cache.load, self._specs[server])
+        if cached is None:
+            return False
+        self._remember(server, cached.tools, cached.description)
+        return True
+
+    async def _ensure(self, server: str) -> tuple[ToolDoc, ...]:
+        lock = self._locks.setdefault(server, anyio.Lock())
+        async with lock:  # one listing per server at a time, however many requests wait on it
+            if await self._from_cache(server):
+                return self._tools[server]
+            if self._list_tools is None:
+                raise CallFailed(
+                    ErrorCode.UPSTREAM_UNAVAILABLE,
+                    f"the tool list of server {server!r} is not known and cannot be fetched",
+                )
+            await self.set_tools(server, await self._list_tools(server))
+            return self._tools[server]
+
+    async def tools(self, server: str) -> list[ToolDoc]:
+        """The server's tools the policy allows, loading its list if needed."""
+        self.require_server(server)
+        docs = await self._ensure(server)
+        return [d for d in docs if self.policy.check(server, d.name).allowed]
+
+    async def tool(self, server: str, name: str) -> ToolDoc:
+        """One allowed tool; raises :class:`UnknownTool` (with the closest names) or
+        :class:`PolicyDenied`."""
+        self.require_server(server)
+        for doc in await self._ensure(server):
+            if doc.name == name:
+                self.policy.enforce(server, name)
+                return doc
+        raise UnknownTool(server, name, [d.name for d in await self.tools(server)])
+
+    # -- the sandbox's requests ---------------------------------------------------------------
+
+    async def discovered_servers(self, *, detailed: bool = False) -> list[JSONValue]:
+        """Names of the visible servers, or dicts with description, tool count and source.
+
+        Never starts a server: the tool count comes from memory or the cache, else it is None.
+        """
+        names = self.visible_servers()
+        if not detailed:
+            return list(names)
+        result: list[JSONValue] = []
+        for name in names:
+            spec = self._specs[name]
+            count: int | None = None
+            if await self._from_cache(name):
+                count = sum(1 for d in self._tools[name] if self.policy.check(name, d.name).allowed)
+            description = spec.description or self._descriptions.get(name, "")
+            result.append(
+                {
+                    "name": name,
+                    "description": description,
+                    "tool_count": count,
+                    "source": spec.source,
+                }
+            )
+        return result
+
+    async def list_tools(self, server: str) -> list[str]:
+        """Names of the server's allowed tools."""
+        return [d.name for d in await self.tools(server)]
+
+    async def query_tool_docs(
+        self, server: str, tool: str | None = None, detail: Detail = "summary"
+    ) -> dict[str, Any]:
+        """``{"server", "tools": [...]}``: ``summary`` (name, description), ``full`` (+ input and
+        output schema) or ``stub`` (+ a typed Python signature with docstring)."""
+        docs = [await self.tool(server, tool)] if tool is not None else await self.tools(server)
+        rendered: list[dict[str, Any]] = []
+        for doc in docs:
+            if detail == "full":
+                rendered.append(doc.full())
+            elif detail == "stub":
+                rendered.append({**doc.summary(), "stub": render_stub(doc)})
+            else:
+                rendered.append(doc.summary())
+        return {"server": server, "tools": rendered}
+
+    async def _load_quietly(self, server: str) -> None:
+        try:
+            await self._ensure(server)
+        except Exception:
+            # One broken upstream must not break search over the others (the failure is the
+            # proxy's to report on a direct call); the traceback goes to the log.
+            logger.warning(
+                "search skips server %r: its tool list is unavailable", server, exc_info=True
+            )
+
+    async def search(self, query: str, limit: int = 5) -> list[SearchHit]:
+        """Ranked hits across every visible server, loading missing tool lists concurrently."""
+        visible = self.visible_servers()
+        missing = [s for s in visible if s not in self._tools]
+        if missing:
+            async with anyio.create_task_group() as group:
+                for server in missing:
+                    group.start_soon(self._load_quietly, server)
+        if self._index is None or self._index[0] != self._generation:
+            docs = [
+                d
+                for s in visible
+                for d in self._tools.get(s, ())
+                if self.policy.check(s, d.name).allowed
+            ]
+            self._index = (self._generation, ToolIndex(docs, threshold=self._threshold))
+        return self._index[1].search(query, limit)
+
+    async def search_tool_docs(self, query: str, limit: int = 5) -> list[JSONValue]:
+        """:meth:`search` as ``[{"server", "tool", "description", "score"}, ...]``."""
+        return [cast(JSONValue, hit.to_json()) for hit in await self.search(query, limit)]
+
+    async def handle_request(self, method: str, params: Mapping[str, Any]) -> JSONValue:
+        """Validate a sandbox request's params and answer it (the gateway's ``request``)."""
+        if method == "discovered_servers":
+            return await self.discovered_servers(detailed=_param(params, "detailed", bool, False))
+        if method == "list_tools":
+            return cast(JSONValue, await self.list_tools(_param(params, "server", str)))
+        if method == "query_tool_docs":
+            detail = _param(params, "detail", str, "summary")
+            if detail not in get_args(Detail):
+                raise _invalid(f"detail must be one of summary, full, stub; got {detail!r}")
+            docs = await self.query_tool_docs(
+                _param(params, "server", str),
+                _param(params, "tool", str, None),
+                cast(Detail, detail),
+            )
+            return cast(JSONValue, docs)
+        if method == "search_tool_docs":
+            limit = _param(params, "limit", int, 5)
+            if not 1 <= limit <= MAX_SEARCH_LIMIT:
+                raise _invalid(f"limit must be between 1 and {MAX_SEARCH_LIMIT}, got {limit}")
+            return await self.search_tool_docs(_param(params, "query", str), limit)
+        raise CallFailed(ErrorCode.UNKNOWN_METHOD, f"unknown request method {method!r}")
+
+
+_REQUIRED: Any = object()
+
+
+def _invalid(message: str) -> CatalogError:
+    return CatalogError(ErrorCode.INVALID_ARGUMENTS, message, [])
+
+
+def _param(params: Mapping[str, Any], name: str, kind: type, default: Any = _REQUIRED) -> Any:
+    value = params.get(name, default)
+    if value is _REQUIRED:
+        raise _invalid(f"missing parameter {name!r}")
+    if value is default and default is None:
+        return None
+    # bool is an int: a limit of True is a mistake, not 1.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise _invalid(f"parameter {name!r} must be {kind.__name__}, got {type(value).__name__}")
+    return value

@@ -1,0 +1,75 @@
+"""One tool's documentation, independent of the SDK types it was built from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from mcp.types import Tool
+
+__all__ = ["Detail", "ToolDoc"]
+
+Detail = Literal["summary", "full", "stub"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDoc:
+    """A tool of one server: what search indexes and ``query_tool_docs`` renders."""
+
+    server: str
+    name: str
+    description: str = ""
+    input_schema: Mapping[str, Any] = field(default_factory=dict)
+    output_schema: Mapping[str, Any] | None = None
+    title: str | None = None
+
+    @classmethod
+    def from_tool(cls, server: str, tool: Tool) -> ToolDoc:
+        """Build from an SDK ``Tool`` (snake_case attributes in SDK 2.x)."""
+        return cls.from_json(server, tool.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+    @classmethod
+    def from_json(cls, server: str, data: Mapping[str, Any]) -> ToolDoc:
+        """Build from a tool's wire JSON (camelCase), e.g. a cached ``tools/list`` entry.
+
+        Raises ``ValueError`` when ``data`` is not tool-shaped (no string ``name``).
+        """
+        name = data.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError("a tool needs a non-empty string 'name'")
+        description = data.get("description")
+        input_schema = data.get("inputSchema")
+        output_schema = data.get("outputSchema")
+        title = data.get("title")
+        return cls(
+            server=server,
+            name=name,
+            description=description if isinstance(description, str) else "",
+            input_schema=input_schema if isinstance(input_schema, dict) else {},
+            output_schema=output_schema if isinstance(output_schema, dict) else None,
+            title=title if isinstance(title, str) else None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The tool's wire JSON (camelCase, the shape :meth:`from_json` reads back)."""
+        data: dict[str, Any] = {"name": self.name, "inputSchema": dict(self.input_schema)}
+        if self.description:
+            data["description"] = self.description
+        if self.output_schema is not None:
+            data["outputSchema"] = dict(self.output_schema)
+        if self.title:
+            data["title"] = self.title
+        return data
+
+    def summary(self) -> dict[str, Any]:
+        """``{"name", "description"}``: what a listing needs."""
+        return {"name": self.name, "description": self.description}
+
+    def full(self) -> dict[str, Any]:
+        """The summary plus ``inputSchema`` and (when the tool has one) ``outputSchema``."""
+        data = self.summary()
+        data["inputSchema"] = dict(self.input_schema)
+        if self.output_schema is not None:
+            data["outputSchema"] = dict(self.output_schema)
+        return data
