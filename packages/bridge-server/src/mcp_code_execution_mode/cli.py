@@ -96,7 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from mcp_code_execution_mode.demo import run_demo
 
-        status = anyio.run(run_demo, settings, args.servers_dir)
+        # The demo's bridge subprocess gets the same settings, as environment variables.
+        forward = {s.env: raw for s in SETTINGS if (raw := getattr(args, s.name, None)) is not None}
+        status = anyio.run(run_demo, settings, args.servers_dir, forward)
         return status
     return _serve(settings, args.http)
 

@@ -1,0 +1,201 @@
+"""``mcp-code-execution-mode demo``: the bridge against real MCP servers, driven like an LLM would.
+
+It writes a config of the real offline servers that ``scripts/prepare-servers`` installs (or,
+without the repository, whatever ``npx``/``uvx`` can start), starts the bridge as a subprocess
+over stdio with the MCP SDK client, and prints every request and response: discover → search →
+query docs → call tools in a loop → a second call proving persistence → multi-server calls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from mcp_code_execution_mode._demo_steps import SALES, DemoStep, steps
+from mcp_code_execution_mode.settings import Settings
+
+__all__ = ["demo_servers", "run_demo"]
+
+CALL_TIMEOUT = 180.0
+"""Bound on one demo call: the first one may start the sandbox and every upstream server."""
+RULE = "─" * 72
+
+
+def _executable(path: Path) -> str | None:
+    return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def demo_servers(
+    servers_dir: Path, data_dir: Path, work_dir: Path
+) -> tuple[dict[str, Any], list[str]]:
+    """The ``mcpServers`` entries the demo proxies, and a note for each server it cannot start.
+
+    Prefers the pinned installs of ``scripts/prepare-servers``; falls back to ``npx``/``uvx``.
+    """
+    npm_bin = servers_dir / "npm" / "node_modules" / ".bin"
+    py_bin = servers_dir / "py" / "bin"
+    npx, uvx = shutil.which("npx"), shutil.which("uvx")
+    wanted: dict[str, tuple[Path, str, list[str], dict[str, str]]] = {
+        "filesystem": (npm_bin / "mcp-server-filesystem", "npm", [str(data_dir)], {}),
+        "time": (py_bin / "mcp-server-time", "py", ["--local-timezone", "UTC"], {}),
+        "memory": (npm_bin / "mcp-server-memory", "npm", [],
+                   {"MEMORY_FILE_PATH": str(work_dir / "memory.jsonl")}),
+        "everything": (npm_bin / "mcp-server-everything", "npm", ["stdio"], {}),
+    }  # fmt: skip
+    packages = {
+        "filesystem": "@modelcontextprotocol/server-filesystem",
+        "memory": "@modelcontextprotocol/server-memory",
+        "everything": "@modelcontextprotocol/server-everything",
+        "time": "mcp-server-time",
+    }
+    servers: dict[str, Any] = {}
+    missing: list[str] = []
+    for name, (path, kind, args, env) in wanted.items():
+        local = _executable(path)
+        entry: dict[str, Any] | None = None
+        if local is not None:
+            entry = {"command": local, "args": args}
+        elif kind == "npm" and npx is not None:
+            entry = {"command": npx, "args": ["-y", packages[name], *args]}
+        elif kind == "py" and uvx is not None:
+            entry = {"command": uvx, "args": [packages[name], *args]}
+        if entry is None:
+            tool = "npx (Node.js)" if kind == "npm" else "uvx (uv)"
+            missing.append(
+                f"{name}: not installed at {path} and no {tool} to fetch {packages[name]}; "
+                "run scripts/prepare-servers from the repository"
+            )
+            continue
+        if env:
+            entry["env"] = env
+        servers[name] = entry
+    return servers, missing
+
+
+def _image_ready(settings: Settings) -> str | None:
+    """None when the sandbox image is there (building it when we can), else what to do."""
+    if settings.runtime == "local":
+        return None
+    cli = shutil.which("podman" if settings.runtime != "docker" else "docker")
+    if cli is None:
+        return None  # the bridge itself reports the missing runtime on the first call
+    probe = [cli, "image", "exists" if cli.endswith("podman") else "inspect", settings.image]
+    if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+        return None
+    try:
+        import bridge_image  # noqa: F401  (present in a repository checkout)
+    except ImportError:
+        return (
+            f"image {settings.image} is missing: run scripts/prepare-host, or set MCP_BRIDGE_IMAGE"
+        )
+    print(f"building the sandbox image {settings.image} (first run only) ...", flush=True)
+    build = subprocess.run(
+        [sys.executable, "-m", "bridge_image", "build", "--if-stale"], check=False
+    )
+    if build.returncode != 0:
+        return "building the image failed (output above); run scripts/prepare-host"
+    return None
+
+
+def _show(label: str, text: str) -> None:
+    print(f"{label}:")
+    for line in text.rstrip("\n").splitlines() or [""]:
+        print(f"    {line}")
+
+
+def _render(result: types.CallToolResult) -> str:
+    parts = []
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, types.ImageContent):
+            parts.append(f"<image {block.mime_type}, {len(block.data) * 3 // 4} bytes>")
+    return "\n".join(parts)
+
+
+async def _run_steps(session: ClientSession, plan: list[DemoStep], available: set[str]) -> int:
+    failures = 0
+    for number, step in enumerate(plan, 1):
+        print(f"\n{RULE}\nstep {number}: {step.title}\n{RULE}")
+        lacking = [s for s in step.needs if s not in available]
+        if lacking:
+            print(f"(skipped: needs {', '.join(lacking)}, which is not installed)")
+            continue
+        arguments: dict[str, Any] = {"code": step.code}
+        if step.session is not None:
+            arguments["session"] = step.session
+        _show("request  tools/call run_python", step.code)
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            shown = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+            print(f"  progress {shown} {message or ''}", flush=True)
+
+        started = time.perf_counter()
+        result = await session.call_tool(
+            "run_python", arguments, read_timeout_seconds=CALL_TIMEOUT, progress_callback=progress
+        )
+        elapsed = (time.perf_counter() - started) * 1000
+        _show(f"response isError={result.is_error} ({elapsed:.0f} ms)", _render(result))
+        failures += bool(result.is_error)
+    return failures
+
+
+async def run_demo(
+    settings: Settings, servers_dir: str | None, forward: Mapping[str, str] = {}
+) -> int:
+    """Run the demo; returns 0 when every step succeeded. ``forward``: settings as env vars."""
+    problem = await anyio.to_thread.run_sync(_image_ready, settings)
+    if problem is not None:
+        print(f"demo: {problem}", file=sys.stderr)
+        return 1
+    base = Path(servers_dir or os.environ.get("MCP_TEST_SERVERS_DIR") or ".cache/servers")
+    base = await anyio.to_thread.run_sync(base.resolve)
+    with tempfile.TemporaryDirectory(prefix="mcp-demo-") as tmp:
+        work = Path(tmp)
+        data = work / "data"
+        data.mkdir()
+        for name, text in SALES.items():
+            (data / name).write_text(text, encoding="utf-8")
+        servers, missing = demo_servers(base, data, work)
+        config = work / "servers.json"
+        config.write_text(json.dumps({"mcpServers": servers}, indent=2), encoding="utf-8")
+        print(f"demo config ({config}):\n{config.read_text(encoding='utf-8')}")
+        for note in missing:
+            print(f"missing: {note}")
+        env = {
+            **os.environ,
+            **(forward or {}),
+            "MCP_BRIDGE_CONFIG": str(config),
+            "MCP_BRIDGE_DISCOVER": "false",
+            "MCP_BRIDGE_STATE_DIR": str(work / "state"),
+        }
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "mcp_code_execution_mode", "serve"], env=env
+        )
+        started = time.perf_counter()
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            init = await session.initialize()
+            info = init.server_info
+            ready = time.perf_counter() - started
+            print(f"\nbridge started: {info.name} {info.version}, protocol {init.protocol_version}")
+            print(f"(start to initialized: {ready:.2f} s)")
+            listed = await session.list_tools()
+            wire = listed.model_dump_json(by_alias=True, exclude_none=True)
+            _show(f"tools/list ({len(wire.encode())} bytes)", wire)
+            failures = await _run_steps(session, steps(str(data)), set(servers))
+    outcome = f"{failures} step(s) failed" if failures else "all steps ok"
+    print(f"\n{RULE}\ndemo finished: {outcome}")
+    return 1 if failures else 0
