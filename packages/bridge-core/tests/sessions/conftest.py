@@ -1,0 +1,448 @@
+"""An in-process fake runtime whose sandboxes speak the real protocol over an in-memory stream.
+
+Each fake sandbox runs a tiny scripted interpreter: the code of an ``Execute`` is a list of
+lines, one command each (``print:hello``, ``set:a=1``, ``sleep:5``, ``stubborn:5``, ``crash:139``,
+``oom``, ``call:server.tool``, ``flood:N:SIZE``, ``garbage`` ...; see ``FakeSandbox._command``).
+The manager cannot tell it from a real sandbox: the bytes are real frames of ``bridge_protocol``.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import math
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from anyio.abc import ByteStream, TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from bridge_core.errors import RuntimeUnavailable, SandboxStartError
+from bridge_core.gateway import CallContext, CallFailed
+from bridge_core.runtime.base import RuntimeInfo, SandboxExit, SandboxSpec
+from bridge_core.sessions import SessionConfig, SessionManager
+from bridge_protocol import (
+    HOST_TO_SANDBOX,
+    Call,
+    CancelCall,
+    Display,
+    ErrorCode,
+    ErrorInfo,
+    Execute,
+    FrameDecoder,
+    Hello,
+    Interrupt,
+    Message,
+    Output,
+    Ping,
+    Pong,
+    Progress,
+    Refusal,
+    Reply,
+    Request,
+    Result,
+    Shutdown,
+    Welcome,
+    encode,
+)
+
+
+class MemoryByteStream(ByteStream):
+    """One end of an in-memory, bounded byte pipe (like a socketpair, without the kernel)."""
+
+    def __init__(
+        self, send: MemoryObjectSendStream[bytes], receive: MemoryObjectReceiveStream[bytes]
+    ) -> None:
+        self._send = send
+        self._receive = receive
+        self._rest = b""
+
+    async def send(self, item: bytes) -> None:
+        await self._send.send(item)
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        if not self._rest:
+            self._rest = await self._receive.receive()
+        data, self._rest = self._rest[:max_bytes], self._rest[max_bytes:]
+        return data
+
+    async def send_eof(self) -> None:
+        await self._send.aclose()
+
+    async def aclose(self) -> None:
+        await self._send.aclose()
+        await self._receive.aclose()
+
+
+def byte_stream_pair() -> tuple[MemoryByteStream, MemoryByteStream]:
+    a_send, b_receive = anyio.create_memory_object_stream[bytes](64)
+    b_send, a_receive = anyio.create_memory_object_stream[bytes](64)
+    return MemoryByteStream(a_send, a_receive), MemoryByteStream(b_send, b_receive)
+
+
+class SandboxGone(Exception):
+    """Raised inside the fake sandbox to end it (crash, OOM, kill)."""
+
+
+@dataclass(eq=False)
+class FakeSandbox:
+    """A fake container: the host end of the channel, plus what the fake interpreter did."""
+
+    name: str
+    stream: MemoryByteStream
+    runtime: FakeRuntime
+    exit: SandboxExit | None = None
+    namespace: dict[str, str] = field(default_factory=dict)
+    files: dict[str, bytes] = field(default_factory=dict)
+    received: list[Message] = field(default_factory=list)
+    welcome: Welcome | None = None
+    interrupted: anyio.Event = field(default_factory=anyio.Event)
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    _end: MemoryByteStream | None = None
+    _current: tuple[str, anyio.CancelScope] | None = None
+    _replies: dict[int, tuple[anyio.Event, list[Reply]]] = field(default_factory=dict)
+    _next_call: int = 0
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    async def run(self, end: MemoryByteStream) -> None:
+        self._end = end
+        with self.scope:
+            try:
+                await self._send(Hello(versions=self.runtime.hello_versions))
+                async with anyio.create_task_group() as tg:
+                    await self._serve(tg)
+            except* (
+                SandboxGone,
+                anyio.EndOfStream,
+                anyio.BrokenResourceError,
+                anyio.ClosedResourceError,
+            ):
+                pass
+        if self.exit is None:
+            self.exit = SandboxExit(running=False, exit_code=0)
+        with anyio.CancelScope(shield=True):
+            await end.aclose()
+
+    def end(self, exit_state: SandboxExit) -> None:
+        if self.exit is None:
+            self.exit = exit_state
+        self.scope.cancel()
+
+    async def _send(self, message: Message) -> None:
+        assert self._end is not None
+        await self._end.send(encode(message))
+
+    async def _serve(self, tg: TaskGroup) -> None:
+        assert self._end is not None
+        decoder = FrameDecoder(accept=HOST_TO_SANDBOX)
+        while True:
+            data = await self._end.receive()
+            for message in decoder.feed(data):
+                self.received.append(message)
+                if isinstance(message, Welcome):
+                    self.welcome = message
+                elif isinstance(message, Refusal):
+                    raise SandboxGone
+                elif isinstance(message, Execute):
+                    tg.start_soon(self._execute, message)
+                elif isinstance(message, Interrupt):
+                    self.interrupted.set()
+                    if self._current and self._current[0] == message.execution_id:
+                        self._current[1].cancel()
+                elif isinstance(message, Reply):
+                    if message.call_id in self._replies:
+                        event, box = self._replies[message.call_id]
+                        box.append(message)
+                        event.set()
+                elif isinstance(message, Ping):
+                    await self._send(Pong(message.nonce))
+                elif isinstance(message, Shutdown):
+                    raise SandboxGone
+
+    # --- the scripted interpreter --------------------------------------------------------------
+
+    async def _execute(self, message: Execute) -> None:
+        self.runtime.executions.append(message.code)
+        scope = anyio.CancelScope()
+        self._current = (message.execution_id, scope)
+        result: Result | None = None
+        with scope:
+            try:
+                for line in message.code.splitlines():
+                    result = await self._command(message.execution_id, line)
+                    if result is not None:
+                        break
+            except SandboxGone:
+                self.scope.cancel()
+                raise
+        if scope.cancelled_caught:
+            for call_id in list(self._replies):
+                await self._send(CancelCall(call_id))
+            info = ErrorInfo("KeyboardInterrupt", "", "Traceback: KeyboardInterrupt")
+            result = Result(message.execution_id, "interrupted", error=info)
+        self._current = None
+        await self._send(result or Result(message.execution_id, "ok"))
+
+    async def _out(self, execution_id: str, text: str, stream: str = "stdout") -> None:
+        await self._send(Output(execution_id, stream, text))  # type: ignore[arg-type]
+
+    async def _command(self, xid: str, line: str) -> Result | None:
+        verb, _, arg = line.partition(":")
+        rt = self.runtime
+        if line.startswith("exec("):
+            self._spill_step(line)
+        elif verb == "print":
+            await self._out(xid, arg + "\n")
+        elif verb == "raw":
+            await self._out(xid, ast.literal_eval(arg))
+        elif verb == "err":
+            await self._out(xid, arg + "\n", "stderr")
+        elif verb == "set":
+            key, _, value = arg.partition("=")
+            self.namespace[key] = value
+        elif verb == "get":
+            await self._out(xid, self.namespace.get(arg, "<unset>") + "\n")
+        elif verb == "sleep":
+            await anyio.sleep(float(arg))
+        elif verb == "stubborn":  # like a C-level sleep: KeyboardInterrupt cannot reach it
+            with anyio.CancelScope(shield=True):
+                await rt.release(arg).wait()
+        elif verb == "hold":
+            rt.holding(arg).set()
+            await rt.release(arg).wait()
+        elif verb == "meet":
+            key, _, count = arg.partition("/")
+            await rt.meet(key, int(count))
+        elif verb == "flood":
+            count, _, size = arg.partition("x")
+            chunk = "y" * (int(size) - 1) + "\n"
+            for _ in range(int(count)):
+                await self._out(xid, chunk)
+        elif verb == "crash":
+            self.end(SandboxExit(running=False, exit_code=int(arg)))
+            raise SandboxGone
+        elif verb == "oom":
+            self.end(SandboxExit(running=False, exit_code=137, oom_killed=True))
+            raise SandboxGone
+        elif verb == "garbage":
+            assert self._end is not None
+            await self._end.send(b"\x00\x00\x00\x03abc")
+        elif verb in ("call", "request"):
+            await self._call(xid, verb, arg)
+        elif verb == "progress":
+            done, _, total = arg.partition("/")
+            await self._send(Progress(xid, float(done), float(total), "working"))
+        elif verb == "display":
+            await self._send(Display(xid, "image/png", b"\x89PNG" + arg.encode()))
+        elif verb == "size":
+            await self._out(xid, f"{len(self.files.get(arg, b''))}\n")
+        elif verb == "raise":
+            kind, _, text = arg.partition("=")
+            return Result(xid, "error", error=ErrorInfo(kind, text, f"{kind}: {text}"))
+        elif verb == "value":
+            return Result(xid, "ok", value=arg)
+        return None
+
+    async def _call(self, xid: str, verb: str, arg: str) -> None:
+        self._next_call += 1
+        call_id = self._next_call
+        event, box = anyio.Event(), []
+        self._replies[call_id] = (event, box)
+        if verb == "call":
+            server, _, tool = arg.partition(".")
+            await self._send(Call(call_id, xid, server, tool, {"x": 1}))
+        else:
+            await self._send(Request(call_id, xid, arg, {}))
+        try:
+            await event.wait()
+        finally:
+            del self._replies[call_id]
+        reply = box[0]
+        if reply.fault is not None:
+            await self._out(xid, f"fault {reply.fault.code}: {reply.fault.message}\n")
+        else:
+            await self._out(xid, f"reply {reply.value!r}\n")
+
+    def _spill_step(self, line: str) -> None:
+        """The manager's full-output copy: ``exec(source, {'path', 'mode', 'data'})``."""
+        call = ast.parse(line, mode="eval").body
+        assert isinstance(call, ast.Call)
+        params = ast.literal_eval(call.args[1])
+        data = base64.b64decode(params["data"])
+        before = b"" if params["mode"] == "wb" else self.files.get(params["path"], b"")
+        self.files[params["path"]] = before + data
+
+
+class FakeRuntime:
+    """A :class:`~bridge_core.runtime.base.RuntimeBackend` of fake sandboxes in a task group."""
+
+    name = "fake"
+
+    def __init__(self, tg: TaskGroup) -> None:
+        self._tg = tg
+        self.sandboxes: dict[str, FakeSandbox] = {}
+        self.running: dict[str, FakeSandbox] = {}
+        self.stopped: list[str] = []
+        self.killed: list[str] = []
+        self.executions: list[str] = []
+        self.hello_versions: tuple[int, ...] = (1,)
+        self.start_error: Exception | None = None
+        self.start_gate: anyio.Event | None = None
+        self.starts_begun = 0
+        self.start_begun = anyio.Event()
+        self.started_event = anyio.Event()
+        self.closed = False
+        self._holding: dict[str, anyio.Event] = {}
+        self._release: dict[str, anyio.Event] = {}
+        self._meetings: dict[str, tuple[int, anyio.Event]] = {}
+
+    # Test controls --------------------------------------------------------------------------
+
+    def holding(self, key: str) -> anyio.Event:
+        return self._holding.setdefault(key, anyio.Event())
+
+    def release(self, key: str) -> anyio.Event:
+        return self._release.setdefault(key, anyio.Event())
+
+    async def meet(self, key: str, count: int) -> None:
+        arrived, event = self._meetings.get(key, (0, anyio.Event()))
+        self._meetings[key] = (arrived + 1, event)
+        if arrived + 1 >= count:
+            event.set()
+        await event.wait()
+
+    def only(self) -> FakeSandbox:
+        (sandbox,) = self.running.values()
+        return sandbox
+
+    # RuntimeBackend ---------------------------------------------------------------------------
+
+    async def info(self) -> RuntimeInfo:
+        return RuntimeInfo("local", "0", rootless=True, limits_enforced=False)
+
+    async def start(self, spec: SandboxSpec) -> FakeSandbox:
+        self.starts_begun += 1
+        self.start_begun.set()
+        if self.start_gate is not None:
+            await self.start_gate.wait()
+        if self.start_error is not None:
+            raise self.start_error
+        host, end = byte_stream_pair()
+        sandbox = FakeSandbox(spec.name, host, self)
+        self.sandboxes[spec.name] = sandbox
+        self.running[spec.name] = sandbox
+        self._tg.start_soon(sandbox.run, end)
+        self.started_event.set()
+        self.started_event = anyio.Event()
+        return sandbox
+
+    async def status(self, sandbox: FakeSandbox) -> SandboxExit:  # type: ignore[override]
+        return sandbox.exit if sandbox.exit is not None else SandboxExit(running=True)
+
+    async def stop(self, sandbox: FakeSandbox, *, grace: float = 2.0) -> None:  # type: ignore[override]
+        self.stopped.append(sandbox.name)
+        self._remove(sandbox, SandboxExit(running=False, exit_code=143))
+
+    async def kill(self, sandbox: FakeSandbox) -> None:  # type: ignore[override]
+        self.killed.append(sandbox.name)
+        self._remove(sandbox, SandboxExit(running=False, exit_code=137))
+
+    def kill_from_outside(self, sandbox: FakeSandbox) -> None:
+        sandbox.end(SandboxExit(running=False, exit_code=137, error="killed from outside"))
+
+    def _remove(self, sandbox: FakeSandbox, exit_state: SandboxExit) -> None:
+        sandbox.end(exit_state)
+        self.running.pop(sandbox.name, None)
+
+    async def remove_leftovers(self) -> int:
+        return 0
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+class RecordingGateway:
+    """Answers calls by tool name: ``ok``, ``fail`` (CallFailed), ``boom`` (a bug), ``slow``."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[CallContext, str, str]] = []
+        self.cancelled: list[str] = []
+        self.slow_started = anyio.Event()
+
+    async def call_tool(
+        self, ctx: CallContext, server: str, tool: str, arguments: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        self.calls.append((ctx, server, tool))
+        if tool == "fail":
+            raise CallFailed(ErrorCode.UNKNOWN_TOOL, f"{server} has no tool {tool!r}")
+        if tool == "boom":
+            raise RuntimeError("secret internal detail")
+        if tool == "slow":
+            self.slow_started.set()
+            try:
+                await anyio.sleep(math.inf)
+            except anyio.get_cancelled_exc_class():
+                self.cancelled.append(tool)
+                raise
+        return {"content": [{"type": "text", "text": f"{server}.{tool}"}], "isError": False}
+
+    async def request(self, ctx: CallContext, method: str, params: Mapping[str, Any]) -> Any:
+        if method == "discovered_servers":
+            return ["alpha", "beta"]
+        raise CallFailed(ErrorCode.UNKNOWN_METHOD, f"unknown method {method!r}")
+
+
+async def settle(condition: Callable[[], bool]) -> None:
+    """Let every task run until ``condition`` holds (the fake has no real I/O, so tasks that are
+    all blocked and a false condition means it will never hold: bounded by fail_after)."""
+    with anyio.fail_after(5):
+        while not condition():
+            await anyio.wait_all_tasks_blocked()
+            if not condition():
+                await anyio.lowlevel.checkpoint()
+
+
+@dataclass
+class Harness:
+    runtime: FakeRuntime
+    gateway: RecordingGateway
+    state_dir: Path
+    tg: TaskGroup
+
+    def config(self, **overrides: Any) -> SessionConfig:
+        settings: dict[str, Any] = {"image": "fake:1", "pool_size": 0, "interrupt_grace": 0.3}
+        settings.update(overrides)
+        return SessionConfig(**settings)
+
+    def manager(self, **overrides: Any) -> SessionManager:
+        return SessionManager(
+            self.config(**overrides),
+            runtime=self.runtime,
+            gateway=self.gateway,
+            state_dir=self.state_dir,
+        )
+
+
+@pytest.fixture
+async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    async with anyio.create_task_group() as tg:
+        yield Harness(FakeRuntime(tg), RecordingGateway(), tmp_path, tg)
+        tg.cancel_scope.cancel()
+
+
+__all__ = [
+    "FakeRuntime",
+    "FakeSandbox",
+    "Harness",
+    "MemoryByteStream",
+    "RecordingGateway",
+    "RuntimeUnavailable",
+    "SandboxStartError",
+    "byte_stream_pair",
+    "settle",
+]

@@ -1,0 +1,322 @@
+"""Session manager behaviour against the in-process fake runtime (real protocol frames)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from bridge_core.errors import RuntimeUnavailable, SandboxStartError, SessionLimitExceeded
+from bridge_core.runtime.base import RuntimeBackend
+from bridge_core.sessions import DEFAULT_SESSION, ExecutionResult, validate_session_name
+
+from .conftest import FakeRuntime, Harness, settle
+
+
+async def test_variables_persist_between_executions_of_a_session(harness: Harness) -> None:
+    async with harness.manager() as manager:
+        first = await manager.execute("set:a=41\nprint:stored")
+        second = await manager.execute("get:a")
+    assert first.status == "ok"
+    assert first.session == DEFAULT_SESSION
+    assert first.stdout == "stored\n"
+    assert second.stdout == "41\n"
+    assert second.notices == ()
+
+
+async def test_sessions_are_isolated_from_each_other(harness: Harness) -> None:
+    async with harness.manager() as manager:
+        await manager.execute("set:a=1", session="one")
+        other = await manager.execute("get:a", session="two")
+        assert manager.session_names() == ["one", "two"]
+    assert other.stdout == "<unset>\n"
+
+
+async def test_two_sessions_run_in_parallel(harness: Harness) -> None:
+    # "meet:x/2" only returns once two executions wait there at the same time.
+    results: dict[str, ExecutionResult] = {}
+
+    async def run(name: str) -> None:
+        results[name] = await manager.execute("meet:x/2\nprint:met", session=name, timeout=10)
+
+    async with harness.manager() as manager:
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run, "a")
+                tg.start_soon(run, "b")
+    assert [results[n].stdout for n in "ab"] == ["met\n", "met\n"]
+
+
+async def test_executions_in_one_session_run_one_at_a_time_in_order(harness: Harness) -> None:
+    results: list[ExecutionResult] = []
+
+    async def run(code: str) -> None:
+        results.append(await manager.execute(code, timeout=10))
+
+    async with harness.manager() as manager:
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run, "print:first\nhold:first")
+                await harness.runtime.holding("first").wait()
+                tg.start_soon(run, "print:second")
+                tg.start_soon(run, "print:third")
+                await anyio.wait_all_tasks_blocked()
+                # While the first holds the session, nothing else reached the sandbox.
+                assert harness.runtime.executions == ["print:first\nhold:first"]
+                harness.runtime.release("first").set()
+    assert [r.stdout for r in results] == ["first\n", "second\n", "third\n"]
+
+
+async def test_waiting_for_the_turn_gives_up_at_its_own_timeout(harness: Harness) -> None:
+    async with harness.manager() as manager:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(manager.execute, "hold:busy")
+            with anyio.fail_after(5):
+                await harness.runtime.holding("busy").wait()
+                waiting = await manager.execute("print:never", timeout=0.2)
+            harness.runtime.release("busy").set()
+    assert waiting.status == "unavailable"
+    assert "waiting" in waiting.notices[-1]
+    assert "print:never" not in harness.runtime.executions
+
+
+async def test_warm_pool_serves_the_first_execution_of_a_new_session(harness: Harness) -> None:
+    async with harness.manager(pool_size=1) as manager:
+        with anyio.fail_after(5):
+            await settle(lambda: manager.stats.pool_ready == 1)
+            result = await manager.execute("print:warm", session="fresh")
+            assert manager.stats.pool_hits == 1
+            assert manager.stats.pool_misses == 0
+            # ... and the pool refills in the background.
+            await settle(lambda: manager.stats.pool_ready == 1)
+    assert result.stdout == "warm\n"
+
+
+async def test_pool_size_zero_starts_sandboxes_only_on_demand(harness: Harness) -> None:
+    async with harness.manager(pool_size=0) as manager:
+        await anyio.wait_all_tasks_blocked()
+        assert harness.runtime.starts_begun == 0
+        await manager.execute("print:x")
+        assert manager.stats.pool_misses == 1
+        assert manager.stats.sandboxes_started == 1
+
+
+async def test_reset_argument_gives_a_fresh_namespace_and_says_so(harness: Harness) -> None:
+    async with harness.manager() as manager:
+        await manager.execute("set:a=1")
+        result = await manager.execute("get:a", reset=True)
+    assert result.stdout == "<unset>\n"
+    assert any("reset as requested" in n for n in result.notices)
+
+
+async def test_reset_method_drops_the_sandbox_and_stops_its_container(harness: Harness) -> None:
+    async with harness.manager() as manager:
+        await manager.execute("set:a=1", session="s")
+        old = harness.runtime.only().name
+        await manager.reset("s")
+        result = await manager.execute("get:a", session="s")
+        await settle(lambda: old in harness.runtime.stopped)
+    assert result.stdout == "<unset>\n"
+    assert result.notices == ()
+
+
+async def test_max_sessions_error_names_the_limit_and_the_setting(harness: Harness) -> None:
+    async with harness.manager(max_sessions=2) as manager:
+        await manager.execute("print:1", session="a")
+        await manager.execute("print:2", session="b")
+        with pytest.raises(SessionLimitExceeded) as raised:
+            await manager.execute("print:3", session="c")
+        # An existing session still works at the limit.
+        assert (await manager.execute("print:again", session="a")).ok
+    assert "MCP_BRIDGE_MAX_SESSIONS" in str(raised.value)
+    assert "2" in str(raised.value)
+
+
+async def test_idle_session_expires_and_its_next_caller_is_told(harness: Harness) -> None:
+    now = [1000.0]
+    manager = harness.manager(idle_ttl=60)
+    manager._clock = lambda: now[0]
+    async with manager:
+        await manager.execute("set:a=1", session="idle")
+        name = harness.runtime.only().name
+        now[0] += 30
+        assert manager.expire_idle() == []
+        now[0] += 31
+        assert manager.expire_idle() == ["idle"]
+        assert manager.session_names() == []
+        await settle(lambda: name in harness.runtime.stopped)
+        result = await manager.execute("get:a", session="idle")
+    assert result.stdout == "<unset>\n"
+    assert any("idle for more than 60 s" in n for n in result.notices)
+
+
+async def test_persist_false_gives_a_fresh_sandbox_to_every_execution(harness: Harness) -> None:
+    async with harness.manager(persist=False) as manager:
+        await manager.execute("set:a=1")
+        second = await manager.execute("get:a")
+        assert manager.session_names() == []
+    assert second.stdout == "<unset>\n"
+    assert harness.runtime.starts_begun == 2
+
+
+async def test_runtime_factory_is_lazy_and_its_failure_is_an_unavailable_result(
+    harness: Harness,
+) -> None:
+    calls: list[int] = []
+
+    async def factory() -> RuntimeBackend:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeUnavailable("no container runtime: install podman")
+        return harness.runtime
+
+    from bridge_core.sessions import SessionManager
+
+    manager = SessionManager(
+        harness.config(), runtime=factory, gateway=harness.gateway, state_dir=harness.state_dir
+    )
+    async with manager:
+        assert calls == []
+        failed = await manager.execute("print:x")
+        retried = await manager.execute("print:x")
+    assert failed.status == "unavailable"
+    assert "install podman" in failed.notices[-1]
+    assert retried.stdout == "x\n"
+    assert harness.runtime.closed  # made by the factory, so closed by the manager
+
+
+async def test_start_failure_is_an_unavailable_result(harness: Harness) -> None:
+    harness.runtime.start_error = SandboxStartError("image fake:1 not found")
+    async with harness.manager() as manager:
+        result = await manager.execute("print:x")
+    assert result.status == "unavailable"
+    assert result.error is not None
+    assert "image fake:1 not found" in result.error.message
+
+
+async def test_protocol_version_mismatch_is_refused_and_reported(harness: Harness) -> None:
+    harness.runtime.hello_versions = (99,)
+    async with harness.manager() as manager:
+        result = await manager.execute("print:x")
+    assert result.status == "unavailable"
+    assert "handshake" in result.notices[-1]
+    assert not harness.runtime.running
+
+
+@pytest.mark.parametrize("bad", ["", "a b", "x" * 65, "../etc", "é"])
+async def test_invalid_session_names_are_rejected_naming_the_pattern(
+    harness: Harness, bad: str
+) -> None:
+    with pytest.raises(ValueError, match=r"A-Za-z0-9_\.-"):
+        validate_session_name(bad)
+    async with harness.manager() as manager:
+        with pytest.raises(ValueError):
+            await manager.execute("print:x", session=bad)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, 901])
+async def test_timeouts_outside_the_allowed_range_are_rejected(
+    harness: Harness, timeout: float
+) -> None:
+    async with harness.manager() as manager:
+        with pytest.raises(ValueError, match="timeout"):
+            await manager.execute("print:x", timeout=timeout)
+
+
+async def test_closing_the_manager_stops_every_container_it_started(harness: Harness) -> None:
+    async with harness.manager(pool_size=2) as manager:
+        await manager.execute("print:1", session="a")
+        await manager.execute("print:2", session="b")
+        with anyio.fail_after(5):
+            await settle(lambda: manager.stats.pool_ready == 2)
+        assert len(harness.runtime.running) == 4
+    assert harness.runtime.running == {}
+    assert manager.stats.live_sandboxes == 0
+
+
+async def test_closing_the_manager_during_a_start_leaves_no_container(harness: Harness) -> None:
+    harness.runtime.start_gate = anyio.Event()
+    async with harness.manager(pool_size=1) as manager:
+        with anyio.fail_after(5):
+            await harness.runtime.start_begun.wait()
+    assert harness.runtime.running == {}
+
+
+async def test_cancelling_the_manager_exit_still_stops_every_container(harness: Harness) -> None:
+    with anyio.CancelScope() as outer:
+        async with harness.manager(pool_size=1) as manager:
+            await manager.execute("print:1", session="a")
+            outer.cancel()
+    assert harness.runtime.running == {}
+
+
+async def test_calls_reach_the_gateway_with_the_session_and_the_reply_returns(
+    harness: Harness,
+) -> None:
+    async with harness.manager() as manager:
+        result = await manager.execute("call:files.ok\nrequest:discovered_servers", session="s1")
+    ctx, server, tool = harness.gateway.calls[0]
+    assert (ctx.session, server, tool) == ("s1", "files", "ok")
+    assert "files.ok" in result.stdout
+    assert "['alpha', 'beta']" in result.stdout
+
+
+async def test_call_failures_become_faults_with_their_code(harness: Harness) -> None:
+    async with harness.manager() as manager:
+        result = await manager.execute("call:files.fail\ncall:files.boom\nrequest:nope")
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("fault 201:")  # UNKNOWN_TOOL
+    assert lines[1].startswith("fault 299:")  # INTERNAL, without the exception's text
+    assert "secret internal detail" not in lines[1]
+    assert lines[2].startswith("fault 207:")  # UNKNOWN_METHOD
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.output: list[tuple[str, str]] = []
+        self.progress: list[tuple[float, float | None, str | None]] = []
+        self.first_output = anyio.Event()
+
+    async def on_output(self, stream: Any, text: str) -> None:
+        self.output.append((stream, text))
+        self.first_output.set()
+
+    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self.progress.append((progress, total, message))
+
+
+async def test_listener_receives_output_and_progress_while_the_code_runs(harness: Harness) -> None:
+    recorder = Recorder()
+    async with harness.manager() as manager:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                lambda: manager.execute(
+                    "print:early\nerr:warn\nprogress:1/4\nhold:live", listener=recorder
+                )
+            )
+            with anyio.fail_after(5):
+                await harness.runtime.holding("live").wait()
+            assert recorder.output == [("stdout", "early\n"), ("stderr", "warn\n")]
+            assert recorder.progress == [(1.0, 4.0, "working")]
+            harness.runtime.release("live").set()
+
+
+async def test_images_and_values_are_returned(harness: Harness) -> None:
+    async with harness.manager() as manager:
+        result = await manager.execute("display:one\nvalue:42")
+    assert result.value == "42"
+    assert [image.mime for image in result.images] == ["image/png"]
+
+
+async def test_user_exceptions_are_error_results(harness: Harness) -> None:
+    async with harness.manager() as manager:
+        result = await manager.execute("print:before\nraise:ValueError=bad")
+    assert result.status == "error"
+    assert result.error is not None
+    assert result.error.type == "ValueError"
+    assert result.stdout == "before\n"
+
+
+async def test_fake_runtime_satisfies_the_runtime_interface(harness: Harness) -> None:
+    assert isinstance(harness.runtime, RuntimeBackend)
+    assert isinstance(harness.runtime, FakeRuntime)
