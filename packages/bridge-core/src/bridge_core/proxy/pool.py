@@ -160,7 +160,10 @@ class UpstreamPool:
     ) -> bool | None:
         await self.aclose()
         assert self._tg is not None
-        return await self._tg.__aexit__(exc_type, exc, tb)
+        # The body's exception is not handed to the group (it would come out wrapped in an
+        # ExceptionGroup); the supervisors never raise, so the group only has cancellations.
+        await self._tg.__aexit__(None, None, None)
+        return None
 
     async def aclose(self) -> None:
         """Stop every server and wait (bounded, shielded) until each child is gone."""
