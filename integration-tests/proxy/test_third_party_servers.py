@@ -1,4 +1,4 @@
-"""The upstream pool against real third-party MCP servers (Node and Python SDKs we did not write)."""
+"""The upstream pool against real third-party MCP servers (Node and Python SDKs not ours)."""
 
 from __future__ import annotations
 
