@@ -1,0 +1,99 @@
+"""The offline base: a Debian root filesystem from mmdebstrap, built into a local image."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+from bridge_image import _debian
+from bridge_image._run import Progress, image_inspect, require_tool, run_streamed
+from bridge_image.names import BOOTSTRAP_IMAGE, LABEL_INPUTS_HASH
+
+__all__ = ["BOOTSTRAP_EPOCH", "bootstrap_inputs_hash", "ensure_bootstrap"]
+
+BOOTSTRAP_EPOCH = 1_704_067_200
+"""2024-01-01: a fixed timestamp, so the root filesystem depends only on the mirror's packages
+(mmdebstrap is reproducible with SOURCE_DATE_EPOCH: two runs give the same tarball)."""
+
+
+def _inputs(repo: Path, mirror: str | None) -> tuple[list[str], list[str], str]:
+    listed = (repo / "images/base/system-packages.txt").read_text().splitlines()
+    packages = _debian.include_list(p.strip() for p in listed if p.strip() and p[0] != "#")
+    debian, security = _debian.find_mirrors()
+    sources = _debian.source_lines(mirror or debian, security)
+    digest = hashlib.sha256()
+    for part in [*packages, *sources, str(BOOTSTRAP_EPOCH)]:
+        digest.update(part.encode() + b"\0")
+    digest.update((repo / "images/bootstrap/Containerfile").read_bytes())
+    return packages, sources, digest.hexdigest()
+
+
+def bootstrap_inputs_hash(repo: Path, mirror: str | None = None) -> str:
+    """sha256 over what decides the bootstrap root filesystem: packages, mirrors, timestamp."""
+    return _inputs(repo, mirror)[2]
+
+
+def ensure_bootstrap(
+    repo: Path,
+    work: Path,
+    *,
+    podman: str,
+    mirror: str | None = None,
+    rebuild: bool = False,
+    progress: Progress | None = None,
+) -> str:
+    """Return the ID of the bootstrap image, building it first if absent or stale.
+
+    ``mirror`` overrides the Debian mirror found in the host's apt sources (for example a
+    snapshot.debian.org URL, which pins every package version).
+    """
+    packages, sources, inputs_hash = _inputs(repo, mirror)
+    found = image_inspect(podman, BOOTSTRAP_IMAGE)
+    if found and not rebuild and (found.get("Labels") or {}).get(LABEL_INPUTS_HASH) == inputs_hash:
+        return str(found["Id"])
+    mmdebstrap = require_tool(
+        "mmdebstrap", "install it (apt-get install mmdebstrap) or run scripts/prepare-host"
+    )
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    try:
+        if progress:
+            progress(f"bootstrap: mmdebstrap {_debian.SUITE} from {sources[0].split()[1]}")
+        run_streamed(
+            [
+                mmdebstrap,
+                "--variant=essential",
+                f"--include={','.join(packages)}",
+                _debian.SUITE,
+                str(work / "rootfs.tar"),
+                *sources,
+            ],
+            progress=progress,
+            what="mmdebstrap",
+            env={**os.environ, "SOURCE_DATE_EPOCH": str(BOOTSTRAP_EPOCH)},
+        )
+        shutil.copy2(repo / "images/bootstrap/Containerfile", work / "Containerfile")
+        run_streamed(
+            [
+                podman,
+                "build",
+                "--pull=never",
+                "--network=none",
+                "--identity-label=false",
+                f"--timestamp={BOOTSTRAP_EPOCH}",
+                f"--label={LABEL_INPUTS_HASH}={inputs_hash}",
+                f"--tag={BOOTSTRAP_IMAGE}",
+                str(work),
+            ],
+            progress=progress,
+            what="importing the bootstrap root filesystem",
+        )
+    finally:
+        # The tarball is ~270 MB and lives on in the image: do not keep a second copy.
+        shutil.rmtree(work, ignore_errors=True)
+    built = image_inspect(podman, BOOTSTRAP_IMAGE)
+    assert built is not None
+    return str(built["Id"])

@@ -1,0 +1,94 @@
+"""What each image variant is built from: its directory, its inputs, its tag."""
+
+from __future__ import annotations
+
+import importlib.util
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from bridge_image.errors import MissingInput
+from bridge_image.names import DATASCIENCE_IMAGE, DEFAULT_IMAGE
+
+__all__ = ["RECIPES", "Recipe", "Variant", "protocol_versions", "project_version"]
+
+Variant = Literal["base", "datascience"]
+
+_PROTOCOL = "packages/bridge-protocol"
+_CLIENT = "packages/bridge-sandbox-client"
+_BUILDER = "packages/bridge-image/src"
+
+
+def _project_inputs(project: str) -> tuple[str, ...]:
+    # Exactly what goes into the project's wheel (sources, metadata, readme): not its tests.
+    return (f"{project}/pyproject.toml", f"{project}/README.md", f"{project}/src")
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    """One image variant: ``directory`` holds its Containerfile and pinned package lists."""
+
+    variant: Variant
+    tag: str
+    directory: str
+    context_files: tuple[str, ...]
+    inputs: tuple[str, ...]
+    """Repository paths whose content decides the image (hashed into the inputs-hash label)."""
+    projects: tuple[str, ...] = ()
+    """Repository projects built into wheels for this image."""
+
+
+RECIPES: dict[Variant, Recipe] = {
+    "base": Recipe(
+        variant="base",
+        tag=DEFAULT_IMAGE,
+        directory="images/base",
+        context_files=(
+            "Containerfile",
+            "install-system-packages",
+            "requirements.txt",
+            "system-packages.txt",
+        ),
+        inputs=(
+            "images/base",
+            *_project_inputs(_PROTOCOL),
+            *_project_inputs(_CLIENT),
+            _BUILDER,
+        ),
+        projects=(_PROTOCOL, _CLIENT),
+    ),
+    "datascience": Recipe(
+        variant="datascience",
+        tag=DATASCIENCE_IMAGE,
+        directory="images/datascience",
+        context_files=("Containerfile", "requirements.txt"),
+        inputs=("images/datascience", _BUILDER),
+    ),
+}
+
+
+def project_version(repo: Path, project: str = _CLIENT) -> str:
+    """The ``[project] version`` of a repository project's pyproject.toml."""
+    path = repo / project / "pyproject.toml"
+    try:
+        version = tomllib.loads(path.read_text())["project"]["version"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError) as exc:
+        raise MissingInput(f"cannot read the project version from {path}: {exc}") from exc
+    return str(version)
+
+
+def protocol_versions(repo: Path) -> str:
+    """``SUPPORTED_VERSIONS`` of the repository's protocol, as ``"1"`` or ``"1,2"``.
+
+    Loaded from ``versions.py`` alone (it imports only the standard library), so the builder
+    reads the versions of the sources it is building, not of whatever protocol is installed.
+    """
+    path = repo / _PROTOCOL / "src/bridge_protocol/versions.py"
+    spec = importlib.util.spec_from_file_location("_bridge_protocol_versions", path)
+    if spec is None or spec.loader is None or not path.is_file():
+        raise MissingInput(f"protocol version registry not found at {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    versions: tuple[int, ...] = module.SUPPORTED_VERSIONS
+    return ",".join(str(v) for v in sorted(versions))

@@ -1,0 +1,80 @@
+"""Running host tools (podman, pip, mmdebstrap): output streamed as progress, failures raised."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bridge_image.errors import BuildFailed, MissingTool
+
+__all__ = ["Progress", "image_inspect", "require_tool", "run_streamed"]
+
+Progress = Callable[[str], None]
+"""Receives one line of build output at a time (the CLI prints them to stderr)."""
+
+_TAIL_LINES = 20
+
+
+def require_tool(name: str, hint: str) -> str:
+    """Return the path of executable ``name`` or raise :class:`MissingTool` with ``hint``."""
+    path = shutil.which(name)
+    if path is None:
+        raise MissingTool(f"{name} is not installed: {hint}")
+    return path
+
+
+def run_streamed(
+    argv: Sequence[str],
+    *,
+    progress: Progress | None,
+    what: str,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> list[str]:
+    """Run ``argv``, passing each output line to ``progress``; return the lines.
+
+    stderr is merged into stdout so the progress shows both in order. A non-zero exit raises
+    :class:`BuildFailed` naming ``what`` and quoting the last lines of output.
+    """
+    lines: list[str] = []
+    with subprocess.Popen(
+        list(argv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        env=dict(env) if env is not None else None,
+        cwd=cwd,
+    ) as process:
+        assert process.stdout is not None
+        for raw in process.stdout:
+            line = raw.rstrip("\n")
+            lines.append(line)
+            if progress is not None:
+                progress(line)
+        code = process.wait()
+    if code != 0:
+        tail = "\n".join(lines[-_TAIL_LINES:])
+        raise BuildFailed(f"{what} failed (exit {code}): {' '.join(argv[:3])} ...\n{tail}")
+    return lines
+
+
+def image_inspect(podman: str, ref: str) -> dict[str, Any] | None:
+    """``podman image inspect`` of ``ref`` as a dict, or None if there is no such image."""
+    done = subprocess.run(
+        [podman, "image", "inspect", "--format", "json", ref],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        return None
+    found = json.loads(done.stdout)
+    if not isinstance(found, list) or not found or not isinstance(found[0], dict):
+        return None
+    return found[0]

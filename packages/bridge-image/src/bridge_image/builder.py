@@ -1,0 +1,259 @@
+"""Build, check and verify the sandbox images (the library behind the ``bridge-image`` CLI)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bridge_image import _bootstrap
+from bridge_image._inputs import find_repo, hash_files, hash_tree, revision_and_epoch
+from bridge_image._recipes import RECIPES, Recipe, Variant, project_version, protocol_versions
+from bridge_image._run import Progress, image_inspect, require_tool, run_streamed
+from bridge_image._wheels import build_repo_wheels, fetch_pinned_wheels, wheel_platform
+from bridge_image.errors import DigestMismatch, MissingInput
+from bridge_image.names import (
+    BOOTSTRAP_IMAGE,
+    DEFAULT_IMAGE,
+    IMAGE_VERSION,
+    LABEL_INPUTS_HASH,
+)
+
+__all__ = ["BuildResult", "ImageStatus", "build", "inputs_hash", "status", "verify"]
+
+_PODMAN_HINT = "install podman (apt-get install podman) or run scripts/prepare-host"
+
+
+@dataclass(frozen=True, slots=True)
+class BuildResult:
+    """A built (or found up to date) image."""
+
+    tag: str
+    image_id: str
+    """``sha256:`` of the image config: covers every layer and label."""
+    digest: str
+    """``sha256:`` of the image manifest, as podman reports it."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    built: bool = True
+    """False when ``if_stale`` found the image up to date and nothing was built."""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ImageStatus:
+    """Whether an image exists and matches the current inputs."""
+
+    tag: str
+    expected_inputs_hash: str
+    present: bool
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def stale(self) -> bool:
+        """True if the image is absent or was built from other inputs."""
+        return not self.present or self.labels.get(LABEL_INPUTS_HASH) != self.expected_inputs_hash
+
+
+def _podman() -> str:
+    return require_tool("podman", _PODMAN_HINT)
+
+
+def inputs_hash(variant: Variant = "base", *, offline: bool = False, repo: Path | None = None) -> str:
+    """sha256 over everything that decides the image: files, base, platform, builder version.
+
+    For the data-science image this includes the base image's own inputs hash.
+    """
+    root = repo or find_repo()
+    recipe = RECIPES[variant]
+    digest = hashlib.sha256()
+    parts = [
+        recipe.variant,
+        IMAGE_VERSION,
+        wheel_platform(),
+        hash_tree(root, recipe.inputs),
+        f"offline={offline}",
+    ]
+    if variant == "base" and offline:
+        parts.append(_bootstrap.bootstrap_inputs_hash(root))
+    if variant == "datascience":
+        parts.append(inputs_hash("base", offline=offline, repo=root))
+    for part in parts:
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()
+
+
+def status(variant: Variant = "base", *, offline: bool = False, repo: Path | None = None) -> ImageStatus:
+    """Inspect the variant's image and compare its inputs-hash label with the current inputs."""
+    recipe = RECIPES[variant]
+    expected = inputs_hash(variant, offline=offline, repo=repo)
+    found = image_inspect(_podman(), recipe.tag)
+    labels = dict((found or {}).get("Labels") or {})
+    return ImageStatus(recipe.tag, expected, found is not None, labels)
+
+
+def _result(podman: str, tag: str, *, built: bool, started: float) -> BuildResult:
+    found = image_inspect(podman, tag)
+    if found is None:
+        raise MissingInput(f"podman reports no image {tag} right after building it")
+    return BuildResult(
+        tag=tag,
+        image_id=f"sha256:{found['Id']}" if ":" not in found["Id"] else str(found["Id"]),
+        digest=str(found.get("Digest", "")),
+        labels=dict(found.get("Labels") or {}),
+        built=built,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _copy_context(root: Path, recipe: Recipe, context: Path) -> None:
+    if context.exists():
+        shutil.rmtree(context)
+    (context / "wheels").mkdir(parents=True)
+    for name in recipe.context_files:
+        source = root / recipe.directory / name
+        if not source.is_file():
+            raise MissingInput(f"{source} is missing")
+        shutil.copy2(source, context / name)
+
+
+def _build_args(
+    root: Path, recipe: Recipe, context: Path, *, offline: bool, expected: str, revision: str,
+    progress: Progress | None, podman: str,
+) -> dict[str, str]:
+    cache = root / ".cache/bridge-image"
+    third_party = fetch_pinned_wheels(
+        context / "requirements.txt",
+        context / "wheels/third-party",
+        cache=cache / "wheels",
+        progress=progress,
+    )
+    args = {
+        "THIRD_PARTY_HASH": hash_files([context / "requirements.txt", *third_party]),
+        "IMAGE_VERSION": IMAGE_VERSION,
+        "SOURCE_REVISION": revision,
+        "INPUTS_HASH": expected,
+    }
+    if recipe.variant == "base":
+        if offline:
+            bootstrap_id = _bootstrap.ensure_bootstrap(
+                root, cache / "bootstrap", podman=podman, progress=progress
+            )
+            args["BASE_IMAGE"] = BOOTSTRAP_IMAGE
+            args["BASE_REF"] = f"{BOOTSTRAP_IMAGE}@sha256:{bootstrap_id.removeprefix('sha256:')}"
+        else:
+            args["BASE_REF"] = _default_base(context / "Containerfile")
+        _, epoch = revision_and_epoch(root, recipe.inputs)
+        wheels = build_repo_wheels(
+            [root / p for p in recipe.projects],
+            context / "wheels/bridge",
+            epoch=epoch,
+            progress=progress,
+        )
+        args["SYSTEM_PACKAGES_HASH"] = hash_files(
+            [context / "system-packages.txt", context / "install-system-packages"]
+        )
+        args["BRIDGE_WHEELS_HASH"] = hash_files(wheels)
+        args["PROTOCOL_VERSIONS"] = protocol_versions(root)
+        args["SANDBOX_CLIENT_VERSION"] = project_version(root)
+    else:
+        base = build("base", offline=offline, if_stale=True, repo=root, progress=progress)
+        args["BASE_IMAGE"] = DEFAULT_IMAGE
+        args["BASE_REF"] = f"{DEFAULT_IMAGE}@{base.image_id}"
+    return args
+
+
+def _default_base(containerfile: Path) -> str:
+    for line in containerfile.read_text().splitlines():
+        if line.startswith("ARG BASE_IMAGE="):
+            return line.split("=", 1)[1].strip()
+    raise MissingInput(f"{containerfile} has no `ARG BASE_IMAGE=` default")
+
+
+def build(
+    variant: Variant = "base",
+    *,
+    offline: bool = False,
+    if_stale: bool = False,
+    no_cache: bool = False,
+    tag: str | None = None,
+    repo: Path | None = None,
+    progress: Progress | None = None,
+) -> BuildResult:
+    """Build the ``variant`` image reproducibly and return its identity.
+
+    ``offline`` builds FROM the local Debian bootstrap base (made with mmdebstrap if needed) with
+    no network; otherwise FROM the public python image pinned by digest in the Containerfile.
+    ``if_stale`` returns the existing image untouched when its inputs-hash label is current.
+    ``tag`` overrides the variant's standard tag (``verify`` builds under a scratch tag).
+    """
+    started = time.monotonic()
+    root = repo or find_repo()
+    recipe = RECIPES[variant]
+    podman = _podman()
+    target = tag or recipe.tag
+    expected = inputs_hash(variant, offline=offline, repo=root)
+    if if_stale:
+        found = image_inspect(podman, target)
+        if found and (found.get("Labels") or {}).get(LABEL_INPUTS_HASH) == expected:
+            if progress:
+                progress(f"{target} is up to date (inputs {expected[:12]})")
+            return _result(podman, target, built=False, started=started)
+    revision, epoch = revision_and_epoch(root, recipe.inputs)
+    context = root / ".cache/bridge-image/context" / variant
+    _copy_context(root, recipe, context)
+    args = _build_args(
+        root, recipe, context, offline=offline, expected=expected, revision=revision,
+        progress=progress, podman=podman,
+    )
+    argv = [
+        podman,
+        "build",
+        f"--file={context / 'Containerfile'}",
+        f"--tag={target}",
+        f"--timestamp={epoch}",
+        # buildah's own version label would tie the digest to the podman release.
+        "--identity-label=false",
+        # Only the normal path's base image may be pulled; everything else is local.
+        "--pull=missing" if (variant == "base" and not offline) else "--pull=never",
+        *([] if (variant == "base" and not offline) else ["--network=none"]),
+        *(["--no-cache"] if no_cache else []),
+        *(f"--build-arg={k}={v}" for k, v in sorted(args.items())),
+        str(context),
+    ]
+    if progress:
+        progress(f"building {target} ({variant}, {'offline' if offline else 'normal'} path)")
+    run_streamed(argv, progress=progress, what=f"podman build of {target}")
+    return _result(podman, target, built=True, started=started)
+
+
+def verify(
+    variant: Variant = "base",
+    *,
+    offline: bool = False,
+    repo: Path | None = None,
+    progress: Progress | None = None,
+) -> BuildResult:
+    """Rebuild the image from scratch under a scratch tag and compare it with the tagged one.
+
+    Builds the tagged image first if it is missing or stale. Raises :class:`DigestMismatch`
+    naming both IDs when the rebuild differs; returns the (identical) result otherwise.
+    """
+    reference = build(variant, offline=offline, if_stale=True, repo=repo, progress=progress)
+    scratch = f"{RECIPES[variant].tag}-verify"
+    try:
+        again = build(variant, offline=offline, no_cache=True, tag=scratch, repo=repo,
+                      progress=progress)
+    finally:
+        # Untag only: when the build reproduced, the scratch tag names the reference image.
+        subprocess.run([_podman(), "untag", scratch, scratch], capture_output=True, check=False)
+    if again.image_id != reference.image_id:
+        subprocess.run([_podman(), "rmi", again.image_id], capture_output=True, check=False)
+        raise DigestMismatch(
+            f"{reference.tag} is {reference.image_id} but a rebuild from the same inputs gave "
+            f"{again.image_id}: the build is not reproducible"
+        )
+    return reference

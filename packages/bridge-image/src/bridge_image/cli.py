@@ -1,0 +1,108 @@
+"""``bridge-image``: build, verify and inspect the sandbox images.
+
+Progress goes to stderr; the result (tag, image ID, digest) to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import cast
+
+from bridge_image import builder
+from bridge_image._recipes import RECIPES, Variant
+from bridge_image.errors import ImageError
+
+__all__ = ["main"]
+
+_OFFLINE_ENV = "BRIDGE_IMAGE_OFFLINE"
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bridge-image", description="Reproducible builds of the MCP code-execution sandbox."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--variant", choices=sorted(RECIPES), default="base", help="which image (default: base)"
+    )
+    common.add_argument(
+        "--datascience", action="store_const", dest="variant", const="datascience",
+        help="shorthand for --variant datascience",
+    )
+    common.add_argument(
+        "--offline",
+        action="store_true",
+        default=os.environ.get(_OFFLINE_ENV, "") in {"1", "true", "yes"},
+        help=f"build FROM a local Debian bootstrap base, no registry (env {_OFFLINE_ENV}=1)",
+    )
+    common.add_argument("--repo", type=Path, help="repository root (default: found upwards)")
+    build = commands.add_parser("build", parents=[common], help="build an image, print its digest")
+    build.add_argument("--if-stale", action="store_true", help="skip if the image is current")
+    build.add_argument("--no-cache", action="store_true", help="rebuild every layer")
+    commands.add_parser(
+        "verify", parents=[common], help="rebuild from scratch; fail if the digest differs"
+    )
+    commands.add_parser(
+        "status", parents=[common], help="show labels; exit 1 if the image is missing or stale"
+    )
+    commands.add_parser("tag", parents=[common], help="print the image tag")
+    return parser
+
+
+def _print_result(result: builder.BuildResult) -> None:
+    print(result.tag)
+    print(f"image-id: {result.image_id}")
+    print(f"digest:   {result.digest}")
+    if result.built:
+        print(f"built in: {result.seconds:.1f} s")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``bridge-image`` command; returns the exit status."""
+    options = _parser().parse_args(argv)
+    variant = cast(Variant, options.variant)
+    try:
+        if options.command == "tag":
+            print(RECIPES[variant].tag)
+        elif options.command == "build":
+            _print_result(
+                builder.build(
+                    variant,
+                    offline=options.offline,
+                    if_stale=options.if_stale,
+                    no_cache=options.no_cache,
+                    repo=options.repo,
+                    progress=_progress,
+                )
+            )
+        elif options.command == "verify":
+            result = builder.verify(
+                variant, offline=options.offline, repo=options.repo, progress=_progress
+            )
+            _print_result(result)
+            print("verified: a rebuild from scratch gave the same image")
+        else:
+            found = builder.status(variant, offline=options.offline, repo=options.repo)
+            print(found.tag)
+            for key, value in sorted(found.labels.items()):
+                print(f"  {key}={value}")
+            state = "missing" if not found.present else ("stale" if found.stale else "current")
+            print(f"status: {state} (inputs {found.expected_inputs_hash[:12]})")
+            return 1 if found.stale else 0
+    except ImageError as exc:
+        print(f"bridge-image: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

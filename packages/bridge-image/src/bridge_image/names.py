@@ -1,0 +1,44 @@
+"""Image names and label keys: the ONE place other packages and scripts take them from."""
+
+from __future__ import annotations
+
+__all__ = [
+    "BOOTSTRAP_IMAGE",
+    "DATASCIENCE_IMAGE",
+    "DEFAULT_IMAGE",
+    "IMAGE_VERSION",
+    "LABEL_BASE",
+    "LABEL_INPUTS_HASH",
+    "LABEL_PROTOCOL_VERSIONS",
+    "LABEL_REVISION",
+    "LABEL_SANDBOX_CLIENT_VERSION",
+    "LABEL_VARIANT",
+    "LABEL_VERSION",
+]
+
+IMAGE_VERSION = "0.1.0"
+"""The image tag: the version of the packages, released in lockstep."""
+
+DEFAULT_IMAGE = f"localhost/mcp-bridge-sandbox:{IMAGE_VERSION}"
+"""The base sandbox image (the default of ``MCP_BRIDGE_IMAGE``)."""
+
+DATASCIENCE_IMAGE = f"localhost/mcp-bridge-sandbox-datascience:{IMAGE_VERSION}"
+"""The base image plus numpy, pandas and matplotlib."""
+
+BOOTSTRAP_IMAGE = "localhost/mcp-bridge-bootstrap:bookworm"
+"""The local Debian root filesystem the offline path builds FROM (no registry needed)."""
+
+_PREFIX = "io.github.mcp-code-execution-mode.image"
+# Deliberately NOT the bare product label that the runtime puts on its containers: containers
+# inherit image labels, and that label marks containers the bridge owns and may remove.
+
+LABEL_VARIANT = f"{_PREFIX}.variant"
+LABEL_PROTOCOL_VERSIONS = f"{_PREFIX}.protocol-versions"
+"""Comma-separated protocol versions the image's sandbox client speaks, e.g. ``"1"``."""
+LABEL_SANDBOX_CLIENT_VERSION = f"{_PREFIX}.sandbox-client-version"
+LABEL_INPUTS_HASH = f"{_PREFIX}.inputs-hash"
+"""sha256 over every build input; a differing value means the image is stale."""
+LABEL_REVISION = "org.opencontainers.image.revision"
+"""Git commit of the last change to the image's inputs (``+dirty`` if uncommitted changes)."""
+LABEL_VERSION = "org.opencontainers.image.version"
+LABEL_BASE = "org.opencontainers.image.base.name"
