@@ -1,0 +1,156 @@
+"""The bridge as a subprocess over stdio, driven by the official MCP SDK client.
+
+``open_bridge`` starts ``python -m mcp_code_execution_mode`` with a servers file of our choosing
+(client config discovery off, private state dir) and yields a connected :class:`BridgeClient`.
+When the bridge exits, no container it owned may remain: checked after every test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from bridge_core.runtime.base import OWNER_LABEL
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+REPO = Path(__file__).resolve().parents[2]
+SERVERS_ENV = Path(os.environ.get("MCP_TEST_SERVERS_DIR", REPO / ".cache" / "servers")) / "env"
+CALL_TIMEOUT = 120.0
+"""Bound on one call (the first one starts a sandbox and maybe upstream servers)."""
+
+
+def _read_env_file(path: Path) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("export "):
+            name, _, raw = line.removeprefix("export ").partition("=")
+            parts = shlex.split(raw)
+            values[name] = parts[0] if parts else ""
+    return values
+
+
+@pytest.fixture(scope="session")
+def third_party() -> dict[str, str]:
+    """Paths of the real third-party servers from scripts/prepare-servers (skip/fail if absent)."""
+    problem = None
+    if not SERVERS_ENV.is_file():
+        problem = f"{SERVERS_ENV} is missing: run scripts/prepare-servers"
+    else:
+        values = _read_env_file(SERVERS_ENV)
+        missing = [name for name, path in values.items() if not Path(path).exists()]
+        if missing:
+            problem = f"{', '.join(missing)} do not exist: re-run scripts/prepare-servers"
+    if problem is not None:
+        if os.environ.get("BRIDGE_REQUIRE_RUNTIME") == "1":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return values
+
+
+def real_servers(third_party: Mapping[str, str], work: Path) -> dict[str, Any]:
+    """An ``mcpServers`` map of the real offline servers, with fresh data under ``work``."""
+    data = work / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    return {
+        "filesystem": {"command": third_party["MCP_SERVER_FILESYSTEM"], "args": [str(data)]},
+        "memory": {
+            "command": third_party["MCP_SERVER_MEMORY"],
+            "env": {"MEMORY_FILE_PATH": str(work / "memory.jsonl")},
+        },
+        "time": {"command": third_party["MCP_SERVER_TIME"], "args": ["--local-timezone", "UTC"]},
+        "everything": {"command": third_party["MCP_SERVER_EVERYTHING"], "args": ["stdio"]},
+    }
+
+
+def owned_containers(pid: int) -> list[str]:
+    """Names of containers (running or not) whose owner label names bridge process ``pid``."""
+    listed = subprocess.run(
+        ["podman", "ps", "--all", "--filter", f"label={OWNER_LABEL}", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return [
+        c["Names"][0]
+        for c in json.loads(listed.stdout or "[]")
+        if str((c.get("Labels") or {}).get(OWNER_LABEL, "")).startswith(f"{pid}:")
+    ]
+
+
+def bridge_pids(state_dir: Path) -> list[int]:
+    """Pids of bridge processes started with ``--state-dir state_dir`` (from /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"mcp_code_execution_mode" in argv and str(state_dir).encode() in argv:
+            pids.append(int(entry.name))
+    return pids
+
+
+@dataclass
+class BridgeClient:
+    session: ClientSession
+    state_dir: Path
+
+    async def run(self, code: str, **arguments: Any) -> Any:
+        with anyio.fail_after(CALL_TIMEOUT + 10):
+            return await self.session.call_tool(
+                "run_python", {"code": code, **arguments}, read_timeout_seconds=CALL_TIMEOUT
+            )
+
+
+def bridge_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_BRIDGE_")}
+    if image := os.environ.get("MCP_BRIDGE_IMAGE"):
+        env["MCP_BRIDGE_IMAGE"] = image
+    env.update({"MCP_BRIDGE_DISCOVER": "false", "MCP_BRIDGE_LOG_LEVEL": "info"})
+    env.update(extra or {})
+    return env
+
+
+@asynccontextmanager
+async def open_bridge(
+    work: Path,
+    *,
+    servers: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    args: tuple[str, ...] = (),
+    check_orphans: bool = True,
+) -> AsyncIterator[BridgeClient]:
+    """Start the bridge subprocess, yield a connected client; afterwards, assert no orphans."""
+    config = work / "servers.json"
+    text = json.dumps({"mcpServers": dict(servers or {})})
+    await anyio.to_thread.run_sync(lambda: work.mkdir(parents=True, exist_ok=True))
+    await anyio.to_thread.run_sync(lambda: config.write_text(text, encoding="utf-8"))
+    state_dir = work / "state"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mcp_code_execution_mode", "--state-dir", str(state_dir), *args],
+        env=bridge_env({"MCP_BRIDGE_CONFIG": str(config), **(env or {})}),
+    )
+    pids: list[int] = []
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        with anyio.fail_after(60):
+            await session.initialize()
+        pids = bridge_pids(state_dir)
+        yield BridgeClient(session, state_dir)
+    if check_orphans:
+        for pid in pids:
+            assert owned_containers(pid) == [], f"bridge {pid} left containers behind"
