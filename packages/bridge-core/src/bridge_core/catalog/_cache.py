@@ -75,7 +75,7 @@ class ToolCache:
             return None
 
     def store(self, spec: ServerSpec, tools: Sequence[ToolDoc], description: str = "") -> None:
-        """Save the list atomically; an I/O error is logged and not raised: the cache is optional."""
+        """Save the list atomically; I/O errors are logged, not raised (the cache is optional)."""
         payload = {
             "format": _FORMAT,
             "server": spec.name,

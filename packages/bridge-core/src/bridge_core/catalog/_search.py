@@ -17,6 +17,7 @@ the words that matched, whatever the number of tools.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -74,6 +75,10 @@ _STOPWORDS = frozenset(
 # close (fuzz.ratio): "ehco" → "echo" is 75, "direcotry" → "directory" 89.
 _CORRECTION_CUTOFF = 75.0
 _CORRECTION_MIN_LENGTH = 4  # shorter words have too many neighbours at one edit
+_PREFIX_MIN_LENGTH = 3  # "a" or "in" as prefixes would select nearly every tool
+_NAME_CUTOFF = 50.0  # fuzz.ratio of the whole query to a name: "ehco" / "echo" is 75
+_MIN_COMMON = 50
+_FALLBACK_CANDIDATES = 100
 
 
 def normalise(text: str) -> str:
@@ -111,38 +116,78 @@ class ToolIndex:
             f"{name} {normalise(d.server)} {normalise(d.description[:_DESCRIPTION_CHARS])}"
             for name, d in zip(self._names, self._docs, strict=True)
         ]
-        self._vocabulary = sorted({word for text in self._texts for word in text.split()})
-        self._known = frozenset(self._vocabulary)
+        postings: dict[str, list[int]] = {}
+        for index, text in enumerate(self._texts):
+            for word in set(text.split()):
+                postings.setdefault(word, []).append(index)
+        self._postings = postings
+        self._vocabulary = sorted(postings)
+        # A word found in this many tools narrows nothing down ("get", "file" in a file server).
+        self._common = max(_MIN_COMMON, len(self._docs) // 4)
 
     def __len__(self) -> int:
         return len(self._docs)
 
     def _correct(self, word: str) -> str:
         """The index's own spelling of a query word ("ehco" → "echo"), or the word unchanged."""
-        if word in self._known or len(word) < _CORRECTION_MIN_LENGTH:
+        if word in self._postings or len(word) < _CORRECTION_MIN_LENGTH:
             return word
         match = process.extractOne(
             word, self._vocabulary, scorer=fuzz.ratio, score_cutoff=_CORRECTION_CUTOFF
         )
         return word if match is None else match[0]
 
-    def scores(self, query: str) -> list[float]:
-        """The score (0-100) of every tool, in index order (for tests and tuning)."""
+    def _candidates(self, words: list[str], wanted: str) -> set[int]:
+        """Tools that can score above the threshold: those sharing a word, or a word's prefix
+        ("dir" → "directory"), with the query, and those whose name looks like the query.
+
+        Scoring only these keeps a query fast however many tools there are; a tool outside
+        this set has no word in common with the query, so both halves of its score are low.
+        """
+        found: set[int] = set()
+        common: set[int] = set()
+        for word in words:
+            matched: list[int] = []
+            if len(word) >= _PREFIX_MIN_LENGTH:
+                start = bisect.bisect_left(self._vocabulary, word)
+                for entry in self._vocabulary[start:]:
+                    if not entry.startswith(word):
+                        break
+                    matched += self._postings[entry]
+            else:
+                matched = self._postings.get(word, [])
+            (common if len(matched) > self._common else found).update(matched)
+        for _, _, index in process.extract(
+            wanted, self._names, scorer=fuzz.ratio, score_cutoff=_NAME_CUTOFF, limit=None
+        ):
+            found.add(index)
+        if found or len(common) <= _FALLBACK_CANDIDATES:
+            return found or common
+        # Only very common words matched: keep the tools whose names are closest to the query
+        # (one C-level pass) rather than fully scoring most of the index.
+        pool = sorted(common)
+        best = process.extract(
+            wanted,
+            [self._names[i] for i in pool],
+            scorer=fuzz.WRatio,
+            processor=None,
+            limit=_FALLBACK_CANDIDATES,
+        )
+        return {pool[position] for _, _, position in best}
+
+    def scores(self, query: str) -> dict[int, float]:
+        """The score (0-100) of each candidate tool, by index (for tests and tuning)."""
         words = normalise(query).split()
-        count = len(self._docs)
-        if not words or not count:
-            return [0.0] * count
+        if not words or not self._docs:
+            return {}
         words = [w for w in words if w not in _STOPWORDS] or words
-        wanted = " ".join(self._correct(w) for w in words)
-        scores = [0.0] * count
-        for _, score, index in process.extract(
-            wanted, self._names, scorer=fuzz.WRatio, processor=None, limit=None
-        ):
-            scores[index] += score * _NAME_WEIGHT
-        for _, score, index in process.extract(
-            wanted, self._texts, scorer=fuzz.token_set_ratio, processor=None, limit=None
-        ):
-            scores[index] += score * (1 - _NAME_WEIGHT)
+        words = [self._correct(w) for w in words]
+        wanted = " ".join(words)
+        scores = {}
+        for index in self._candidates(words, wanted):
+            name_score = fuzz.WRatio(wanted, self._names[index], processor=None)
+            text_score = fuzz.token_set_ratio(wanted, self._texts[index], processor=None)
+            scores[index] = name_score * _NAME_WEIGHT + text_score * (1 - _NAME_WEIGHT)
         return scores
 
     def search(self, query: str, limit: int = 5) -> list[SearchHit]:
@@ -151,7 +196,7 @@ class ToolIndex:
             return []
         scores = self.scores(query)
         ranked = sorted(
-            (i for i, score in enumerate(scores) if score >= self._threshold),
+            (i for i, score in scores.items() if score >= self._threshold),
             key=lambda i: (-scores[i], self._docs[i].server, self._docs[i].name),
         )
         return [

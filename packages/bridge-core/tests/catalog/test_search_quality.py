@@ -1,0 +1,218 @@
+"""Search quality on a labelled query set over real servers' tool lists, alone and among
+hundreds of synthetic tools."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from bridge_core.catalog import DEFAULT_THRESHOLD, ToolDoc, ToolIndex
+
+# query -> acceptable (server, tool) answers. Typos, word order and partial words on purpose.
+LABELLED: list[tuple[str, set[tuple[str, str]]]] = [
+    ("list files", {("filesystem", "list_directory"), ("filesystem", "list_directory_with_sizes")}),
+    ("ehco", {("everything", "echo")}),
+    ("echo message", {("everything", "echo")}),
+    ("read file", {("filesystem", "read_text_file"), ("filesystem", "read_file")}),
+    ("file read", {("filesystem", "read_text_file"), ("filesystem", "read_file")}),
+    ("write file", {("filesystem", "write_file")}),
+    ("current time", {("time", "get_current_time")}),
+    ("convert timezone", {("time", "convert_time")}),
+    ("what time is it in tokyo", {("time", "get_current_time"), ("time", "convert_time")}),
+    ("commit changes", {("git", "git_commit")}),
+    ("git status", {("git", "git_status")}),
+    ("commit history", {("git", "git_log")}),
+    ("create branch", {("git", "git_create_branch")}),
+    ("switch branch", {("git", "git_checkout")}),
+    ("stage files", {("git", "git_add")}),
+    ("unstage", {("git", "git_reset")}),
+    ("diff", {("git", "git_diff"), ("git", "git_diff_unstaged"), ("git", "git_diff_staged")}),
+    ("add numbers", {("everything", "get-sum")}),
+    ("sum", {("everything", "get-sum")}),
+    ("tiny image", {("everything", "get-tiny-image")}),
+    ("environment variables", {("everything", "get-env")}),
+    ("make directory", {("filesystem", "create_directory")}),
+    ("rename file", {("filesystem", "move_file")}),
+    ("move file", {("filesystem", "move_file")}),
+    ("find files matching pattern", {("filesystem", "search_files")}),
+    ("file size metadata", {("filesystem", "get_file_info")}),
+    ("knowledge graph entities", {("memory", "create_entities"), ("memory", "read_graph")}),
+    ("delete entity", {("memory", "delete_entities")}),
+    ("add observation", {("memory", "add_observations")}),
+    ("search nodes", {("memory", "search_nodes")}),
+    ("compress file gzip", {("everything", "gzip-file-as-resource")}),
+    ("long running operation progress", {("everything", "trigger-long-running-operation")}),
+    ("direcotry tree", {("filesystem", "directory_tree")}),
+    ("tree directory", {("filesystem", "directory_tree")}),
+    ("edit file", {("filesystem", "edit_file")}),
+    ("structured content", {("everything", "get-structured-content")}),
+    ("read multiple files", {("filesystem", "read_multiple_files")}),
+    ("allowed directories", {("filesystem", "list_allowed_directories")}),
+    ("show commit", {("git", "git_show")}),
+    ("list branches", {("git", "git_branch")}),
+    ("curent tim", {("time", "get_current_time")}),
+    ("multiple read", {("filesystem", "read_multiple_files")}),
+]
+# Nothing configured does any of this: every hit would be junk.
+UNRELATED = [
+    "send slack message",
+    "weather forecast",
+    "translate to french",
+    "xyzzy",
+    "play music",
+    "book a flight",
+    "stock price",
+    "email",
+]
+
+TOP1_FLOOR = 0.75  # measured 0.81 (34/42), also among 300 and 1,000 synthetic tools
+TOP5_FLOOR = 0.90  # measured 0.93 (39/42)
+
+
+def accuracy(index: ToolIndex) -> tuple[float, float, list[str]]:
+    top1 = top5 = 0
+    failures = []
+    for query, answers in LABELLED:
+        found = [(h.server, h.tool) for h in index.search(query, limit=5)]
+        top1 += bool(found) and found[0] in answers
+        top5 += any(f in answers for f in found)
+        if not any(f in answers for f in found):
+            failures.append(f"{query!r} -> {found[:3]}")
+    return top1 / len(LABELLED), top5 / len(LABELLED), failures
+
+
+def test_labelled_queries_find_the_right_tool_first_on_real_tool_lists(
+    real_docs: list[ToolDoc],
+) -> None:
+    top1, top5, failures = accuracy(ToolIndex(real_docs))
+    print(f"top-1 {top1:.2f} top-5 {top5:.2f}; misses: {failures}")
+    assert top1 >= TOP1_FLOOR, failures
+    assert top5 >= TOP5_FLOOR, failures
+
+
+@pytest.mark.parametrize("query", UNRELATED)
+def test_unrelated_queries_return_nothing_above_the_threshold(
+    real_docs: list[ToolDoc], query: str
+) -> None:
+    assert ToolIndex(real_docs).search(query) == []
+
+
+def test_typo_word_order_and_partial_words_still_find_the_tool(real_docs: list[ToolDoc]) -> None:
+    index = ToolIndex(real_docs)
+    for query, expected in [
+        ("ehco", "echo"),
+        ("file text read", "read_text_file"),
+        ("direcotry tree", "directory_tree"),
+        ("allowed dirs", "list_allowed_directories"),
+        ("get-sum", "get-sum"),
+        ("getCurrentTime", "get_current_time"),
+    ]:
+        assert index.search(query, limit=1)[0].tool == expected, query
+
+
+def test_a_word_in_the_name_outranks_the_same_word_in_a_description() -> None:
+    docs = [
+        ToolDoc("a", "fetch_page", "Download a web page; can archive it afterwards"),
+        ToolDoc("b", "archive", "Store a copy of something"),
+    ]
+    hits = ToolIndex(docs).search("archive")
+    assert [h.tool for h in hits] == ["archive", "fetch_page"]
+
+
+def test_hits_carry_server_tool_description_and_descending_scores(
+    real_docs: list[ToolDoc],
+) -> None:
+    hits = ToolIndex(real_docs).search("read file", limit=3)
+    assert len(hits) == 3
+    assert hits[0].to_json() == {
+        "server": "filesystem",
+        "tool": "read_file",
+        "description": "Read the complete contents of a file as text. DEPRECATED: Use read_text_file"
+        " instead.",
+        "score": 100.0,
+    }
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert all(h.score >= DEFAULT_THRESHOLD for h in hits)
+
+
+def test_limit_and_blank_queries(real_docs: list[ToolDoc]) -> None:
+    index = ToolIndex(real_docs)
+    assert len(index.search("file", limit=2)) == 2
+    assert index.search("file", limit=0) == []
+    assert index.search("   ") == []
+    assert index.search("!!!") == []
+    assert ToolIndex([]).search("file") == []
+
+
+_VERBS = [
+    "get",
+    "list",
+    "create",
+    "update",
+    "delete",
+    "fetch",
+    "sync",
+    "export",
+    "import",
+    "archive",
+    "scan",
+    "render",
+]
+_NOUNS = [
+    "invoice",
+    "customer",
+    "order",
+    "ticket",
+    "sprint",
+    "report",
+    "metric",
+    "alert",
+    "dashboard",
+    "contact",
+    "lead",
+    "deal",
+    "campaign",
+    "shipment",
+    "warehouse",
+    "payroll",
+    "budget",
+    "forecast",
+    "playlist",
+    "podcast",
+]
+_EXTRA = ["alpha", "beta", "gamma", "delta", "omega", "prime", "neo", "ultra", "mini", "pro"]
+
+
+def synthetic_docs(count: int, seed: int = 7) -> list[ToolDoc]:
+    """Plausible SaaS-style tools (none about files, time, git, memory or echoing)."""
+    rng = random.Random(seed)
+    docs = []
+    while len(docs) < count:
+        verb, noun, extra = rng.choice(_VERBS), rng.choice(_NOUNS), rng.choice(_EXTRA)
+        server = f"{rng.choice(_EXTRA)}-{rng.choice(['crm', 'erp', 'ops', 'media'])}"
+        name = f"{verb}_{noun}_{extra}_{len(docs)}"
+        description = f"{verb.capitalize()} a {noun} in the {extra} workspace of {server}."
+        docs.append(ToolDoc(server, name, description))
+    return docs
+
+
+@pytest.mark.parametrize("size", [300, 1000])
+def test_real_tools_are_still_found_among_hundreds_of_synthetic_ones(
+    real_docs: list[ToolDoc], size: int
+) -> None:
+    index = ToolIndex([*synthetic_docs(size), *real_docs])
+    top1, top5, failures = accuracy(index)
+    print(f"{size} synthetic: top-1 {top1:.2f} top-5 {top5:.2f}; misses: {failures}")
+    assert top1 >= TOP1_FLOOR, failures
+    assert top5 >= TOP5_FLOOR, failures
+
+
+def test_synthetic_tools_are_found_by_their_own_words() -> None:
+    docs = synthetic_docs(1000)
+    index = ToolIndex(docs)
+    target = docs[500]
+    verb, noun, extra, _ = target.name.split("_")
+    hits = index.search(f"{noun} {verb} {extra}", limit=5)
+    assert hits
+    top = hits[0].tool
+    assert (verb, noun, extra) == tuple(top.split("_")[:3])
