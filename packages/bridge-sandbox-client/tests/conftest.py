@@ -64,7 +64,9 @@ def text(value: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": value}]}
 
 
-def default_tools(barrier: threading.Barrier) -> dict[str, dict[str, Handler]]:
+def default_tools(
+    barrier: threading.Barrier, release: threading.Event
+) -> dict[str, dict[str, Handler]]:
     def write_file(args: dict[str, Any]) -> dict[str, Any]:
         data = base64.b64decode(args["content"])
         return text(f"wrote {len(data)} bytes to {args['path']}")
@@ -73,6 +75,10 @@ def default_tools(barrier: threading.Barrier) -> dict[str, dict[str, Handler]]:
         # Returns only once three calls are in flight at the same time.
         position = barrier.wait(timeout=WAIT)
         return {"content": [], "structuredContent": {"n": args["n"], "arrival": position}}
+
+    def hang(args: dict[str, Any]) -> dict[str, Any]:
+        release.wait(WAIT)
+        return text("released")
 
     def denied(args: dict[str, Any]) -> dict[str, Any]:
         raise HostFault(ErrorCode.POLICY_DENIED, "policy denies media.denied")
@@ -114,6 +120,7 @@ def default_tools(barrier: threading.Barrier) -> dict[str, dict[str, Handler]]:
             "denied": denied,
             "times_out": times_out,
             "slow": slow,
+            "hang": hang,
             "echo": lambda a: {"content": [], "structuredContent": a},
         },
         "my-server": {"ping": lambda a: text("pong")},
@@ -162,7 +169,8 @@ class FakeHost:
         self.listener.settimeout(WAIT)
         self.png = PNG_1X1
         self.barrier = threading.Barrier(3)
-        self.tools = default_tools(self.barrier)
+        self.release = threading.Event()
+        self.tools = default_tools(self.barrier, self.release)
         self.auto_reply = True
         self.messages: queue.Queue[Message | None] = queue.Queue()
         self.requests: list[Request] = []
@@ -209,7 +217,13 @@ class FakeHost:
         with self._send_lock:
             self.sock.sendall(encode(message))
 
+    def disconnect(self) -> None:
+        """Close the channel from the host side (shutdown: another thread may be in recv)."""
+        assert self.sock is not None
+        self.sock.shutdown(socket.SHUT_RDWR)
+
     def close(self) -> None:
+        self.release.set()
         if self.sock is not None:
             try:
                 self.sock.shutdown(socket.SHUT_RDWR)

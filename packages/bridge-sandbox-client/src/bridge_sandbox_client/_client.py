@@ -133,9 +133,7 @@ class SandboxClient:
             self.log(reason)
         finally:
             self.registry.close(reason)
-            running = self.interpreter.running_execution()
-            if running is not None:
-                self.interpreter.interrupt(running)
+            self.interpreter.stop()
             self._inbox.put(_STOP)
 
     def _dispatch(self, message: Message) -> None:
@@ -172,14 +170,16 @@ class SandboxClient:
         except Exception as exc:  # a figure that cannot render must not lose the result
             print(f"could not send a figure: {type(exc).__name__}: {exc}", file=sys.stderr)
         self.capture.end()
-        self._channel.send(
-            Result(
-                execution_id=execute.execution_id,
-                status=outcome.status,
-                value=outcome.value,
-                error=outcome.error,
-            )
+        result = Result(
+            execution_id=execute.execution_id,
+            status=outcome.status,
+            value=outcome.value,
+            error=outcome.error,
         )
+        try:
+            self._channel.send(result)
+        except OSError as exc:  # the host went away mid-execution; the reader thread stops us
+            self.log(f"could not send the result of {execute.execution_id}: {exc}")
 
     def _bind_aliases(self, tree: ast.Module) -> None:
         """Bind ``mcp_<server>`` names the cell uses without importing them."""

@@ -74,6 +74,7 @@ class Interpreter:
         self._interruptible = False
         self._cells = 0
         self._early: deque[str] = deque(maxlen=_EARLY_INTERRUPTS_KEPT)
+        self._stopping = False
         self._main_thread = threading.main_thread().ident
 
     def install_signal_handler(self) -> None:
@@ -105,7 +106,7 @@ class Interpreter:
         running = _Running(execution_id)
         with self._lock:
             # The host may interrupt an execution before this thread got to start it.
-            running.interrupted = execution_id in self._early
+            running.interrupted = self._stopping or execution_id in self._early
             self._running = running
         try:
             run = self._run_async if cell.is_async else self._run_sync
@@ -192,6 +193,14 @@ class Interpreter:
         timer.start()
         return True
 
+    def stop(self) -> None:
+        """Interrupt the running execution and every later one (the host has gone away)."""
+        with self._lock:
+            self._stopping = True
+            running = self._running
+        if running is not None:
+            self.interrupt(running.execution_id)
+
     def _escalate(self, running: _Running) -> None:
         with self._lock:
             still_running = self._running is running
@@ -202,7 +211,3 @@ class Interpreter:
         if self._main_thread is not None:
             signal.pthread_kill(self._main_thread, signal.SIGINT)
 
-    def running_execution(self) -> str | None:
-        """The id of the execution running now, if any."""
-        with self._lock:
-            return None if self._running is None else self._running.execution_id

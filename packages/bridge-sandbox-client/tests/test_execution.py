@@ -1,0 +1,157 @@
+"""The persistent interpreter: namespace, event loop, trailing values, errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def test_variables_functions_and_imports_survive_between_executions(host: Any) -> None:
+    host.execute("import math\ncount = 41\ndef bump(x):\n    return x + 1")
+    run = host.execute("bump(count) + math.floor(0.5)")
+    assert run.result.status == "ok"
+    assert run.result.value == "42"
+
+
+def test_trailing_expression_value_is_returned_as_repr(host: Any) -> None:
+    run = host.execute("x = 'a'\n{'k': [1, 2], 's': x}")
+    assert run.result.value == "{'k': [1, 2], 's': 'a'}"
+
+
+def test_statement_or_none_trailing_value_returns_no_value(host: Any) -> None:
+    assert host.execute("y = 3").result.value is None
+    assert host.execute("None").result.value is None
+    assert host.execute("print('p')").result.value is None
+
+
+def test_trailing_value_repr_is_capped_at_repr_limit(host: Any) -> None:
+    run = host.execute("'x' * 5000", repr_limit=100)
+    assert run.result.value is not None
+    assert len(run.result.value) <= 100
+    assert run.result.value.startswith("'xxx")
+    assert "more characters" in run.result.value
+
+
+def test_failing_repr_is_reported_not_raised(host: Any) -> None:
+    code = "class Bad:\n    def __repr__(self):\n        raise RuntimeError('no')\nBad()"
+    run = host.execute(code)
+    assert run.result.status == "ok"
+    assert "repr() failed" in (run.result.value or "")
+
+
+def test_top_level_await_returns_the_awaited_value(host: Any) -> None:
+    run = host.execute("import asyncio\nawait asyncio.sleep(0)\nawait asyncio.sleep(0, 'done')")
+    assert run.result.status == "ok"
+    assert run.result.value == "'done'"
+
+
+def test_asyncio_queue_and_task_created_in_one_execution_work_in_the_next(host: Any) -> None:
+    first = host.execute(
+        "import asyncio\n"
+        "queue = asyncio.Queue()\n"
+        "async def worker():\n"
+        "    item = await queue.get()\n"
+        "    return item * 2\n"
+        "task = asyncio.create_task(worker())\n"
+        "await asyncio.sleep(0)"
+    )
+    assert first.result.status == "ok", first.result.error
+    run = host.execute("await queue.put(21)\nawait task")
+    assert run.result.status == "ok", run.result.error
+    assert run.result.value == "42"
+
+
+def test_asyncio_run_works_in_plain_code(host: Any) -> None:
+    run = host.execute(
+        "import asyncio\nasync def main():\n    return 5\nasyncio.run(main())"
+    )
+    assert run.result.status == "ok", run.result.error
+    assert run.result.value == "5"
+    # ...and the persistent loop still works afterwards.
+    assert host.execute("import asyncio\nawait asyncio.sleep(0, 6)").result.value == "6"
+
+
+def test_exception_traceback_shows_only_user_frames_with_source_lines(host: Any) -> None:
+    host.execute("def inner(v):\n    return 10 / v\n")
+    run = host.execute("x = 1\ninner(0)")
+    assert run.result.status == "error"
+    error = run.result.error
+    assert error is not None
+    assert error.type == "ZeroDivisionError"
+    assert error.message == "division by zero"
+    assert 'File "<cell 2>", line 2, in <module>' in error.traceback
+    assert "inner(0)" in error.traceback
+    assert 'File "<cell 1>", line 2, in inner' in error.traceback
+    assert "return 10 / v" in error.traceback
+    assert "bridge_sandbox_client" not in error.traceback
+    assert "asyncio" not in error.traceback
+
+
+def test_async_exception_traceback_hides_the_event_loop(host: Any) -> None:
+    run = host.execute("import asyncio\nawait asyncio.sleep(0)\nraise KeyError('missing')")
+    error = run.result.error
+    assert error is not None
+    assert error.type == "KeyError"
+    assert error.traceback.startswith("Traceback (most recent call last):\n  File \"<cell 1>\"")
+    assert "base_events" not in error.traceback
+    assert "bridge_sandbox_client" not in error.traceback
+
+
+def test_tool_error_traceback_has_no_frames_of_the_client(host: Any) -> None:
+    run = host.execute("await mcp_servers['media'].fails()")
+    error = run.result.error
+    assert error is not None
+    assert error.type == "bridge_sandbox_client.errors.ToolError"
+    assert "bridge_sandbox_client/" not in error.traceback
+    assert "repository not found" in error.traceback
+
+
+def test_syntax_error_names_the_cell_and_line(host: Any) -> None:
+    run = host.execute("x = 1\nif x\n    pass")
+    assert run.result.status == "error"
+    error = run.result.error
+    assert error is not None
+    assert error.type == "SyntaxError"
+    assert '"<cell 1>", line 2' in error.traceback
+    assert host.execute("1 + 1").result.value == "2"
+
+
+def test_exception_chain_is_kept_and_trimmed(host: Any) -> None:
+    run = host.execute("try:\n    {}['k']\nexcept KeyError as e:\n    raise ValueError('bad') from e")
+    error = run.result.error
+    assert error is not None
+    assert "KeyError: 'k'" in error.traceback
+    assert "direct cause" in error.traceback
+    assert error.traceback.rstrip().endswith("ValueError: bad")
+
+
+def test_sys_exit_does_not_end_the_sandbox(host: Any) -> None:
+    assert host.execute("import sys\nsys.exit(0)").result.status == "ok"
+    run = host.execute("import sys\nsys.exit(3)")
+    assert run.result.status == "error"
+    assert run.result.error is not None
+    assert run.result.error.type == "SystemExit"
+    assert host.execute("'alive'").result.value == "'alive'"
+
+
+def test_input_reads_end_of_file_instead_of_hanging(host: Any) -> None:
+    run = host.execute("input()")
+    assert run.result.error is not None
+    assert run.result.error.type == "EOFError"
+
+
+def test_user_classes_pickle_through_the_main_module(host: Any) -> None:
+    run = host.execute(
+        "import pickle\nclass Point:\n    def __init__(self, x):\n        self.x = x\n"
+        "pickle.loads(pickle.dumps(Point(4))).x"
+    )
+    assert run.result.value == "4", run.result.error
+
+
+def test_user_code_sees_clean_argv_and_main_module(host: Any) -> None:
+    run = host.execute("import sys\n(sys.argv, __name__)")
+    assert run.result.value == "([''], '__main__')"
+
+
+def test_runtime_and_mcp_servers_are_bound_without_import(host: Any) -> None:
+    run = host.execute("(runtime.__name__, type(mcp_servers).__name__)")
+    assert run.result.value == "('mcp.runtime', 'ServersMapping')"

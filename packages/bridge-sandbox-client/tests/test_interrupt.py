@@ -1,0 +1,115 @@
+"""Interrupts: KeyboardInterrupt semantics for plain and async code; the session survives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bridge_protocol import Call, CancelCall, Interrupt, Output, Ping, Pong, Result
+
+
+def _interrupt_after_marker(host: Any, code: str) -> Result:
+    """Run ``code``, which prints 'started' once it is inside the blocking part, then interrupt."""
+    execution_id = host.submit(code)
+    while True:
+        message = host.next_message()
+        assert message is not None
+        if isinstance(message, Output) and "started" in message.text:
+            break
+    host.send(Interrupt(execution_id=execution_id))
+    result = host.wait_for(Result)
+    assert isinstance(result, Result)
+    assert result.execution_id == execution_id
+    return result
+
+
+def test_busy_loop_in_plain_code_is_interrupted_and_namespace_survives(host: Any) -> None:
+    host.execute("kept = 'still here'")
+    result = _interrupt_after_marker(host, "print('started')\nwhile True:\n    pass")
+    assert result.status == "interrupted"
+    assert result.error is not None
+    assert result.error.type == "KeyboardInterrupt"
+    assert "<cell 2>" in result.error.traceback
+    assert host.execute("kept").result.value == "'still here'"
+
+
+def test_blocking_sleep_in_plain_code_is_interrupted(host: Any) -> None:
+    result = _interrupt_after_marker(host, "import time\nprint('started')\ntime.sleep(100)")
+    assert result.status == "interrupted"
+
+
+def test_awaiting_code_is_interrupted_by_task_cancellation(host: Any) -> None:
+    result = _interrupt_after_marker(
+        host, "import asyncio\nprint('started')\nawait asyncio.sleep(100)"
+    )
+    assert result.status == "interrupted"
+    assert result.error is not None
+    assert result.error.type == "KeyboardInterrupt"
+    # The loop is still usable.
+    assert host.execute("import asyncio\nawait asyncio.sleep(0, 'ok')").result.value == "'ok'"
+
+
+def test_busy_loop_inside_async_code_is_interrupted(host: Any) -> None:
+    result = _interrupt_after_marker(
+        host, "import asyncio\nawait asyncio.sleep(0)\nprint('started')\nwhile True:\n    pass"
+    )
+    assert result.status == "interrupted"
+    assert host.execute("import asyncio\nawait asyncio.sleep(0, 1)").result.value == "1"
+
+
+def test_ping_is_answered_while_code_runs(host: Any) -> None:
+    execution_id = host.submit("print('started')\nwhile True:\n    pass")
+    while True:
+        message = host.next_message()
+        if isinstance(message, Output):
+            break
+    host.send(Ping(nonce=99))
+    pong = host.wait_for(Pong)
+    assert isinstance(pong, Pong)
+    assert pong.nonce == 99
+    host.send(Interrupt(execution_id=execution_id))
+    assert host.wait_for(Result).status == "interrupted"  # type: ignore[attr-defined]
+
+
+def test_interrupt_abandons_tool_calls_in_flight_with_cancel_frames(host: Any) -> None:
+    execution_id = host.submit("await mcp_servers['media'].hang()")
+    call = host.wait_for(Call)
+    host.send(Interrupt(execution_id=execution_id))
+    result = host.wait_for(Result)
+    assert result.status == "interrupted"  # type: ignore[attr-defined]
+    assert host.cancel_seen.wait(20)
+    assert host.cancelled == [call.call_id]  # type: ignore[attr-defined]
+
+
+def test_interrupt_abandons_a_blocking_sync_call(host: Any) -> None:
+    execution_id = host.submit("mcp_servers['media'].hang.sync()")
+    call = host.wait_for(Call)
+    host.send(Interrupt(execution_id=execution_id))
+    assert host.wait_for(Result).status == "interrupted"  # type: ignore[attr-defined]
+    assert host.cancel_seen.wait(20)
+    assert host.cancelled == [call.call_id]  # type: ignore[attr-defined]
+
+
+def test_cancelled_wait_for_sends_a_cancel_frame(host: Any) -> None:
+    run = host.execute(
+        "import asyncio\n"
+        "try:\n"
+        "    await asyncio.wait_for(mcp_servers['media'].hang(), 0.05)\n"
+        "except TimeoutError:\n"
+        "    print('timed out')"
+    )
+    assert run.stdout == "timed out\n"
+    assert host.cancel_seen.wait(20)
+    assert len(host.cancelled) == 1
+
+
+def test_interrupt_for_another_execution_id_is_ignored(host: Any) -> None:
+    host.send(Interrupt(execution_id="not-running"))
+    assert host.execute("1 + 1").result.status == "ok"
+
+
+def test_interrupt_that_arrives_before_the_execution_starts_still_stops_it(host: Any) -> None:
+    # Both frames are sent back to back: the reader thread usually sees the interrupt before
+    # the main thread has started the execution.
+    host.send(Interrupt(execution_id="x1"))
+    result = host.collect(host.submit("while True:\n    pass"))
+    assert result.result.status == "interrupted"

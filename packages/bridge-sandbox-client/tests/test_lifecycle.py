@@ -1,0 +1,80 @@
+"""Process lifecycle: handshake, refusal, shutdown, EOF, bad arguments."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+from bridge_protocol import SUPPORTED_VERSIONS, ErrorCode, Refusal, Shutdown, Welcome
+
+WAIT = 20
+
+
+def test_hello_offers_every_supported_version_and_the_client_version(unstarted_host: Any) -> None:
+    unstarted_host.spawn()
+    hello = unstarted_host.accept()
+    assert tuple(hello.versions) == SUPPORTED_VERSIONS
+    assert hello.client_version == "0.1.0"
+
+
+def test_refusal_exits_non_zero_with_the_reason_on_stderr(unstarted_host: Any) -> None:
+    process = unstarted_host.spawn()
+    unstarted_host.accept()
+    unstarted_host.send(
+        Refusal(code=ErrorCode.UNSUPPORTED_VERSION, message="no common version", supported=(9,))
+    )
+    _, stderr = process.communicate(timeout=WAIT)
+    assert process.returncode == 3
+    assert b"no common version" in stderr
+    assert b"9" in stderr
+
+
+def test_shutdown_ends_the_process_with_status_zero(host: Any) -> None:
+    host.send(Shutdown(reason="bye"))
+    assert host.process.wait(timeout=WAIT) == 0
+
+
+def test_eof_from_the_host_ends_the_process_with_status_zero(host: Any) -> None:
+    host.execute("x = 1")
+    host.disconnect()
+    assert host.process.wait(timeout=WAIT) == 0
+
+
+def test_threads_left_running_by_user_code_do_not_keep_the_process_alive(host: Any) -> None:
+    host.execute("import threading\nthreading.Thread(target=threading.Event().wait).start()")
+    host.send(Shutdown())
+    assert host.process.wait(timeout=WAIT) == 0
+
+
+def test_eof_during_execution_interrupts_it_and_exits(host: Any) -> None:
+    host.submit("while True:\n    pass")
+    host.disconnect()
+    assert host.process.wait(timeout=WAIT) == 0
+
+
+def test_user_output_never_reaches_the_process_stdout(host: Any) -> None:
+    host.execute("import os\nprint('hello')\nos.write(1, b'raw')")
+    host.send(Shutdown())
+    assert host.process.wait(timeout=WAIT) == 0
+    assert host.process.stdout.read() == b""
+
+
+def test_unreachable_socket_exits_with_status_one_and_says_where() -> None:
+    process = subprocess.run(
+        [sys.executable, "-m", "bridge_sandbox_client", "--socket", "/nonexistent/channel.sock"],
+        capture_output=True,
+        timeout=WAIT,
+        check=False,
+    )
+    assert process.returncode == 1
+    assert b"/nonexistent/channel.sock" in process.stderr
+
+
+def test_welcome_with_an_unknown_version_fails_the_handshake(unstarted_host: Any) -> None:
+    process = unstarted_host.spawn()
+    unstarted_host.accept()
+    unstarted_host.send(Welcome(version=999))
+    _, stderr = process.communicate(timeout=WAIT)
+    assert process.returncode == 1
+    assert b"999" in stderr
