@@ -109,6 +109,14 @@ def test_a_frame_above_the_maximum_is_refused_at_the_sender() -> None:
     assert FrameDecoder().feed(encode(message)) == [message]
 
 
+def test_more_items_than_the_peer_accepts_are_refused_at_the_sender() -> None:
+    with pytest.raises(InvalidMessage, match="CBOR items"):
+        encode(Reply(call_id=1, value=[0] * 2000), max_items=1000)
+    assert FrameDecoder().feed(encode(Reply(call_id=1, value=[0] * 2000))) == [
+        Reply(call_id=1, value=[0] * 2000)
+    ]
+
+
 def test_error_code_enums_go_out_as_plain_integers() -> None:
     frame = encode(Refusal(ErrorCode.UNSUPPORTED_VERSION, "no", (1,)))
     (decoded,) = FrameDecoder().feed(frame)

@@ -120,6 +120,53 @@ def test_a_failed_decoder_refuses_further_input_even_if_valid() -> None:
         decoder.feed(cbor_frame(OUTPUT))
 
 
+def _reply_holding(items: bytes, count: int) -> bytes:
+    # {"kind": "reply", "call_id": 1, "value": [<count items>]}: 7 items before the array's own.
+    return frame(b"\xa3dkindereplygcall_id\x01evalue\x9a" + count.to_bytes(4, "big") + items)
+
+
+def test_a_frame_of_more_items_than_the_limit_is_refused_before_decoding() -> None:
+    with pytest.raises(MalformedFrame, match="more than 1000 CBOR items"):
+        FrameDecoder(max_items=1000).feed(_reply_holding(b"\x80" * 2000, 2000))
+
+
+def test_a_frame_of_exactly_the_item_limit_decodes() -> None:
+    count = 1000 - 7  # the map, its 3 keys, 2 scalar values and the array: 7, then the elements
+    (reply,) = FrameDecoder(max_items=1000).feed(_reply_holding(b"\xa0" * count, count))
+    assert reply.value == [{}] * count  # type: ignore[union-attr]
+    with pytest.raises(MalformedFrame):
+        FrameDecoder(max_items=999).feed(_reply_holding(b"\xa0" * count, count))
+
+
+def test_two_million_empty_arrays_in_one_frame_are_refused_with_default_limits() -> None:
+    # Decoded, this would be about 150 MB of Python lists for a 2 MiB frame.
+    count = 2 * 1024 * 1024
+    with pytest.raises(MalformedFrame, match="CBOR items"):
+        FrameDecoder().feed(_reply_holding(b"\x80" * count, count))
+
+
+def test_a_big_byte_string_is_one_item_however_long() -> None:
+    data = b"\x00" * 3_000_000
+    body = cbor2.dumps({"kind": "display", "execution_id": "e", "mime": "image/png", "data": data})
+    (display,) = FrameDecoder(max_items=100).feed(frame(body))
+    assert display.data == data  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [
+        pytest.param(b"\x5b\xff\xff\xff\xff\xff\xff\xff\xff", id="bytes-2**64"),
+        pytest.param(b"\x7a\xff\xff\xff\xf0", id="text-4-gib"),
+        pytest.param(b"\x9b\x00\x00\x00\xff\xff\xff\xff\xff", id="array-2**40"),
+        pytest.param(b"\xbb\x00\x00\x00\xff\xff\xff\xff\xff", id="map-2**40"),
+    ],
+)
+def test_absurd_declared_lengths_inside_a_small_frame_are_malformed(declared: bytes) -> None:
+    body = b"\xa3dkindereplygcall_id\x01evalue" + declared + b"\x00" * 16
+    with pytest.raises(MalformedFrame):
+        FrameDecoder().feed(frame(body))
+
+
 # --- CBOR features the protocol forbids -------------------------------------------------------
 
 
@@ -367,7 +414,10 @@ def test_every_error_is_a_protocol_error_with_a_wire_code() -> None:
         assert isinstance(exc_type.code, ErrorCode)
 
 
-@pytest.mark.parametrize("max_frame_size", [0, 2**32])
-def test_decoder_limits_outside_the_32_bit_prefix_range_are_refused(max_frame_size: int) -> None:
-    with pytest.raises(ValueError, match="max_frame_size"):
-        FrameDecoder(max_frame_size=max_frame_size)
+@pytest.mark.parametrize(
+    "limits",
+    [{"max_frame_size": 0}, {"max_frame_size": 2**32}, {"max_depth": 0}, {"max_items": 0}],
+)
+def test_decoder_limits_outside_their_range_are_refused(limits: dict[str, int]) -> None:
+    with pytest.raises(ValueError, match=next(iter(limits))):
+        FrameDecoder(**limits)

@@ -7,6 +7,7 @@ chunking) into messages. See ``docs/protocol.md`` for the full specification.
 from bridge_protocol.codec import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_FRAME_SIZE,
+    DEFAULT_MAX_ITEMS,
     HEADER_SIZE,
     FrameDecoder,
     encode,
@@ -62,6 +63,7 @@ __all__ = [
     "CURRENT_VERSION",
     "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_FRAME_SIZE",
+    "DEFAULT_MAX_ITEMS",
     "HEADER_SIZE",
     "HOST_TO_SANDBOX",
     "MESSAGE_TYPES",

@@ -16,7 +16,7 @@ import cbor2
 
 from bridge_protocol.errors import InvalidMessage, MalformedFrame
 
-__all__ = ["dumps", "loads_untrusted"]
+__all__ = ["check_item_count", "dumps", "loads_untrusted"]
 
 
 class _ForbiddenTag(Exception):
@@ -80,6 +80,39 @@ def _forbidden_tag_in(exc: BaseException) -> int | None:
             return seen.tag
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def check_item_count(body: bytes | bytearray | memoryview, limit: int) -> None:
+    """Refuse a body holding more than ``limit`` CBOR data items (map keys included).
+
+    Why: decoding amplifies. A 16 MiB frame of empty arrays becomes 16 million Python lists, about
+    1.2 GB (measured), so a hostile sandbox could exhaust the host's memory within the frame size
+    limit. Every item takes at least one byte, so bodies no longer than ``limit`` are skipped
+    outright; longer ones are walked header by header (items are stored depth-first, so a linear
+    walk visits every item without tracking the structure). The walk stops at anything it does not
+    understand (reserved or indefinite-length headers, truncation): decoding reports those.
+    """
+    if len(body) <= limit:
+        return
+    pos, end, count = 0, len(body), 0
+    from_bytes = int.from_bytes
+    while pos < end:
+        count += 1
+        if count > limit:
+            raise MalformedFrame(f"frame holds more than {limit} CBOR items")
+        initial = body[pos]
+        pos += 1
+        info = initial & 0x1F
+        if info < 24:
+            argument = info
+        elif info < 28:  # the argument follows in 1, 2, 4 or 8 bytes (for floats: the value)
+            size = 1 << (info - 24)
+            argument = from_bytes(body[pos : pos + size], "big")
+            pos += size
+        else:
+            return
+        if initial >> 5 in (2, 3):  # byte and text strings: skip their content
+            pos += argument
 
 
 def loads_untrusted(body: bytes | bytearray | memoryview, *, max_depth: int) -> object:

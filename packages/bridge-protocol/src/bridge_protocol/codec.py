@@ -10,17 +10,27 @@ from __future__ import annotations
 import struct
 from collections.abc import Collection
 
-from bridge_protocol._cbor import dumps, loads_untrusted
+from bridge_protocol._cbor import check_item_count, dumps, loads_untrusted
 from bridge_protocol._validate import message_from_untrusted, message_to_wire
-from bridge_protocol.errors import FrameTooLarge, MalformedFrame, ProtocolError
+from bridge_protocol.errors import FrameTooLarge, InvalidMessage, MalformedFrame, ProtocolError
 from bridge_protocol.messages import Message
 
-__all__ = ["DEFAULT_MAX_DEPTH", "DEFAULT_MAX_FRAME_SIZE", "HEADER_SIZE", "FrameDecoder", "encode"]
+__all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "DEFAULT_MAX_FRAME_SIZE",
+    "DEFAULT_MAX_ITEMS",
+    "HEADER_SIZE",
+    "FrameDecoder",
+    "encode",
+]
 
 DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024
 """Largest frame body accepted by default (16 MiB): room for a 4 MB plot or a big tool result."""
 DEFAULT_MAX_DEPTH = 32
 """Deepest container nesting accepted by default; the message map itself is level 1."""
+DEFAULT_MAX_ITEMS = 1 << 20
+"""Most CBOR data items (map keys included) one frame may hold by default: bounds the memory a
+frame can decode into (about 80 MB of Python objects at worst) whatever its byte size."""
 HEADER_SIZE = 4
 """Bytes of the big-endian unsigned length prefix in front of every frame body."""
 _HEADER = struct.Struct(">I")
@@ -32,12 +42,13 @@ def encode(
     *,
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     max_depth: int = DEFAULT_MAX_DEPTH,
+    max_items: int = DEFAULT_MAX_ITEMS,
 ) -> bytes:
     """Encode one message as a complete frame (length prefix + CBOR map).
 
     The message is checked against the same rules the peer's decoder applies, so an impossible
     value fails here, at the sender: :class:`~bridge_protocol.errors.InvalidMessage` for a value
-    the wire cannot carry or nesting beyond ``max_depth``, and
+    the wire cannot carry, nesting beyond ``max_depth`` or more than ``max_items`` CBOR items, and
     :class:`~bridge_protocol.errors.FrameTooLarge` for a body above ``max_frame_size``.
     """
     body = dumps(message_to_wire(message, max_depth=max_depth))
@@ -46,6 +57,10 @@ def encode(
             f"{type(message).KIND} frame of {len(body)} bytes exceeds the maximum of "
             f"{max_frame_size}"
         )
+    try:
+        check_item_count(body, max_items)
+    except MalformedFrame as exc:
+        raise InvalidMessage(f"{type(message).KIND}: {exc}") from None
     return _HEADER.pack(len(body)) + body
 
 
@@ -59,7 +74,8 @@ class FrameDecoder:
 
     Memory: it holds at most one partial frame, never more than ``HEADER_SIZE`` plus the frame's
     declared length, and a declared length above ``max_frame_size`` is refused from the 4-byte
-    prefix alone, before any body byte is kept.
+    prefix alone, before any body byte is kept. A frame holding more than ``max_items`` CBOR items
+    is refused before it is decoded (decoding tiny items amplifies memory about 70 times).
     """
 
     def __init__(
@@ -67,14 +83,18 @@ class FrameDecoder:
         *,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         max_depth: int = DEFAULT_MAX_DEPTH,
+        max_items: int = DEFAULT_MAX_ITEMS,
         accept: Collection[str] | None = None,
     ) -> None:
         if not 1 <= max_frame_size <= _LARGEST_LENGTH:
             raise ValueError(f"max_frame_size must be in 1..2**32-1, got {max_frame_size}")
         if max_depth < 1:
             raise ValueError(f"max_depth must be at least 1, got {max_depth}")
+        if max_items < 1:
+            raise ValueError(f"max_items must be at least 1, got {max_items}")
         self.max_frame_size = max_frame_size
         self.max_depth = max_depth
+        self.max_items = max_items
         self.accept = frozenset(accept) if accept is not None else None
         self._header = bytearray()
         self._body = bytearray()
@@ -141,6 +161,7 @@ class FrameDecoder:
                     break
                 body, self._body = self._body, bytearray()
             self._expected = None
+            check_item_count(body, self.max_items)
             untrusted = loads_untrusted(body, max_depth=self.max_depth)
             messages.append(message_from_untrusted(untrusted, accept=self.accept))
         return messages
