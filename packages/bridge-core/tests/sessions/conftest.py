@@ -102,6 +102,8 @@ class FakeSandbox:
     welcome: Welcome | None = None
     interrupted: anyio.Event = field(default_factory=anyio.Event)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    finished: anyio.Event = field(default_factory=anyio.Event)
+    _shielded: set[anyio.CancelScope] = field(default_factory=set)
     _end: MemoryByteStream | None = None
     _current: tuple[str, anyio.CancelScope] | None = None
     _replies: dict[int, tuple[anyio.Event, list[Reply]]] = field(default_factory=dict)
@@ -113,6 +115,8 @@ class FakeSandbox:
         self._end = end
         with self.scope:
             try:
+                if self.runtime.hello_gate is not None:
+                    await self.runtime.hello_gate.wait()
                 await self._send(Hello(versions=self.runtime.hello_versions))
                 async with anyio.create_task_group() as tg:
                     await self._serve(tg)
@@ -127,11 +131,14 @@ class FakeSandbox:
             self.exit = SandboxExit(running=False, exit_code=0)
         with anyio.CancelScope(shield=True):
             await end.aclose()
+        self.finished.set()
 
     def end(self, exit_state: SandboxExit) -> None:
         if self.exit is None:
             self.exit = exit_state
         self.scope.cancel()
+        for scope in self._shielded:  # a killed process stops even where signals cannot reach
+            scope.cancel()
 
     async def _send(self, message: Message) -> None:
         assert self._end is not None
@@ -210,7 +217,8 @@ class FakeSandbox:
         elif verb == "sleep":
             await anyio.sleep(float(arg))
         elif verb == "stubborn":  # like a C-level sleep: KeyboardInterrupt cannot reach it
-            with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True) as shielded:
+                self._shielded.add(shielded)
                 await rt.release(arg).wait()
         elif verb == "hold":
             rt.holding(arg).set()
@@ -293,6 +301,7 @@ class FakeRuntime:
         self.hello_versions: tuple[int, ...] = (1,)
         self.start_error: Exception | None = None
         self.start_gate: anyio.Event | None = None
+        self.hello_gate: anyio.Event | None = None
         self.starts_begun = 0
         self.start_begun = anyio.Event()
         self.started_event = anyio.Event()

@@ -68,13 +68,12 @@ async def test_executions_in_one_session_run_one_at_a_time_in_order(harness: Har
 
 
 async def test_waiting_for_the_turn_gives_up_at_its_own_timeout(harness: Harness) -> None:
-    async with harness.manager() as manager:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(manager.execute, "hold:busy")
-            with anyio.fail_after(5):
-                await harness.runtime.holding("busy").wait()
-                waiting = await manager.execute("print:never", timeout=0.2)
-            harness.runtime.release("busy").set()
+    async with harness.manager() as manager, anyio.create_task_group() as tg:
+        tg.start_soon(manager.execute, "hold:busy")
+        with anyio.fail_after(5):
+            await harness.runtime.holding("busy").wait()
+            waiting = await manager.execute("print:never", timeout=0.2)
+        harness.runtime.release("busy").set()
     assert waiting.status == "unavailable"
     assert "waiting" in waiting.notices[-1]
     assert "print:never" not in harness.runtime.executions
@@ -214,13 +213,13 @@ async def test_invalid_session_names_are_rejected_naming_the_pattern(
             await manager.execute("print:x", session=bad)
 
 
-@pytest.mark.parametrize("timeout", [0, -1, 901])
+@pytest.mark.parametrize("seconds", [0, -1, 901])
 async def test_timeouts_outside_the_allowed_range_are_rejected(
-    harness: Harness, timeout: float
+    harness: Harness, seconds: float
 ) -> None:
     async with harness.manager() as manager:
         with pytest.raises(ValueError, match="timeout"):
-            await manager.execute("print:x", timeout=timeout)
+            await manager.execute("print:x", timeout=seconds)
 
 
 async def test_closing_the_manager_stops_every_container_it_started(harness: Harness) -> None:
@@ -236,10 +235,20 @@ async def test_closing_the_manager_stops_every_container_it_started(harness: Har
 
 async def test_closing_the_manager_during_a_start_leaves_no_container(harness: Harness) -> None:
     harness.runtime.start_gate = anyio.Event()
-    async with harness.manager(pool_size=1) as manager:
+    async with harness.manager(pool_size=1):
         with anyio.fail_after(5):
             await harness.runtime.start_begun.wait()
     assert harness.runtime.running == {}
+
+
+async def test_closing_the_manager_during_a_handshake_stops_that_container(
+    harness: Harness,
+) -> None:
+    harness.runtime.hello_gate = anyio.Event()  # the container runs but has not said hello
+    async with harness.manager(pool_size=1):
+        await settle(lambda: len(harness.runtime.running) == 1)
+    assert harness.runtime.running == {}
+    assert len(harness.runtime.stopped) == 1
 
 
 async def test_cancelling_the_manager_exit_still_stops_every_container(harness: Harness) -> None:
@@ -287,18 +296,17 @@ class Recorder:
 
 async def test_listener_receives_output_and_progress_while_the_code_runs(harness: Harness) -> None:
     recorder = Recorder()
-    async with harness.manager() as manager:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(
-                lambda: manager.execute(
-                    "print:early\nerr:warn\nprogress:1/4\nhold:live", listener=recorder
-                )
+    async with harness.manager() as manager, anyio.create_task_group() as tg:
+        tg.start_soon(
+            lambda: manager.execute(
+                "print:early\nerr:warn\nprogress:1/4\nhold:live", listener=recorder
             )
-            with anyio.fail_after(5):
-                await harness.runtime.holding("live").wait()
-            assert recorder.output == [("stdout", "early\n"), ("stderr", "warn\n")]
-            assert recorder.progress == [(1.0, 4.0, "working")]
-            harness.runtime.release("live").set()
+        )
+        with anyio.fail_after(5):
+            await harness.runtime.holding("live").wait()
+        assert recorder.output == [("stdout", "early\n"), ("stderr", "warn\n")]
+        assert recorder.progress == [(1.0, 4.0, "working")]
+        harness.runtime.release("live").set()
 
 
 async def test_images_and_values_are_returned(harness: Harness) -> None:
