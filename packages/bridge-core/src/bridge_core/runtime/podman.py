@@ -22,6 +22,7 @@ import podman
 from anyio.abc import SocketListener
 
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError
+from bridge_core.runtime import _oom
 from bridge_core.runtime import _podman_api as api
 from bridge_core.runtime._channel import ChannelDir, accept_channel
 from bridge_core.runtime._hardening import container_labels, container_name
@@ -59,9 +60,13 @@ class PodmanBackend:
         self._state_dir = state_dir
         self._sandboxes = state_dir / "sandboxes"
         self._service = service
-        self._owner = current_owner()
+        self.owner = current_owner()
+        """This bridge process, as written in the ownership label of every container it starts."""
         self.url = url
         """The API URL in use."""
+        self.track_oom = False
+        """Whether sandboxes get a cgroup parent the bridge reads to detect OOM kills (see
+        :mod:`._oom`); set by :meth:`connect` for rootful, cgroupfs-managed, local podman."""
 
     @classmethod
     async def connect(
@@ -90,6 +95,7 @@ class PodmanBackend:
                 )
             backend = await cls._with_private_service(binary, state_dir, urls)
         try:
+            backend.track_oom = await backend._can_track_oom()
             await backend.remove_leftovers()
         except BaseException:
             await backend.aclose()
@@ -109,6 +115,14 @@ class PodmanBackend:
                 f"started at {service.url} does not answer either: {service.log_tail()}"
             )
         return cls(client, url=service.url, state_dir=state_dir, service=service)
+
+    async def _can_track_oom(self) -> bool:
+        if not self.url.startswith("unix://") or os.geteuid() != 0:
+            return False
+        data: dict[str, Any] = await _run(self._client.info)
+        host = data.get("host", {})
+        rootless = bool(host.get("security", {}).get("rootless", False))
+        return not rootless and host.get("cgroupManager") == "cgroupfs"
 
     async def info(self) -> RuntimeInfo:
         """Version, rootless or not, and whether this host enforces resource limits."""
@@ -149,15 +163,17 @@ class PodmanBackend:
                 await anyio.to_thread.run_sync(
                     api.remove_quietly, self._client, name, abandon_on_cancel=True
                 )
-            channel.remove()
+            self._remove_channel(name)
             raise
         await listener.aclose()
         channel.unlink_socket()
         return ContainerSandbox(name=name, stream=stream, spec=spec, channel=channel)
 
     def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
-        labels = container_labels(spec, self._owner)
+        labels = container_labels(spec, self.owner)
         kwargs = api.create_kwargs(spec, name=name, labels=labels, channel_dir=channel_dir)
+        if self.track_oom:
+            kwargs["cgroup_parent"] = _oom.cgroup_parent(name)
         try:
             image = self._client.images.get(spec.image)
         except api.NotFound:
@@ -194,15 +210,19 @@ class PodmanBackend:
     async def _status(self, name: str) -> SandboxExit:
         try:
             container = await _run(self._client.containers.get, name)
-            state: dict[str, Any] = (await _run(container.inspect))["State"]
+            inspect: dict[str, Any] = await _run(container.inspect)
         except api.NotFound:
             return SandboxExit(running=False, error="container is gone")
-        return SandboxExit(
-            running=bool(state.get("Running")),
-            exit_code=None if state.get("Running") else state.get("ExitCode"),
-            oom_killed=bool(state.get("OOMKilled")),
-            error=str(state.get("Error") or ""),
-        )
+        state = inspect["State"]
+        running = bool(state.get("Running"))
+        exit_code = None if running else state.get("ExitCode")
+        oom = bool(state.get("OOMKilled"))
+        if not running and not oom and self.track_oom:
+            limit = int(inspect["HostConfig"].get("Memory") or 0)
+            oom = await anyio.to_thread.run_sync(
+                partial(_oom.oom_killed, name, memory_limit=limit, exit_code=exit_code)
+            )
+        return SandboxExit(running, exit_code, oom, str(state.get("Error") or ""))
 
     async def status(self, sandbox: Sandbox) -> SandboxExit:
         """Whether it runs; if not, its exit code and whether it was OOM-killed."""
@@ -225,7 +245,10 @@ class PodmanBackend:
             self._remove_channel(sandbox.name)
 
     def _remove_channel(self, name: str) -> None:
+        """Remove what the host kept for sandbox ``name``: its channel dir and cgroup parent."""
         ChannelDir(self._sandboxes / name).remove()
+        if self.track_oom:
+            _oom.remove_cgroup_parent(name)
 
     async def remove_leftovers(self) -> int:
         """Remove our containers whose owner bridge process is gone; return how many."""
@@ -234,6 +257,9 @@ class PodmanBackend:
         for name in names:
             await _run(api.remove_quietly, self._client, name)
             self._remove_channel(name)
+        if self.track_oom:
+            # Cgroup parents whose conmon was still exiting when their sandbox was removed.
+            await anyio.to_thread.run_sync(_oom.remove_empty_parents)
         return len(names)
 
     async def aclose(self) -> None:

@@ -1,0 +1,131 @@
+"""Shared fixtures of the integration tests (real podman, real images, real processes).
+
+* :func:`require_runtime` — call it when something a test needs (podman, the image, docker) is
+  missing: a skip with the reason locally, a FAILURE when ``BRIDGE_REQUIRE_RUNTIME=1`` (CI), so
+  CI can never go green by silently skipping its container tests.
+* Tests marked ``container`` get that check automatically (podman binary + the sandbox image);
+  tests marked ``docker`` are skipped when no docker daemon answers (docker is optional, also
+  in CI).
+* ``sandbox_image`` — ``$MCP_BRIDGE_IMAGE``, default ``bridge_image``'s default tag.
+* ``podman_backend`` — a :class:`~bridge_core.runtime.podman.PodmanBackend` with a private state
+  dir, closed after the test, which also fails the test if a container it created is left.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from functools import cache
+from pathlib import Path
+from typing import NoReturn
+
+import anyio
+import pytest
+from bridge_core.runtime.base import OWNER_LABEL
+from bridge_core.runtime.podman import PodmanBackend
+from bridge_image.names import DEFAULT_IMAGE
+
+__all__ = ["require_runtime"]
+
+REQUIRE_ENV = "BRIDGE_REQUIRE_RUNTIME"
+_PROBE_TIMEOUT = 30  # seconds for `podman image exists` / `docker version` (first use is slow)
+
+
+def require_runtime(reason: str) -> NoReturn:
+    """Skip (locally) or fail (``BRIDGE_REQUIRE_RUNTIME=1``) because ``reason`` is missing."""
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{reason} ({REQUIRE_ENV}=1: container tests must run here)")
+    pytest.skip(reason)
+
+
+def _image() -> str:
+    return os.environ.get("MCP_BRIDGE_IMAGE") or DEFAULT_IMAGE
+
+
+@cache
+def _podman_problem(image: str) -> str | None:
+    podman = shutil.which("podman")
+    if podman is None:
+        return "podman is not installed (scripts/prepare-host installs it)"
+    try:
+        found = subprocess.run(
+            [podman, "image", "exists", image], timeout=_PROBE_TIMEOUT, capture_output=True
+        )
+    except subprocess.TimeoutExpired:
+        return f"`podman image exists {image}` hung for {_PROBE_TIMEOUT} s"
+    if found.returncode != 0:
+        return (
+            f"sandbox image {image} is not built (run scripts/prepare-host or bridge-image build)"
+        )
+    return None
+
+
+@cache
+def _docker_problem() -> str | None:
+    docker = shutil.which("docker")
+    if docker is None:
+        return "docker is not installed"
+    try:
+        answer = subprocess.run(
+            [docker, "version", "--format", "{{.Server.Version}}"],
+            timeout=_PROBE_TIMEOUT,
+            capture_output=True,
+        )
+    except subprocess.TimeoutExpired:
+        return "the docker daemon does not answer"
+    return None if answer.returncode == 0 else "no docker daemon answers"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("docker") is not None:
+        problem = _docker_problem()
+        if problem is not None:
+            pytest.skip(f"{problem} (docker tests are optional)")
+    elif item.get_closest_marker("container") is not None:
+        problem = _podman_problem(_image())
+        if problem is not None:
+            require_runtime(problem)
+
+
+@pytest.fixture(scope="session")
+def sandbox_image() -> str:
+    """The sandbox image under test (``$MCP_BRIDGE_IMAGE`` or the default tag), present."""
+    image = _image()
+    problem = _podman_problem(image)
+    if problem is not None:
+        require_runtime(problem)
+    return image
+
+
+async def _our_containers(owner_label: str) -> set[str]:
+    with anyio.fail_after(_PROBE_TIMEOUT):
+        listed = await anyio.run_process(
+            [
+                "podman",
+                "ps",
+                "--all",
+                "--format={{.Names}}",
+                f"--filter=label={OWNER_LABEL}={owner_label}",
+            ]
+        )
+    return set(listed.stdout.decode().split())
+
+
+@pytest.fixture
+async def podman_backend(tmp_path: Path) -> AsyncIterator[PodmanBackend]:
+    """A connected podman backend (private state dir); no container of it may outlive the test."""
+    if (problem := _podman_problem(_image())) is not None:
+        require_runtime(problem)
+    backend = await PodmanBackend.connect(state_dir=tmp_path / "state")
+    owner = backend.owner.label
+    before = await _our_containers(owner)
+    try:
+        yield backend
+    finally:
+        await backend.aclose()
+    left = await _our_containers(owner) - before
+    for name in left:  # clean up first, then fail: a failed test must not leak either
+        await anyio.run_process(["podman", "rm", "--force", name], check=False)
+    assert not left, f"containers left behind by the test: {sorted(left)}"
