@@ -155,7 +155,7 @@ async def test_tools_list_changed_notification_refreshes_the_cached_list(
     refreshed = anyio.Event()
     seen: list[list[str]] = []
 
-    def on_tools(spec: ServerSpec, tools: list[types.Tool]) -> None:
+    async def on_tools(spec: ServerSpec, tools: list[types.Tool]) -> None:
         seen.append([tool.name for tool in tools])
         if "fresh_tool" in seen[-1]:
             refreshed.set()

@@ -7,10 +7,13 @@ from bridge_core.proxy.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from bridge_core.proxy.gateway import ProxyGateway, open_proxy
 from bridge_core.proxy.options import CALL_TIMEOUT_ENV, ProxyOptions
 from bridge_core.proxy.pool import ToolsListener, UpstreamPool
 
 __all__ = [
+    "ProxyGateway",
+    "open_proxy",
     "UpstreamPool",
     "ToolsListener",
     "ProxyOptions",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -52,7 +52,7 @@ class Connection:
         self,
         spec: ServerSpec,
         options: ProxyOptions,
-        on_tools: Callable[[list[types.Tool]], None],
+        on_tools: Callable[[list[types.Tool]], Awaitable[None]],
     ) -> None:
         self.spec = spec
         self._options = options
@@ -173,6 +173,7 @@ class Connection:
                     raise TimeoutError(f"no answer to initialize within {limit:g}s") from None
                 self.session = session
                 self.ready.set()
+                tg.start_soon(self._announce_tools, self.tools)
                 tg.start_soon(self._refresh_on_change, session)
                 await self._wake.wait()
             tg.cancel_scope.cancel()
@@ -242,7 +243,13 @@ class Connection:
                 )
                 continue
             self.tools = tools
-            self._on_tools(tools)
+            await self._announce_tools(tools)
+
+    async def _announce_tools(self, tools: list[types.Tool]) -> None:
+        try:
+            await self._on_tools(tools)
+        except Exception:  # a listener's failure (e.g. the cache) must not end the connection
+            logger.warning("tool-list listener failed for %r", self.spec.name, exc_info=True)
 
 
 async def list_all_tools(session: ClientSession) -> list[types.Tool]:

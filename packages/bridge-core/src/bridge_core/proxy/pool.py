@@ -15,7 +15,7 @@ A successful request resets the count.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -39,8 +39,9 @@ from bridge_core.servers import ServerSpec
 
 __all__ = ["UpstreamPool", "ToolsListener"]
 
-ToolsListener = Callable[[ServerSpec, list[types.Tool]], None]
-"""Called with a server's full tool list when it starts and after each ``list_changed``."""
+ToolsListener = Callable[[ServerSpec, list[types.Tool]], Awaitable[None]]
+"""Awaited with a server's full tool list when it starts and after each ``list_changed`` (in the
+connection's task: it should be quick; a failure is logged, not raised)."""
 
 _CLOSE_TIMEOUT = 12.0
 """Bound on aclose(): the SDK's stdio shutdown takes at most ~6.5 s (stdin close, SIGTERM, SIGKILL
@@ -117,10 +118,10 @@ class _Upstream:
             delay = min(options.backoff_initial * 2 ** (self.failures - 1), options.backoff_max)
         self.retry_at = options.clock() + delay
 
-    def _tools_changed(self, tools: list[types.Tool]) -> None:
+    async def _tools_changed(self, tools: list[types.Tool]) -> None:
         self.tools = tools
         if self.pool.on_tools is not None:
-            self.pool.on_tools(self.spec, tools)
+            await self.pool.on_tools(self.spec, tools)
 
     def succeeded(self) -> None:
         self.failures = 0

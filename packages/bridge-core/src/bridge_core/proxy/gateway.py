@@ -1,0 +1,175 @@
+"""The gateway the session manager routes sandbox calls and requests to.
+
+A call goes: policy and known-server check (catalog, no I/O) → the server's live tool list (starts
+it if needed; an unknown tool is refused here with close names, the same way for every server,
+whether it would have answered ``isError`` or a JSON-RPC error) → the upstream call → one audit
+line. Upstream failures become :class:`~bridge_core.gateway.CallFailed` with a specific
+:class:`~bridge_protocol.ErrorCode`; an ``isError`` result is returned as-is (the sandbox raises
+it as the tool's error).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+from bridge_protocol import ErrorCode, JSONValue
+
+from bridge_core.audit import AuditLog
+from bridge_core.catalog import Catalog, ToolCache, UnknownTool
+from bridge_core.errors import UpstreamError
+from bridge_core.gateway import CallContext, CallFailed
+from bridge_core.policy import Policy
+from bridge_core.proxy.errors import (
+    UnknownServer,
+    UpstreamCrashed,
+    UpstreamRPCError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+from bridge_core.proxy.options import ProxyOptions
+from bridge_core.proxy.pool import UpstreamPool
+from bridge_core.servers import ServerSpec
+
+__all__ = ["ProxyGateway", "open_proxy"]
+
+_MIN_SECRET_LENGTH = 6
+"""Shorter env/header values (``1``, ``true``, ``info``) are settings, not secrets; replacing
+them would garble messages."""
+
+
+class ProxyGateway:
+    """:class:`bridge_core.gateway.Gateway` over an :class:`UpstreamPool` and a :class:`Catalog`.
+
+    Build both with :func:`open_proxy`, which also keeps the catalog (and its persisted cache) in
+    step with each server's live tool list.
+    """
+
+    def __init__(self, pool: UpstreamPool, catalog: Catalog, audit: AuditLog | None = None) -> None:
+        self.pool = pool
+        self.catalog = catalog
+        self.audit = audit or AuditLog(None)
+
+    async def call_tool(
+        self, ctx: CallContext, server: str, tool: str, arguments: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Call ``server.tool``; see :meth:`bridge_core.gateway.Gateway.call_tool`."""
+        started = anyio.current_time()
+        outcome, detail = "cancelled", None
+        try:
+            result = await self._call(server, tool, arguments)
+            outcome = "tool_error" if result.is_error else "ok"
+            return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        except CallFailed as exc:
+            outcome, detail = _OUTCOMES.get(exc.code, "error"), exc.message
+            raise
+        finally:
+            if self.audit.enabled:
+                # Shielded: a cancelled call is recorded too (the write is one short append).
+                with anyio.CancelScope(shield=True):
+                    await self.audit.record(
+                        session=ctx.session,
+                        execution_id=ctx.execution_id,
+                        server=server,
+                        tool=tool,
+                        arguments=arguments,
+                        outcome=outcome,
+                        duration=anyio.current_time() - started,
+                        detail=detail,
+                    )
+
+    async def _call(
+        self, server: str, tool: str, arguments: Mapping[str, Any]
+    ) -> types.CallToolResult:
+        spec = self.catalog.check_call(server, tool)  # unknown server / policy: no I/O
+        try:
+            live = await self.pool.list_tools(server)
+            if not any(t.name == tool for t in live):
+                allowed = [
+                    t.name for t in live if self.catalog.policy.check(server, t.name).allowed
+                ]
+                raise UnknownTool(server, tool, allowed)
+            return await self.pool.call_tool(server, tool, arguments)
+        except UpstreamError as exc:
+            raise _upstream_failure(spec, exc) from None
+
+    async def request(self, ctx: CallContext, method: str, params: Mapping[str, Any]) -> JSONValue:
+        """Answer a discovery/docs/search request from the catalog (which starts a server only
+        when neither memory nor the persisted cache knows its tools)."""
+        return await self.catalog.handle_request(method, params)
+
+
+_OUTCOMES = {
+    ErrorCode.POLICY_DENIED: "denied",
+    ErrorCode.UNKNOWN_SERVER: "unknown_server",
+    ErrorCode.UNKNOWN_TOOL: "unknown_tool",
+    ErrorCode.CALL_TIMEOUT: "timeout",
+    ErrorCode.UPSTREAM_UNAVAILABLE: "unavailable",
+    ErrorCode.TOOL_ERROR: "upstream_error",
+    ErrorCode.INVALID_ARGUMENTS: "invalid_arguments",
+}
+
+
+def _upstream_failure(spec: ServerSpec, exc: UpstreamError) -> CallFailed:
+    """The :class:`CallFailed` a sandbox sees for a proxy error, with the server's secrets (its
+    ``env`` and ``headers`` values) masked out of every text: a crash report quotes stderr,
+    which may echo them."""
+
+    def clean(text: str) -> str:
+        for secret in (*spec.env.values(), *spec.headers.values()):
+            if len(secret) >= _MIN_SECRET_LENGTH:
+                text = text.replace(secret, "***")
+        return text
+
+    message = clean(str(exc))
+    data: dict[str, JSONValue] = {"server": spec.name}
+    if isinstance(exc, UpstreamTimeout):
+        data.update(tool=exc.tool, timeout=exc.timeout)
+        return CallFailed(ErrorCode.CALL_TIMEOUT, message, data)
+    if isinstance(exc, UpstreamRPCError):
+        data.update(tool=exc.tool, code=exc.code, message=clean(exc.rpc_message))
+        return CallFailed(ErrorCode.TOOL_ERROR, message, data)
+    if isinstance(exc, UpstreamCrashed):
+        data.update(exit_status=exc.exit_status, stderr_tail=clean(exc.stderr_tail))
+        return CallFailed(ErrorCode.UPSTREAM_UNAVAILABLE, message, data)
+    if isinstance(exc, UpstreamUnavailable):
+        return CallFailed(ErrorCode.UPSTREAM_UNAVAILABLE, message, data)
+    if isinstance(exc, UnknownServer):
+        data["suggestions"] = list(exc.suggestions)
+        return CallFailed(ErrorCode.UNKNOWN_SERVER, message, data)
+    return CallFailed(ErrorCode.INTERNAL, message, data)
+
+
+@asynccontextmanager
+async def open_proxy(
+    servers: Sequence[ServerSpec],
+    *,
+    options: ProxyOptions | None = None,
+    policy: Policy | None = None,
+    cache: ToolCache | None = None,
+    audit: AuditLog | None = None,
+) -> AsyncIterator[ProxyGateway]:
+    """The upstream pool, the catalog and the gateway over them, for one bridge lifetime.
+
+    Every server a call or listing starts has its tool list pushed into the catalog (and the
+    persisted ``cache``), again after each ``notifications/tools/list_changed``. On exit every
+    server process is stopped.
+    """
+    specs = {spec.name: spec for spec in servers}
+
+    async def remember_tools(spec: ServerSpec, tools: list[types.Tool]) -> None:
+        await catalog.set_tools(spec.name, tools)
+
+    async def fetch_tools(server: str) -> list[types.Tool]:
+        try:
+            return await pool.list_tools(server)
+        except UpstreamError as exc:
+            raise _upstream_failure(specs[server], exc) from None
+
+    pool = UpstreamPool(servers, options, on_tools=remember_tools)
+    catalog = Catalog(specs, list_tools=fetch_tools, policy=policy, cache=cache)
+    async with pool:
+        yield ProxyGateway(pool, catalog, audit)

@@ -1,0 +1,168 @@
+"""ProxyGateway: policy, catalog, error shapes, secrets and audit, with the probe server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from bridge_core.audit import AuditLog
+from bridge_core.catalog import ToolCache
+from bridge_core.gateway import CallContext, CallFailed
+from bridge_core.policy import Policy
+from bridge_core.proxy import ProxyOptions, open_proxy
+from bridge_protocol import ErrorCode
+
+from .conftest import ProbeFactory
+
+CTX = CallContext(session="s1", execution_id="e1")
+
+
+async def test_call_returns_the_camelcase_call_tool_result(probe: ProbeFactory) -> None:
+    async with open_proxy([probe()]) as gateway:
+        echo = await gateway.call_tool(CTX, "probe", "echo", {"text": "hi"})
+        slept = await gateway.call_tool(CTX, "probe", "sleep", {"seconds": 0})
+    assert echo["content"] == [{"type": "text", "text": "hi"}]
+    assert echo.get("isError") in (None, False)
+    assert set(slept["structuredContent"]) == {"started", "ended"}
+
+
+async def test_is_error_result_is_returned_and_jsonrpc_error_raises_tool_error(
+    probe: ProbeFactory,
+) -> None:
+    async with open_proxy([probe()]) as gateway:
+        result = await gateway.call_tool(CTX, "probe", "fail_is_error", {})
+        with pytest.raises(CallFailed) as caught:
+            await gateway.call_tool(CTX, "probe", "fail_rpc", {})
+    assert result["isError"] is True
+    assert caught.value.code == ErrorCode.TOOL_ERROR
+    assert caught.value.data == {
+        "server": "probe",
+        "tool": "fail_rpc",
+        "code": -32603,
+        "message": "the tool raised on purpose",
+    }
+
+
+async def test_unknown_tool_is_refused_with_close_names(probe: ProbeFactory) -> None:
+    async with open_proxy([probe()]) as gateway:
+        with pytest.raises(CallFailed) as caught:
+            await gateway.call_tool(CTX, "probe", "ecko", {"text": "x"})
+    assert caught.value.code == ErrorCode.UNKNOWN_TOOL
+    assert isinstance(caught.value.data, dict)
+    assert caught.value.data["suggestions"][0] == "echo"
+
+
+async def test_unknown_server_is_refused_with_close_names_and_starts_nothing(
+    probe: ProbeFactory,
+) -> None:
+    async with open_proxy([probe(name="filesystem")]) as gateway:
+        with pytest.raises(CallFailed) as caught:
+            await gateway.call_tool(CTX, "filesytem", "read_file", {})
+        assert not gateway.pool.is_running("filesystem")
+    assert caught.value.code == ErrorCode.UNKNOWN_SERVER
+    assert "filesystem" in caught.value.message
+
+
+async def test_policy_denial_names_the_rule_and_starts_nothing(probe: ProbeFactory) -> None:
+    policy = Policy.from_settings(deny_tools="probe.crash")
+    async with open_proxy([probe()], policy=policy) as gateway:
+        with pytest.raises(CallFailed) as caught:
+            await gateway.call_tool(CTX, "probe", "crash", {"status": 1})
+        assert not gateway.pool.is_running("probe")
+        names = await gateway.request(CTX, "list_tools", {"server": "probe"})
+    assert caught.value.code == ErrorCode.POLICY_DENIED
+    assert "MCP_BRIDGE_DENY_TOOLS=probe.crash" in caught.value.message
+    assert isinstance(names, list)
+    assert "crash" not in names
+    assert "echo" in names
+
+
+async def test_slow_call_fails_with_call_timeout(probe: ProbeFactory) -> None:
+    async with open_proxy([probe()], options=ProxyOptions(call_timeout=0.2)) as gateway:
+        with pytest.raises(CallFailed) as caught:
+            await gateway.call_tool(CTX, "probe", "sleep", {"seconds": 30})
+    assert caught.value.code == ErrorCode.CALL_TIMEOUT
+    assert "MCP_BRIDGE_CALL_TIMEOUT" in caught.value.message
+
+
+async def test_crash_report_reaches_the_sandbox_with_the_servers_secrets_masked(
+    probe: ProbeFactory,
+) -> None:
+    secret = "hunter2-very-secret"
+    async with open_proxy([probe(env={"PROBE_TOKEN": secret})]) as gateway:
+        with pytest.raises(CallFailed) as caught:
+            await gateway.call_tool(
+                CTX, "probe", "crash", {"status": 4, "message": f"bad token {secret}"}
+            )
+    assert caught.value.code == ErrorCode.UPSTREAM_UNAVAILABLE
+    assert secret not in caught.value.message
+    assert secret not in json.dumps(caught.value.data)
+    assert "bad token ***" in caught.value.message
+    assert isinstance(caught.value.data, dict)
+    assert caught.value.data["exit_status"] == 4
+
+
+async def test_audit_log_records_argument_sizes_and_outcomes_never_values(
+    probe: ProbeFactory, tmp_path: Path
+) -> None:
+    log = tmp_path / "audit.jsonl"
+    policy = Policy.from_settings(deny_tools="hang")
+    async with open_proxy([probe()], policy=policy, audit=AuditLog(log)) as gateway:
+        await gateway.call_tool(CTX, "probe", "echo", {"text": "classified-value"})
+        with pytest.raises(CallFailed):
+            await gateway.call_tool(CTX, "probe", "hang", {})
+    text = log.read_text()
+    assert "classified-value" not in text
+    first, second = (json.loads(line) for line in text.splitlines())
+    assert first["arguments"] == {"text": len(json.dumps("classified-value"))}
+    assert (first["session"], first["execution"], first["server"], first["tool"]) == (
+        "s1",
+        "e1",
+        "probe",
+        "echo",
+    )
+    assert (first["outcome"], second["outcome"]) == ("ok", "denied")
+    assert "MCP_BRIDGE_DENY_TOOLS=hang" in second["detail"]
+
+
+async def test_search_answers_from_the_persisted_cache_without_starting_the_server(
+    probe: ProbeFactory, tmp_path: Path
+) -> None:
+    cache = ToolCache(tmp_path)
+    async with open_proxy([probe()], cache=cache) as gateway:
+        await gateway.call_tool(CTX, "probe", "echo", {"text": "warm"})  # lists and caches tools
+    async with open_proxy([probe()], cache=cache) as gateway:
+        hits: Any = await gateway.request(
+            CTX, "search_tool_docs", {"query": "echo text", "limit": 3}
+        )
+        servers: Any = await gateway.request(CTX, "discovered_servers", {"detailed": True})
+        assert not gateway.pool.is_running("probe")
+    assert hits[0]["server"] == "probe"
+    assert hits[0]["tool"] == "echo"
+    assert servers[0]["tool_count"] == 11
+
+
+async def test_tools_list_changed_reaches_the_catalog(probe: ProbeFactory) -> None:
+    async with open_proxy([probe()]) as gateway:
+        await gateway.call_tool(CTX, "probe", "echo", {"text": "start"})
+        updated = anyio.Event()
+        set_tools = gateway.catalog.set_tools
+
+        async def spy(server: str, tools: Any, **kwargs: Any) -> None:
+            await set_tools(server, tools, **kwargs)
+            if any(t.name == "late_tool" for t in tools):
+                updated.set()
+
+        gateway.catalog.set_tools = spy  # type: ignore[method-assign]
+        await gateway.call_tool(CTX, "probe", "add_tool", {"name": "late_tool"})
+        with anyio.fail_after(10):
+            await updated.wait()
+        docs: Any = await gateway.request(
+            CTX, "query_tool_docs", {"server": "probe", "tool": "late_tool"}
+        )
+        called = await gateway.call_tool(CTX, "probe", "late_tool", {})
+    assert docs["tools"][0]["name"] == "late_tool"
+    assert called["content"][0]["text"] == "late_tool ran"
