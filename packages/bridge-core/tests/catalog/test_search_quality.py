@@ -127,8 +127,8 @@ def test_hits_carry_server_tool_description_and_descending_scores(
     assert hits[0].to_json() == {
         "server": "filesystem",
         "tool": "read_file",
-        "description": "Read the complete contents of a file as text. DEPRECATED: Use read_text_file"
-        " instead.",
+        "description": "Read the complete contents of a file as text. "
+        "DEPRECATED: Use read_text_file instead.",
         "score": 100.0,
     }
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)

@@ -128,8 +128,10 @@ def _shape(schema: object, root: Schema, depth: int = 0) -> str | None:
     return "{" + ", ".join(fields) + "}"
 
 
-def _first_paragraph_lines(text: str) -> list[str]:
-    return [line.rstrip() for line in text.strip().splitlines()]
+def _docstring_lines(text: str) -> list[str]:
+    # Backslashes and triple quotes in a description must not end or corrupt the docstring.
+    safe = text.strip().replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    return [line.rstrip() for line in safe.splitlines()]
 
 
 def render_stub(doc: ToolDoc) -> str:
@@ -160,9 +162,11 @@ def render_stub(doc: ToolDoc) -> str:
             params.append(f"{key}: {optional} = None")
         description = sub.get("description") if isinstance(sub, Mapping) else None
         shape = _shape(sub, schema)
-        parts = [p for p in (description, f"shape {shape}" if shape else None) if p]
+        candidates = (description, f"shape {shape}" if shape else None)
+        parts = [p for p in candidates if isinstance(p, str) and p.strip()]
         if parts:
-            notes.append(f"{key}: {'; '.join(' '.join(str(p).split()) for p in parts)}")
+            text = "; ".join(" ".join(str(p).split()) for p in parts)
+            notes.append(f"{key}: {' '.join(_docstring_lines(text))}")
     if awkward:
         params.append("**kwargs: Any")
         names = ", ".join(repr(k) for k in awkward)
@@ -176,18 +180,19 @@ def render_stub(doc: ToolDoc) -> str:
             notes.append(f"Returns {shape}")
     signature = ", ".join(params)
     func = python_name(doc.name)
-    head = (
-        f"async def {func}(*, {signature}) -> {returns}:"
-        if params
-        else f"async def {func}() -> {returns}:"
-    )
-    lines = [head, '    """' + (doc.description.strip().splitlines() or [""])[0].rstrip()]
-    rest = _first_paragraph_lines(doc.description)[1:]
+    # Arguments travel by name (``await server.tool(path=...)``): the signature says so with ``*``.
+    keyword_only = "*, " if params and params[0] != "**kwargs: Any" else ""
+    head = f"async def {func}({keyword_only}{signature}) -> {returns}:"
+    description = _docstring_lines(doc.description) or [""]
+    lines = [head, '    """' + description[0]]
+    rest = description[1:]
     if func != doc.name:
         rest = [*rest, f"(MCP tool name: {doc.name!r})"]
     body = [*rest, *([""] if notes else []), *notes]
     lines += [f"    {line}" if line else "" for line in body]
     if len(lines) == 2:
+        # A description ending in a quote would merge with the closing quotes.
+        lines[1] = lines[1][:-1] + '\\"' if description[0].endswith('"') else lines[1]
         lines[1] += '"""'
     else:
         lines.append('    """')

@@ -1,0 +1,179 @@
+"""Typed stubs from real tools' JSON Schemas: correct types, valid Python, far fewer tokens."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+import pytest
+from bridge_core.catalog import ToolDoc, python_name, render_stub, schema_type
+from mcp.types import Tool
+
+
+def real(real_tools: dict[str, list[Tool]], server: str, name: str) -> ToolDoc:
+    [tool] = [t for t in real_tools[server] if t.name == name]
+    return ToolDoc.from_tool(server, tool)
+
+
+def test_nested_object_arrays_get_a_shape_in_the_docstring(
+    real_tools: dict[str, list[Tool]],
+) -> None:
+    assert render_stub(real(real_tools, "memory", "create_entities")) == (
+        "async def create_entities(*, entities: list[dict]) -> dict:\n"
+        '    """Create multiple new entities in the knowledge graph\n'
+        "\n"
+        "    entities: shape list[{entityType: str, name: str, observations: list[str]}]\n"
+        "    Returns {entities: list[{entityType: str, name: str, observations: list[str]}]}\n"
+        '    """'
+    )
+
+
+def test_enums_become_literals_and_defaults_are_kept(real_tools: dict[str, list[Tool]]) -> None:
+    assert render_stub(real(real_tools, "everything", "get-annotated-message")) == (
+        "async def get_annotated_message(*, "
+        'messageType: Literal["error", "success", "debug"], includeImage: bool = False) -> Any:\n'
+        '    """Demonstrates how annotations can be used to provide metadata about content.\n'
+        "    (MCP tool name: 'get-annotated-message')\n"
+        "\n"
+        "    messageType: Type of message to demonstrate different annotation patterns\n"
+        "    includeImage: Whether to include an example image\n"
+        '    """'
+    )
+
+
+def test_output_schema_refs_are_resolved_into_the_returns_line(
+    real_tools: dict[str, list[Tool]],
+) -> None:
+    stub = render_stub(real(real_tools, "time", "convert_time"))
+    assert stub.startswith(
+        "async def convert_time(*, source_timezone: str, time: str, target_timezone: str) -> dict:"
+    )
+    assert (
+        "    Returns {source: {datetime: str, day_of_week: str, is_dst: bool, timezone: str}, "
+        in stub
+    )
+
+
+def test_optional_parameters_follow_required_ones_with_none_or_their_default(
+    real_tools: dict[str, list[Tool]],
+) -> None:
+    head = render_stub(real(real_tools, "git", "git_log")).splitlines()[0]
+    assert head == (
+        "async def git_log(*, repo_path: str, end_timestamp: str | None = None, "
+        "max_count: int = 10, start_timestamp: str | None = None) -> Any:"
+    )
+    head = render_stub(real(real_tools, "filesystem", "read_text_file")).splitlines()[0]
+    assert head == (
+        "async def read_text_file(*, path: str, head: float | None = None, "
+        "tail: float | None = None) -> dict:"
+    )
+
+
+def test_a_tool_without_parameters_has_an_empty_signature(
+    real_tools: dict[str, list[Tool]],
+) -> None:
+    assert render_stub(real(real_tools, "everything", "get-env")) == (
+        "async def get_env() -> Any:\n"
+        '    """Returns all environment variables, helpful for debugging MCP server configuration\n'
+        "    (MCP tool name: 'get-env')\n"
+        '    """'
+    )
+
+
+def _tokens(text: str) -> int:
+    # A rough BPE-like count: words and punctuation marks.
+    return len(re.findall(r"\w+|[^\w\s]", text))
+
+
+def test_every_real_tool_renders_as_valid_python_with_far_fewer_tokens_than_its_json(
+    real_tools: dict[str, list[Tool]],
+) -> None:
+    for server, tools in real_tools.items():
+        json_tokens = stub_tokens = 0
+        for tool in tools:
+            stub = render_stub(ToolDoc.from_tool(server, tool))
+            ast.parse(stub)
+            stub_tokens += _tokens(stub)
+            json_tokens += _tokens(json.dumps(tool.model_dump(by_alias=True, exclude_none=True)))
+        assert stub_tokens < 0.5 * json_tokens, (server, stub_tokens, json_tokens)
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        ({"type": "string"}, "str"),
+        ({"type": "integer"}, "int"),
+        ({"type": "number"}, "float"),
+        ({"type": "boolean"}, "bool"),
+        ({"type": "null"}, "None"),
+        ({"type": "array", "items": {"type": "string"}}, "list[str]"),
+        ({"type": "array"}, "list"),
+        ({"type": "object", "properties": {"a": {"type": "string"}}}, "dict"),
+        ({"type": "object", "additionalProperties": {"type": "integer"}}, "dict[str, int]"),
+        ({"type": ["string", "null"]}, "str | None"),
+        ({"anyOf": [{"type": "string"}, {"type": "null"}]}, "str | None"),
+        ({"oneOf": [{"type": "integer"}, {"type": "string"}]}, "int | str"),
+        ({"enum": ["a", "b"]}, 'Literal["a", "b"]'),
+        ({"enum": ["a", None]}, 'Literal["a"] | None'),
+        ({"enum": [1, 2]}, "Literal[1, 2]"),
+        ({"enum": [str(i) for i in range(20)], "type": "string"}, "str"),
+        ({"const": "fixed"}, 'Literal["fixed"]'),
+        ({}, "Any"),
+        ({"type": "array", "items": {"anyOf": [{"type": "integer"}, {}]}}, "list[Any]"),
+        ({"type": "wat"}, "Any"),
+        ("not a schema", "Any"),
+    ],
+)
+def test_schema_types_map_to_python_annotations(schema: Any, expected: str) -> None:
+    assert schema_type(schema) == expected
+
+
+def test_refs_resolve_against_defs_and_loops_stop() -> None:
+    root = {
+        "$defs": {"Node": {"type": "array", "items": {"$ref": "#/$defs/Node"}}},
+        "definitions": {"Name": {"type": "string"}},
+        "properties": {"a": {"$ref": "#/$defs/Node"}, "b": {"$ref": "#/definitions/Name"}},
+    }
+    assert schema_type({"$ref": "#/definitions/Name"}, root) == "str"
+    assert schema_type({"$ref": "#/$defs/Node"}, root) == "list[list[list[list[list[Any]]]]]"
+    assert schema_type({"$ref": "#/$defs/Missing"}, root) == "Any"
+    assert schema_type({"$ref": "https://example.com/schema"}, root) == "Any"
+
+
+def test_argument_names_that_are_not_identifiers_go_to_kwargs() -> None:
+    doc = ToolDoc(
+        "s",
+        "search",
+        "Find things",
+        {
+            "type": "object",
+            "properties": {"from": {"type": "string"}, "max-results": {"type": "integer"}},
+            "required": ["from"],
+        },
+    )
+    stub = render_stub(doc)
+    ast.parse(stub)
+    assert stub.splitlines()[0] == "async def search(**kwargs: Any) -> Any:"
+    assert "**kwargs: arguments whose names are not identifiers: 'from', 'max-results'" in stub
+
+
+@pytest.mark.parametrize(
+    "description",
+    ['Ends with a "quote"', 'Has """ inside', "Has a \\ backslash and \\N{x}", "", "   "],
+)
+def test_any_description_yields_a_valid_docstring(description: str) -> None:
+    doc = ToolDoc("s", "t", description, {"properties": {"x": {"description": description}}})
+    tree = ast.parse(render_stub(doc))
+    func = tree.body[0]
+    assert isinstance(func, ast.AsyncFunctionDef)
+    assert ast.get_docstring(func) is not None
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("get-sum", "get_sum"), ("read_file", "read_file"), ("class", "class_"), ("2fa", "2fa_")],
+)
+def test_python_name_makes_identifiers(name: str, expected: str) -> None:
+    assert python_name(name) == expected
