@@ -226,5 +226,6 @@ def stop_and_remove(client: podman.PodmanClient, name: str, grace: float) -> Non
 
 def list_ours(client: podman.PodmanClient) -> list[tuple[str, dict[str, str]]]:
     """(name, labels) of every container carrying our product label, running or not."""
-    found = client.containers.list(all=True, filters={"label": [PRODUCT_LABEL]})
+    # A one-element list here matches NOTHING against podman 4.3.1 (measured); a string works.
+    found = client.containers.list(all=True, filters={"label": PRODUCT_LABEL})
     return [(c.name, dict(c.labels or {})) for c in found]
