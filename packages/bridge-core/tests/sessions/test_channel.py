@@ -1,0 +1,83 @@
+"""The host channel adapter: handshake, framing over a byte stream, untrusted bytes."""
+
+from __future__ import annotations
+
+import pytest
+from bridge_core.channel import Channel, ChannelClosed, UnexpectedMessage
+from bridge_protocol import (
+    HOST_TO_SANDBOX,
+    ErrorCode,
+    FrameDecoder,
+    FrameTooLarge,
+    Hello,
+    Output,
+    ProtocolError,
+    Refusal,
+    UnsupportedVersion,
+    Welcome,
+    encode,
+)
+
+from .conftest import byte_stream_pair
+
+
+async def test_handshake_answers_hello_with_the_highest_common_version() -> None:
+    host, sandbox = byte_stream_pair()
+    channel = Channel(host)
+    await sandbox.send(encode(Hello(versions=(1, 7), client_version="x")))
+    assert await channel.handshake("s1") == 1
+    (welcome,) = FrameDecoder(accept=HOST_TO_SANDBOX).feed(await sandbox.receive())
+    assert welcome == Welcome(version=1, session="s1")
+
+
+async def test_handshake_without_a_common_version_refuses_and_closes() -> None:
+    host, sandbox = byte_stream_pair()
+    channel = Channel(host)
+    await sandbox.send(encode(Hello(versions=(99,))))
+    with pytest.raises(UnsupportedVersion, match="rebuild the sandbox image"):
+        await channel.handshake()
+    (refusal,) = FrameDecoder(accept=HOST_TO_SANDBOX).feed(await sandbox.receive())
+    assert isinstance(refusal, Refusal)
+    assert refusal.code == ErrorCode.UNSUPPORTED_VERSION
+    assert channel.closed
+
+
+async def test_handshake_requires_hello_first() -> None:
+    host, sandbox = byte_stream_pair()
+    await sandbox.send(encode(Output("x", "stdout", "early")))
+    with pytest.raises(UnexpectedMessage) as raised:
+        await Channel(host).handshake()
+    assert raised.value.code == ErrorCode.UNEXPECTED_MESSAGE
+
+
+async def test_frames_split_across_reads_and_packed_together_are_decoded() -> None:
+    host, sandbox = byte_stream_pair()
+    channel = Channel(host)
+    frames = b"".join(encode(Output("e", "stdout", str(i))) for i in range(3))
+    for i in range(0, len(frames), 5):
+        await sandbox.send(frames[i : i + 5])
+    received = [await channel.receive() for _ in range(3)]
+    assert [m.text for m in received if isinstance(m, Output)] == ["0", "1", "2"]
+
+
+async def test_host_to_sandbox_kinds_from_the_sandbox_are_rejected() -> None:
+    host, sandbox = byte_stream_pair()
+    await sandbox.send(encode(Welcome(version=1)))
+    with pytest.raises(ProtocolError):
+        await Channel(host).receive()
+
+
+async def test_an_oversized_frame_is_rejected_before_it_is_buffered() -> None:
+    host, sandbox = byte_stream_pair()
+    await sandbox.send((2**31).to_bytes(4, "big"))
+    with pytest.raises(FrameTooLarge):
+        await Channel(host).receive()
+
+
+async def test_end_of_stream_is_channel_closed() -> None:
+    host, sandbox = byte_stream_pair()
+    await sandbox.aclose()
+    with pytest.raises(ChannelClosed):
+        await Channel(host).receive()
+    with pytest.raises(ChannelClosed):
+        await Channel(host).send(Welcome(version=1))
