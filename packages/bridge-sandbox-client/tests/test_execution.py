@@ -61,9 +61,7 @@ def test_asyncio_queue_and_task_created_in_one_execution_work_in_the_next(host: 
 
 
 def test_asyncio_run_works_in_plain_code(host: Any) -> None:
-    run = host.execute(
-        "import asyncio\nasync def main():\n    return 5\nasyncio.run(main())"
-    )
+    run = host.execute("import asyncio\nasync def main():\n    return 5\nasyncio.run(main())")
     assert run.result.status == "ok", run.result.error
     assert run.result.value == "5"
     # ...and the persistent loop still works afterwards.
@@ -91,7 +89,7 @@ def test_async_exception_traceback_hides_the_event_loop(host: Any) -> None:
     error = run.result.error
     assert error is not None
     assert error.type == "KeyError"
-    assert error.traceback.startswith("Traceback (most recent call last):\n  File \"<cell 1>\"")
+    assert error.traceback.startswith('Traceback (most recent call last):\n  File "<cell 1>"')
     assert "base_events" not in error.traceback
     assert "bridge_sandbox_client" not in error.traceback
 
@@ -116,7 +114,9 @@ def test_syntax_error_names_the_cell_and_line(host: Any) -> None:
 
 
 def test_exception_chain_is_kept_and_trimmed(host: Any) -> None:
-    run = host.execute("try:\n    {}['k']\nexcept KeyError as e:\n    raise ValueError('bad') from e")
+    run = host.execute(
+        "try:\n    {}['k']\nexcept KeyError as e:\n    raise ValueError('bad') from e"
+    )
     error = run.result.error
     assert error is not None
     assert "KeyError: 'k'" in error.traceback

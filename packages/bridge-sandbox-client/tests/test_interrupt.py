@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge_protocol import Call, CancelCall, Interrupt, Output, Ping, Pong, Result
+from bridge_protocol import Call, Interrupt, Output, Ping, Pong, Result
 
 
 def _interrupt_after_marker(host: Any, code: str) -> Result:

@@ -8,7 +8,10 @@ from bridge_protocol import Output, Result
 
 
 def test_print_output_is_exact_including_blank_lines_and_whitespace(host: Any) -> None:
-    code = "print('a')\nprint()\nprint('  b  ')\nprint(())\nprint('tab\\there', end='')\nprint('\\n\\n')"
+    code = (
+        "print('a')\nprint()\nprint('  b  ')\nprint(())\n"
+        "print('tab\\there', end='')\nprint('\\n\\n')"
+    )
     run = host.execute(code)
     assert run.stdout == "a\n\n  b  \n()\ntab\there\n\n\n"
     assert run.stderr == ""
@@ -41,7 +44,8 @@ def test_all_output_precedes_the_result_frame(host: Any) -> None:
 
 def test_multibyte_characters_split_across_writes_are_decoded_whole(host: Any) -> None:
     run = host.execute(
-        "import os\ndata = 'é€😀'.encode()\nfor i in range(len(data)):\n    os.write(1, data[i:i+1])"
+        "import os\ndata = 'é€😀'.encode()\n"
+        "for i in range(len(data)):\n    os.write(1, data[i:i+1])"
     )
     assert run.stdout == "é€😀"
 

@@ -210,4 +210,3 @@ class Interpreter:
     def _signal_main(self) -> None:
         if self._main_thread is not None:
             signal.pthread_kill(self._main_thread, signal.SIGINT)
-
