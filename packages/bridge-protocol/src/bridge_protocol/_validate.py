@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import types
 import typing
 from collections.abc import Callable, Collection, Mapping
@@ -67,27 +68,63 @@ def _type_name(value: object) -> str:
 # --- JSON-like values -----------------------------------------------------------------------------
 
 
+_PLAIN_SCALARS = frozenset({type(None), bool, int, float, str, bytes})
+
+
+def _is_plain_json(value: object, depth: int, max_depth: int) -> bool:
+    """True if ``value`` is made of exactly the types CBOR decodes to, within depth and 64 bits.
+
+    The fast path of validation: it builds no paths for error messages (that cost ~2 µs per item)
+    and walks one nesting level at a time, so it neither recurses nor loops on a cyclic value (the
+    depth bound ends it). Exact types, so that an ``int`` or ``str`` subclass takes the slow path
+    and is converted to the plain value the peer will decode.
+    """
+    level: list[Any] = [value]
+    while level:
+        children: list[Any] = []
+        for item in level:
+            kind = type(item)
+            if kind is int:
+                if not MIN_INT <= item <= MAX_UINT:
+                    return False
+            elif kind is dict:
+                if depth > max_depth:
+                    return False
+                for key in item:
+                    if type(key) is not str:
+                        return False
+                children.extend(item.values())
+            elif kind is list:
+                if depth > max_depth:
+                    return False
+                children.extend(item)
+            elif kind not in _PLAIN_SCALARS:
+                return False
+        level = children
+        depth += 1
+    return True
+
+
 def check_json_value(untrusted: object, where: str) -> JSONValue:
     """Validate a decoded JSON-like value: None, bool, int, float, str, bytes, list, dict[str, ...].
 
-    Iterative, so a decoder configured with a very large ``max_depth`` cannot make it recurse.
+    Never recurses, so a decoder configured with a very large ``max_depth`` cannot overflow it.
     """
+    if _is_plain_json(untrusted, 0, sys.maxsize):
+        return untrusted
     stack: list[tuple[object, str]] = [(untrusted, where)]
-    while stack:
+    while stack:  # slow path: find the offending value to name it
         value, path = stack.pop()
-        if value is None or isinstance(value, (bool, int, float, str, bytes)):
-            continue
         if isinstance(value, list):
             stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
-            continue
-        if isinstance(value, dict):
+        elif isinstance(value, dict):
             for k, v in value.items():
                 if not isinstance(k, str):
                     raise MalformedFrame(f"{path}: map keys must be text, got {_type_name(k)}")
                 stack.append((v, f"{path}.{k}"))
-            continue
-        raise MalformedFrame(f"{path}: {_type_name(value)} is not a JSON-like value")
-    return untrusted
+        elif type(value) not in _PLAIN_SCALARS:
+            raise MalformedFrame(f"{path}: {_type_name(value)} is not a JSON-like value")
+    raise MalformedFrame(f"{where}: not a JSON-like value")  # pragma: no cover - fast path agrees
 
 
 def _json_map(untrusted: object, where: str) -> JSONValue:
@@ -97,13 +134,27 @@ def _json_map(untrusted: object, where: str) -> JSONValue:
 
 
 def _json_to_wire(value: object, where: str, depth: int, max_depth: int) -> object:
-    """An outgoing JSON-like value as plain CBOR-ready data (tuples → lists, mappings → dicts)."""
-    if value is None or isinstance(value, (bool, float, str, bytes)):
+    """An outgoing JSON-like value as plain CBOR-ready data (tuples → lists, mappings → dicts).
+
+    ``depth`` is the nesting level ``value`` sits at if it is a container. Plain values (the
+    common case) are returned as they are, without a copy.
+    """
+    if _is_plain_json(value, depth, max_depth):
         return value
-    if isinstance(value, int):
+    return _convert_json(value, where, depth, max_depth)
+
+
+def _convert_json(value: object, where: str, depth: int, max_depth: int) -> object:
+    if value is None or type(value) in (bool, str, bytes, float):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
         if not MIN_INT <= value <= MAX_UINT:
             raise InvalidMessage(f"{where}: integer {value} does not fit in 64 bits")
-        return value
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str.__str__(value)
     if isinstance(value, (list, tuple, Mapping)):
         if depth > max_depth:
             raise InvalidMessage(f"{where}: nested deeper than {max_depth} levels")
@@ -112,10 +163,10 @@ def _json_to_wire(value: object, where: str, depth: int, max_depth: int) -> obje
             for k, v in value.items():
                 if not isinstance(k, str):
                     raise InvalidMessage(f"{where}: map keys must be text, got {_type_name(k)}")
-                wire[k] = _json_to_wire(v, f"{where}.{k}", depth + 1, max_depth)
+                wire[str.__str__(k)] = _convert_json(v, f"{where}.{k}", depth + 1, max_depth)
             return wire
         return [
-            _json_to_wire(v, f"{where}[{i}]", depth + 1, max_depth) for i, v in enumerate(value)
+            _convert_json(v, f"{where}[{i}]", depth + 1, max_depth) for i, v in enumerate(value)
         ]
     raise InvalidMessage(f"{where}: {_type_name(value)} is not a JSON-like value")
 
