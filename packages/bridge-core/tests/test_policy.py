@@ -48,16 +48,52 @@ def test_the_default_policy_allows_everything() -> None:
 @pytest.mark.parametrize(
     ("settings", "server", "tool", "allowed", "rule"),
     [
-        ({"allow_tools": "github.create_*"}, "github", "create_issue", True, "MCP_BRIDGE_ALLOW_TOOLS=github.create_*"),
-        ({"allow_tools": "github.create_*"}, "github", "list_issues", False, "MCP_BRIDGE_ALLOW_TOOLS"),
+        (
+            {"allow_tools": "github.create_*"},
+            "github",
+            "create_issue",
+            True,
+            "MCP_BRIDGE_ALLOW_TOOLS=github.create_*",
+        ),
+        (
+            {"allow_tools": "github.create_*"},
+            "github",
+            "list_issues",
+            False,
+            "MCP_BRIDGE_ALLOW_TOOLS",
+        ),
         ({"allow_tools": "github.create_*"}, "time", "now", False, "MCP_BRIDGE_ALLOW_TOOLS"),
-        ({"allow_tools": "time.*", "deny_tools": "time.convert_time"}, "time", "convert_time", False, "MCP_BRIDGE_DENY_TOOLS=time.convert_time"),
-        ({"allow_tools": "get_*"}, "time", "get_current_time", True, "MCP_BRIDGE_ALLOW_TOOLS=get_*"),
-        ({"allow_servers": "time", "allow_tools": "git.*"}, "git", "git_log", False, "MCP_BRIDGE_ALLOW_SERVERS"),
+        (
+            {"allow_tools": "time.*", "deny_tools": "time.convert_time"},
+            "time",
+            "convert_time",
+            False,
+            "MCP_BRIDGE_DENY_TOOLS=time.convert_time",
+        ),
+        (
+            {"allow_tools": "get_*"},
+            "time",
+            "get_current_time",
+            True,
+            "MCP_BRIDGE_ALLOW_TOOLS=get_*",
+        ),
+        (
+            {"allow_servers": "time", "allow_tools": "git.*"},
+            "git",
+            "git_log",
+            False,
+            "MCP_BRIDGE_ALLOW_SERVERS",
+        ),
         ({"deny_servers": ["a", "b"]}, "b", "x", False, "MCP_BRIDGE_DENY_SERVERS=b"),
-        ({"deny_tools": "fs.read.file"}, "fs", "read.file", False, "MCP_BRIDGE_DENY_TOOLS=fs.read.file"),
+        (
+            {"deny_tools": "fs.read.file"},
+            "fs",
+            "read.file",
+            False,
+            "MCP_BRIDGE_DENY_TOOLS=fs.read.file",
+        ),
     ],
-)  # fmt: skip
+)
 def test_tool_rules_combine_with_server_rules(
     settings: dict[str, str], server: str, tool: str, allowed: bool, rule: str
 ) -> None:
