@@ -13,12 +13,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+from bridge_core.audit import AuditLog
+from bridge_core.catalog import ToolCache
 from bridge_core.discovery import DiscoveryReport, discover
-from bridge_core.gateway import Gateway, NullGateway
-from bridge_core.proxy import ProxyOptions, UpstreamPool
+from bridge_core.policy import Policy
+from bridge_core.proxy import ProxyOptions, open_proxy
 from bridge_core.runtime.base import RuntimeBackend, SandboxLimits
 from bridge_core.runtime.detect import detect_runtime
-from bridge_core.servers import ServerSpec
 from bridge_core.sessions.manager import SessionManager
 from bridge_core.sessions.types import SessionConfig
 
@@ -77,13 +78,6 @@ async def discover_servers(settings: Settings) -> DiscoveryReport:
     return await anyio.to_thread.run_sync(functools.partial(_discover_sync, settings))
 
 
-@asynccontextmanager
-async def _gateway(pool: UpstreamPool, servers: list[ServerSpec]) -> AsyncIterator[Gateway]:
-    # The proxy gateway (policy, audit, catalog) plugs in here.
-    del pool, servers
-    yield NullGateway()
-
-
 def executor_factory(settings: Settings) -> ExecutorFactory:
     """Opens the whole bridge for one server lifetime; yields the session manager."""
 
@@ -97,14 +91,25 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
             functools.partial(state_dir.mkdir, parents=True, exist_ok=True)
         )
         options = ProxyOptions(call_timeout=settings.call_timeout)
+        policy = Policy.from_settings(
+            allow_servers=settings.allow_servers,
+            deny_servers=settings.deny_servers,
+            allow_tools=settings.allow_tools,
+            deny_tools=settings.deny_tools,
+        )
         preference = None if settings.runtime == "auto" else settings.runtime
 
         async def connect_runtime() -> RuntimeBackend:
             return await detect_runtime(preference, state_dir=state_dir / "runtime")
 
         async with (
-            UpstreamPool(servers, options) as pool,
-            _gateway(pool, servers) as gateway,
+            open_proxy(
+                servers,
+                options=options,
+                policy=policy,
+                cache=ToolCache(state_dir),
+                audit=AuditLog(settings.audit_log),
+            ) as gateway,
             SessionManager(
                 session_config(settings),
                 runtime=connect_runtime,
