@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import cbor2
-
 from bridge_protocol import Display, FrameDecoder, Message, Output, Reply, encode
 
 
@@ -66,6 +65,9 @@ def main() -> None:
     for case in cases():
         frame = encode(case.message)
 
+        def encode_only(message: Message = case.message) -> None:
+            encode(message)
+
         def decode(frame: bytes = frame, expected: Message = case.message) -> None:
             (message,) = FrameDecoder().feed(frame)
             assert message == expected
@@ -74,8 +76,8 @@ def main() -> None:
             (back,) = FrameDecoder().feed(encode(message))
             assert back == message
 
-        steps = [
-            ("encode", lambda message=case.message: encode(message)),
+        steps: list[tuple[str, Callable[[], object]]] = [
+            ("encode", encode_only),
             ("decode", decode),
             ("round trip", round_trip),
         ]
