@@ -183,10 +183,12 @@ class FakeHost:
 
     # --- process ---------------------------------------------------------------------------
 
-    def spawn(self, *extra: str) -> subprocess.Popen[bytes]:
+    def spawn(self, command: list[str] | None = None) -> subprocess.Popen[bytes]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MPL")}
+        if command is None:
+            command = [sys.executable, "-m", "bridge_sandbox_client", "--socket", self.path]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bridge_sandbox_client", "--socket", self.path, *extra],
+            command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -206,8 +208,8 @@ class FakeHost:
         self._decoder = decoder
         return hello[0]
 
-    def start(self) -> None:
-        self.spawn()
+    def start(self, command: list[str] | None = None) -> None:
+        self.spawn(command)
         self.accept()
         self.send(Welcome(version=1, session="test"))
         threading.Thread(target=self._read, daemon=True).start()

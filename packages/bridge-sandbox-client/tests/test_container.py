@@ -1,0 +1,72 @@
+"""The client as the sandbox image runs it: uid 65534, read-only root, only /tmp writable."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+IMAGE = os.environ.get("BRIDGE_TEST_IMAGE", "localhost/mcp-bridge-sandbox:0.1.0")
+REQUIRED = os.environ.get("BRIDGE_REQUIRE_RUNTIME") == "1"
+SOURCE = os.environ.get("BRIDGE_TEST_CLIENT_SOURCE")
+"""Optional: a src directory mounted over the image's copy of the client (to test a working tree
+against an image built earlier)."""
+
+pytestmark = pytest.mark.container
+
+
+def _image_available() -> bool:
+    if shutil.which("podman") is None:
+        return False
+    probe = subprocess.run(
+        ["podman", "image", "exists", IMAGE], capture_output=True, timeout=60, check=False
+    )
+    return probe.returncode == 0
+
+
+@pytest.fixture
+def container_host(unstarted_host: Any) -> Any:
+    if not _image_available():
+        if REQUIRED:
+            pytest.fail(f"podman or the image {IMAGE} is missing (BRIDGE_REQUIRE_RUNTIME=1)")
+        pytest.skip(f"podman or the image {IMAGE} is not available")
+    directory = Path(unstarted_host.path).parent
+    directory.chmod(0o777)  # the container's uid 65534 must reach the socket
+    Path(unstarted_host.path).chmod(0o666)
+    name = f"bsc-test-{uuid.uuid4().hex[:12]}"
+    command = [
+        "podman", "run", "--rm", "-i", f"--name={name}", "--init",
+        "--user=65534:65534", "--read-only", "--read-only-tmpfs=false",
+        "--tmpfs=/tmp:rw,size=64m,mode=1777", "--network=none", "--cap-drop=ALL",
+        "--security-opt=no-new-privileges", "--pids-limit=64",
+        f"--volume={directory}:/run/bridge",
+    ]  # fmt: skip
+    if SOURCE:
+        command += [f"--volume={SOURCE}:/src:ro", "--env=PYTHONPATH=/src"]
+    command.append(IMAGE)
+    try:
+        unstarted_host.start(command)
+        yield unstarted_host
+    finally:
+        subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True, check=False)
+
+
+def test_client_runs_hardened_as_nobody_with_read_only_root(container_host: Any) -> None:
+    host = container_host
+    run = host.execute(
+        "import os, subprocess\n"
+        "subprocess.run(['id', '-u'])\n"
+        "try:\n    open('/etc/probe', 'w')\nexcept OSError as e:\n    print(type(e).__name__)\n"
+        "await mcp_servers['github'].create_issue(title='from container')"
+    )
+    assert run.result.status == "ok", run.result.error
+    assert run.stdout == "65534\nOSError\n"
+    assert run.result.value == "{'number': 7, 'title': 'from container'}"
+    assert run.stderr == ""
+    second = host.execute("import sys\nsys.version_info >= (3, 11)")
+    assert second.result.value == "True"
