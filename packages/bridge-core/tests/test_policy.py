@@ -124,3 +124,8 @@ def test_enforce_raises_a_call_failure_naming_the_rule() -> None:
         "tool github.delete_repo is denied by MCP_BRIDGE_DENY_TOOLS=github.delete_*"
     )
     assert error.value.data == {"rule": "MCP_BRIDGE_DENY_TOOLS=github.delete_*"}
+
+
+def test_lists_may_be_separated_by_commas_or_spaces() -> None:
+    policy = Policy.from_env({"MCP_BRIDGE_DENY_SERVERS": "a b,c\td"})
+    assert policy.deny_servers == ("a", "b", "c", "d")

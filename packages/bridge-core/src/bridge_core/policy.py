@@ -1,6 +1,6 @@
 """Which upstream servers and tools sandbox code may see and call.
 
-Four comma-separated settings, each a list of ``fnmatch`` patterns (case-sensitive):
+Four settings, each a comma- or space-separated list of ``fnmatch`` patterns (case-sensitive):
 
 - ``MCP_BRIDGE_ALLOW_SERVERS`` / ``MCP_BRIDGE_DENY_SERVERS``: server names (``github``, ``git*``);
 - ``MCP_BRIDGE_ALLOW_TOOLS`` / ``MCP_BRIDGE_DENY_TOOLS``: ``server.tool`` (``github.create_*``,
@@ -13,6 +13,7 @@ and search, and a call to one is refused with an error that names the rule and t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -60,7 +61,7 @@ class PolicyDenied(CallFailed, BridgeError):
 def _patterns(value: str | Iterable[str] | None) -> tuple[str, ...]:
     if value is None:
         return ()
-    items = value.split(",") if isinstance(value, str) else value
+    items = re.split(r"[,\s]+", value) if isinstance(value, str) else value
     return tuple(p.strip() for p in items if p.strip())
 
 
@@ -88,7 +89,7 @@ class Policy:
         allow_tools: str | Iterable[str] | None = None,
         deny_tools: str | Iterable[str] | None = None,
     ) -> Policy:
-        """Build from setting values: comma-separated strings or lists of patterns."""
+        """Build from setting values: comma/space-separated strings or lists of patterns."""
         return cls(
             _patterns(allow_servers),
             _patterns(deny_servers),

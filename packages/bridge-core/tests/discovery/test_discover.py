@@ -334,3 +334,11 @@ def test_codex_home_and_xdg_config_home_move_their_files(machine: Machine, tmp_p
     )
     environ = {"CODEX_HOME": str(tmp_path / "codex"), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     assert set(run(machine, environ=environ).servers) == {"c", "d"}
+
+
+def test_without_clients_only_the_explicit_file_is_read(machine: Machine) -> None:
+    machine.install()
+    explicit = machine.write("./bridge.json", '{"mcpServers": {"one": {"command": "one"}}}')
+    report = run(machine, explicit=explicit, clients=False)
+    assert list(report.servers) == ["one"]
+    assert [c.path for c in report.sources_checked] == [explicit]

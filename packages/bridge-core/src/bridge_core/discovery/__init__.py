@@ -43,11 +43,13 @@ logger = logging.getLogger(__name__)
 _LOG_LEVELS = {"error": logging.WARNING, "warning": logging.WARNING, "info": logging.INFO}
 
 
-def _sources(explicit: Path | None, where: Where) -> list[Source]:
+def _sources(explicit: Path | None, where: Where, clients: bool) -> list[Source]:
     """Every source in precedence order: explicit, then project scope, then user scope."""
     ordered: list[Source] = []
     if explicit is not None:
         ordered.append(_generic.explicit_source(explicit))
+    if not clients:
+        return ordered
     # Project scope: the most specific configuration wins, as in the clients themselves.
     ordered += _claude.project_sources(where)
     ordered += _cursor.project_sources(where)
@@ -79,11 +81,13 @@ def discover(
     cwd: Path | None = None,
     environ: Mapping[str, str] | None = None,
     platform: str | None = None,
+    clients: bool = True,
 ) -> DiscoveryReport:
     """Find the configured MCP servers. Defaults: the real home, cwd, ``os.environ``, platform.
 
     ``explicit`` is a file in any supported shape; its servers win every name conflict, and a
     missing explicit file is an ``error`` problem (every other missing file is just not found).
+    ``clients=False`` reads the explicit file only (no client configuration files).
     """
     where = Where(
         home=Path.home() if home is None else home,
@@ -95,7 +99,7 @@ def discover(
     definitions: dict[str, list[str]] = {}
     seen: set[tuple[Path, str]] = set()
     unreadable: set[Path] = set()
-    for source in _sources(explicit, where):
+    for source in _sources(explicit, where, clients):
         identity = (source.path.resolve(), source.section)
         if identity in seen:  # e.g. cwd == home: ~/.cursor/mcp.json is both project and user
             continue
