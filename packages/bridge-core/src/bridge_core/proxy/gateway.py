@@ -53,6 +53,33 @@ class ProxyGateway:
         self.catalog = catalog
         self.audit = audit or AuditLog(None)
 
+    @classmethod
+    def for_pool(
+        cls,
+        pool: UpstreamPool,
+        *,
+        policy: Policy | None = None,
+        cache: ToolCache | None = None,
+        audit: AuditLog | None = None,
+    ) -> ProxyGateway:
+        """A gateway over an existing pool (entered by the caller), with a catalog of the pool's
+        servers that the pool keeps in step with each live tool list (it sets ``pool.on_tools``).
+        """
+        specs = {spec.name: spec for spec in pool.specs}
+
+        async def remember_tools(spec: ServerSpec, tools: list[types.Tool]) -> None:
+            await catalog.set_tools(spec.name, tools)
+
+        async def fetch_tools(server: str) -> list[types.Tool]:
+            try:
+                return await pool.list_tools(server)
+            except UpstreamError as exc:
+                raise _upstream_failure(specs[server], exc) from None
+
+        catalog = Catalog(specs, list_tools=fetch_tools, policy=policy, cache=cache)
+        pool.on_tools = remember_tools
+        return cls(pool, catalog, audit)
+
     async def call_tool(
         self, ctx: CallContext, server: str, tool: str, arguments: Mapping[str, Any]
     ) -> dict[str, Any]:
@@ -158,18 +185,5 @@ async def open_proxy(
     persisted ``cache``), again after each ``notifications/tools/list_changed``. On exit every
     server process is stopped.
     """
-    specs = {spec.name: spec for spec in servers}
-
-    async def remember_tools(spec: ServerSpec, tools: list[types.Tool]) -> None:
-        await catalog.set_tools(spec.name, tools)
-
-    async def fetch_tools(server: str) -> list[types.Tool]:
-        try:
-            return await pool.list_tools(server)
-        except UpstreamError as exc:
-            raise _upstream_failure(specs[server], exc) from None
-
-    pool = UpstreamPool(servers, options, on_tools=remember_tools)
-    catalog = Catalog(specs, list_tools=fetch_tools, policy=policy, cache=cache)
-    async with pool:
-        yield ProxyGateway(pool, catalog, audit)
+    async with UpstreamPool(servers, options) as pool:
+        yield ProxyGateway.for_pool(pool, policy=policy, cache=cache, audit=audit)
