@@ -11,8 +11,10 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from bridge_core.proxy import UpstreamCrashed, UpstreamPool, UpstreamRPCError
+from bridge_core.gateway import CallContext, CallFailed
+from bridge_core.proxy import UpstreamCrashed, UpstreamPool, UpstreamRPCError, open_proxy
 from bridge_core.servers import ServerSpec
+from bridge_protocol import ErrorCode
 
 
 def _text(result: types.CallToolResult) -> str:
@@ -171,3 +173,31 @@ async def test_killed_node_server_fails_its_call_with_the_signal_and_restarts(
     assert len(failures) == 1
     assert failures[0].exit_status == -signal.SIGKILL
     assert "killed by SIGKILL" in str(failures[0])
+
+
+async def test_gateway_gives_one_error_shape_for_node_and_python_servers(
+    third_party: dict[str, str], tmp_path: Path
+) -> None:
+    fs = ServerSpec(
+        name="filesystem",
+        transport="stdio",
+        command=third_party["MCP_SERVER_FILESYSTEM"],
+        args=(str(tmp_path),),
+    )
+    ctx = CallContext(session="it", execution_id="e")
+    codes = []
+    async with open_proxy([fs, _time(third_party)]) as gateway:
+        for server, tool in (("filesystem", "read_fiel"), ("time", "get_curent_time")):
+            with pytest.raises(CallFailed) as caught:
+                await gateway.call_tool(ctx, server, tool, {})
+            codes.append(caught.value.code)
+            assert isinstance(caught.value.data, dict)
+            assert caught.value.data["suggestions"], caught.value.message
+        # A failing tool is an isError result from both (not a fault): the sandbox raises it.
+        bad_zone = await gateway.call_tool(ctx, "time", "get_current_time", {"timezone": "X/Y"})
+        outside = await gateway.call_tool(
+            ctx, "filesystem", "read_text_file", {"path": "/etc/hostname"}
+        )
+    assert codes == [ErrorCode.UNKNOWN_TOOL, ErrorCode.UNKNOWN_TOOL]
+    assert bad_zone["isError"] is True
+    assert outside["isError"] is True
