@@ -29,7 +29,8 @@ from bridge_core.catalog._docs import ToolDoc
 __all__ = ["DEFAULT_THRESHOLD", "SearchHit", "ToolIndex", "normalise"]
 
 DEFAULT_THRESHOLD = 57.0
-"""Hits scored below this are dropped (see ``docs/search.md`` for the measured separation)."""
+"""Hits scored below this are dropped. Measured on real tool lists: right answers ranked first
+scored >= 71, unrelated queries <= 55 (``docs/search.md``)."""
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # Long descriptions dilute token_set_ratio with incidental words; the first sentences carry the
