@@ -16,6 +16,7 @@ the container died we can still read what happened:
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 __all__ = [
@@ -30,6 +31,9 @@ __all__ = [
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 SIGKILL_EXIT = 128 + 9
 _PARENT_ROOT = "mcp-bridge"
+CONMON_EXIT_TIMEOUT = 2.0
+"""Seconds to wait for conmon to leave a removed sandbox's cgroup parent."""
+_RETRY_INTERVAL = 0.02
 
 
 def cgroup_parent(name: str) -> str:
@@ -76,12 +80,23 @@ def _hierarchies(root: Path) -> list[Path]:
 
 
 def remove_cgroup_parent(name: str, *, root: Path = CGROUP_ROOT) -> None:
-    """Remove the sandbox's cgroup parent in every hierarchy. Best effort: a cgroup still
-    holding a process (conmon exiting) stays, and :func:`remove_empty_parents` takes it later."""
+    """Remove the sandbox's cgroup parent in every hierarchy (blocking; run it in a thread).
+
+    conmon sits in the parent until a moment after its container is removed, so this retries
+    for up to :data:`CONMON_EXIT_TIMEOUT`; a parent still busy after that is left to
+    :func:`remove_empty_parents`.
+    """
     relative = cgroup_parent(name).lstrip("/")
-    for hierarchy in _hierarchies(root):
-        if (hierarchy / relative).is_dir():
-            _rmdir_tree(hierarchy / relative)
+    deadline = time.monotonic() + CONMON_EXIT_TIMEOUT
+    while True:
+        left = False
+        for hierarchy in _hierarchies(root):
+            if (hierarchy / relative).is_dir():
+                _rmdir_tree(hierarchy / relative)
+                left = left or (hierarchy / relative).is_dir()
+        if not left or time.monotonic() > deadline:
+            return
+        time.sleep(_RETRY_INTERVAL)
 
 
 def remove_empty_parents(*, root: Path = CGROUP_ROOT) -> None:

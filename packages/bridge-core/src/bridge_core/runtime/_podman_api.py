@@ -17,13 +17,14 @@ Everything here is synchronous (``requests``): callers run it in ``anyio.to_thre
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import podman
 from bridge_protocol.paths import SANDBOX_CHANNEL_DIR
-from podman.errors import APIError, NotFound, PodmanError
+from podman.errors import APIError, ImageNotFound, NotFound, PodmanError
 
 from bridge_core.errors import ConfigError
 from bridge_core.runtime._hardening import SANDBOX_USER, TMPFS_MODE, ulimits
@@ -32,6 +33,7 @@ from bridge_core.runtime.base import PRODUCT_LABEL, SandboxSpec
 __all__ = [
     "API_TIMEOUT",
     "APIError",
+    "ImageNotFound",
     "NotFound",
     "PodmanError",
     "close",
@@ -162,13 +164,19 @@ def create_kwargs(
 
 
 def logs_tail(client: podman.PodmanClient, name: str, lines: int = 20) -> str:
-    """The last ``lines`` lines of a container's output, for start-failure messages."""
+    """The last ``lines`` lines of a stopped container's output, for start-failure messages.
+
+    Gap: podman 4.3's ``tail=`` returns NOTHING for the k8s-file log driver (measured), so the
+    log is streamed whole and only its end kept: bounded memory whatever the container wrote.
+    """
+    kept: deque[bytes] = deque(maxlen=lines * 4)  # frames are partial lines; keep enough of them
     try:
-        frames = client.containers.get(name).logs(stdout=True, stderr=True, tail=lines)
-        data = frames if isinstance(frames, bytes) else b"".join(frames)
+        for frame in client.containers.get(name).logs(stdout=True, stderr=True, stream=True):
+            kept.append(frame if isinstance(frame, bytes) else b"")
     except (PodmanError, OSError) as exc:
         return f"(logs unavailable: {exc})"
-    return data.decode("utf-8", errors="replace").strip()
+    text = b"".join(kept).decode("utf-8", errors="replace")
+    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 def remove_quietly(client: podman.PodmanClient, name: str) -> None:

@@ -157,13 +157,15 @@ class PodmanBackend:
                 connect_timeout=spec.connect_timeout,
             )
         except BaseException:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_TIMEOUT):
-                if listener is not None:
-                    await listener.aclose()
-                await anyio.to_thread.run_sync(
-                    api.remove_quietly, self._client, name, abandon_on_cancel=True
-                )
-            self._remove_channel(name)
+            # Shielded (a cancelled caller must still not leak the container) but bounded.
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(CLEANUP_TIMEOUT):
+                    if listener is not None:
+                        await listener.aclose()
+                    await anyio.to_thread.run_sync(
+                        api.remove_quietly, self._client, name, abandon_on_cancel=True
+                    )
+                await self._forget(name)
             raise
         await listener.aclose()
         channel.unlink_socket()
@@ -176,12 +178,12 @@ class PodmanBackend:
             kwargs["cgroup_parent"] = _oom.cgroup_parent(name)
         try:
             image = self._client.images.get(spec.image)
-        except api.NotFound:
+        except (api.NotFound, api.ImageNotFound):
             raise SandboxStartError(
                 f"sandbox image {spec.image!r} is not in podman's image store; build it with "
                 "`bridge-image build` (scripts/prepare-host does it)"
             ) from None
-        except api.PodmanError as exc:
+        except (api.PodmanError, api.APIError) as exc:
             raise SandboxStartError(f"podman cannot look up image {spec.image!r}: {exc}") from exc
         try:
             container = self._client.containers.create(spec.image, **kwargs)
@@ -195,7 +197,7 @@ class PodmanBackend:
                     "refusing to run it (the container was removed)"
                 )
             container.start()
-        except api.PodmanError as exc:
+        except (api.PodmanError, api.APIError) as exc:
             raise SandboxStartError(
                 f"podman could not start sandbox container {name} from {spec.image!r}: {exc}"
             ) from exc
@@ -234,7 +236,7 @@ class PodmanBackend:
             await anyio.aclose_forcefully(sandbox.stream)
             with anyio.move_on_after(grace + CLEANUP_TIMEOUT):
                 await _run(api.stop_and_remove, self._client, sandbox.name, grace)
-            self._remove_channel(sandbox.name)
+            await self._forget(sandbox.name)
 
     async def kill(self, sandbox: Sandbox) -> None:
         """SIGKILL and remove now. Cancel-safe."""
@@ -242,13 +244,13 @@ class PodmanBackend:
             await anyio.aclose_forcefully(sandbox.stream)
             with anyio.move_on_after(CLEANUP_TIMEOUT):
                 await _run(api.remove_quietly, self._client, sandbox.name)
-            self._remove_channel(sandbox.name)
+            await self._forget(sandbox.name)
 
-    def _remove_channel(self, name: str) -> None:
+    async def _forget(self, name: str) -> None:
         """Remove what the host kept for sandbox ``name``: its channel dir and cgroup parent."""
-        ChannelDir(self._sandboxes / name).remove()
+        await anyio.to_thread.run_sync(ChannelDir(self._sandboxes / name).remove)
         if self.track_oom:
-            _oom.remove_cgroup_parent(name)
+            await anyio.to_thread.run_sync(_oom.remove_cgroup_parent, name)
 
     async def remove_leftovers(self) -> int:
         """Remove our containers whose owner bridge process is gone; return how many."""
@@ -256,7 +258,7 @@ class PodmanBackend:
         names = select_leftovers(ContainerRecord(name, labels) for name, labels in ours)
         for name in names:
             await _run(api.remove_quietly, self._client, name)
-            self._remove_channel(name)
+            await self._forget(name)
         if self.track_oom:
             # Cgroup parents whose conmon was still exiting when their sandbox was removed.
             await anyio.to_thread.run_sync(_oom.remove_empty_parents)

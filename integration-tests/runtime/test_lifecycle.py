@@ -1,0 +1,176 @@
+"""Start, stop, kill, status, leftovers and cancellation of real podman sandboxes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from bridge_core.channel import ChannelClosed
+from bridge_core.errors import SandboxStartError
+from bridge_core.runtime import _channel, _podman_api, podman
+from bridge_core.runtime._ownership import Owner, current_owner, process_start_time
+from bridge_core.runtime.base import OWNER_LABEL, SandboxSpec
+from bridge_core.runtime.podman import PodmanBackend
+from bridge_protocol import Execute, Shutdown
+
+from .conftest import StartShell
+
+pytestmark = pytest.mark.container
+
+
+async def _podman_names(*filters: str) -> set[str]:
+    args = ["podman", "ps", "--all", "--format={{.Names}}", *(f"--filter={f}" for f in filters)]
+    return set((await anyio.run_process(args)).stdout.decode().split())
+
+
+def _sandbox_dirs(backend: PodmanBackend, tmp_path: Path) -> list[Path]:
+    root = tmp_path / "state" / "sandboxes"
+    return list(root.iterdir()) if root.exists() else []
+
+
+def _cgroup_exists(name: str) -> bool:
+    return Path(f"/sys/fs/cgroup/memory/mcp-bridge/{name}").exists()
+
+
+async def test_variables_persist_between_executions_in_one_sandbox(start_shell: StartShell) -> None:
+    shell = await start_shell()
+    await shell.value("counter = 41\n0")
+    assert await shell.value("counter += 1\ncounter") == 42
+
+
+async def test_stopped_sandbox_leaves_no_container_directory_or_cgroup(
+    start_shell: StartShell, podman_backend: PodmanBackend, tmp_path: Path
+) -> None:
+    shell = await start_shell()
+    name = shell.sandbox.name
+    assert name in await _podman_names(f"name={name}")
+    await podman_backend.stop(shell.sandbox, grace=1)
+    assert await _podman_names(f"name={name}") == set()
+    assert _sandbox_dirs(podman_backend, tmp_path) == []
+    assert not _cgroup_exists(name)
+    assert (await podman_backend.status(shell.sandbox)).error == "container is gone"
+
+
+async def test_a_sandbox_that_exits_reports_its_exit_status(start_shell: StartShell) -> None:
+    shell = await start_shell()
+    await shell.channel.send(Shutdown("test"))
+    with pytest.raises(ChannelClosed), anyio.fail_after(30):
+        await shell.channel.receive()
+    with anyio.fail_after(30):
+        # The channel closes before the runtime has recorded the exit; nothing to wait on.
+        while (state := await shell.backend.status(shell.sandbox)).running:  # noqa: ASYNC110
+            await anyio.sleep(0.05)
+    assert (state.exit_code, state.oom_killed) == (0, False)
+
+
+async def test_kill_removes_a_busy_sandbox_at_once(
+    start_shell: StartShell, podman_backend: PodmanBackend
+) -> None:
+    shell = await start_shell()
+    await shell.channel.send(Execute("spin", "while True: pass"))
+    await podman_backend.kill(shell.sandbox)
+    assert await _podman_names(f"name={shell.sandbox.name}") == set()
+
+
+async def test_leftovers_of_a_dead_bridge_are_removed_and_a_live_bridges_are_kept(
+    podman_backend: PodmanBackend, sandbox_image: str, tmp_path: Path
+) -> None:
+    dead = await anyio.run_process([sys.executable, "-c", "import os; print(os.getpid())"])
+    dead_pid = int(dead.stdout)
+    alive = await anyio.open_process([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        start_time = process_start_time(alive.pid)
+        assert start_time is not None
+        spec = SandboxSpec(name="leftover", image=sandbox_image, connect_timeout=60)
+        started = {}
+        for label, owner in (("dead", Owner(dead_pid, 1)), ("alive", Owner(alive.pid, start_time))):
+            podman_backend.owner = owner  # as if another bridge process had started it
+            started[label] = await podman_backend.start(spec)
+        podman_backend.owner = current_owner()
+
+        # Any bridge on this host (e.g. a concurrently running test session) may be the one that
+        # removes a dead owner's container, so the count is not asserted, only the outcome.
+        await podman_backend.remove_leftovers()
+
+        assert await _podman_names(f"name={started['dead'].name}") == set()
+        assert await _podman_names(f"name={started['alive'].name}") == {started["alive"].name}
+        assert (await podman_backend.status(started["alive"])).running
+    finally:
+        alive.kill()
+        await alive.wait()
+    # Now the second owner is dead as well: a new bridge's start-up removes its sandbox too.
+    second = await PodmanBackend.connect(state_dir=tmp_path / "state")
+    await second.aclose()
+    assert await _podman_names(f"name={started['alive'].name}") == set()
+    assert _sandbox_dirs(podman_backend, tmp_path) == []
+
+
+async def test_cancelled_start_leaves_no_container_socket_or_directory(
+    podman_backend: PodmanBackend,
+    sandbox_image: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Hold start() right where the container runs and its channel is awaited, then cancel.
+    reached = anyio.Event()
+
+    async def wait_forever(*args: object, **kwargs: object) -> None:
+        reached.set()
+        await anyio.sleep_forever()
+
+    monkeypatch.setattr(podman, "accept_channel", wait_forever)
+    ours = f"label={OWNER_LABEL}={podman_backend.owner.label}"
+    spec = SandboxSpec(name="cancelled", image=sandbox_image)
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(podman_backend.start, spec)
+            await reached.wait()
+            assert any("cancelled" in name for name in await _podman_names(ours))
+            tg.cancel_scope.cancel()
+    assert not any("cancelled" in name for name in await _podman_names(ours))
+    assert _sandbox_dirs(podman_backend, tmp_path) == []
+
+
+async def test_a_sandbox_that_exits_before_connecting_fails_with_its_status_and_output(
+    podman_backend: PodmanBackend,
+    sandbox_image: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_channel, "SOCKET_MODE", 0o600)  # uid 65534 may not connect
+    spec = SandboxSpec(name="refused", image=sandbox_image)
+    with anyio.fail_after(60), pytest.raises(SandboxStartError) as caught:
+        await podman_backend.start(spec)
+    message = str(caught.value)
+    assert "exited before connecting its channel" in message
+    assert "status 1" in message
+    assert "Permission denied" in message  # the sandbox client's own output
+    assert _sandbox_dirs(podman_backend, tmp_path) == []
+
+
+async def test_a_missing_image_is_a_start_error_naming_it(
+    podman_backend: PodmanBackend, tmp_path: Path
+) -> None:
+    spec = SandboxSpec(name="noimage", image="localhost/mcp-bridge-no-such-image:0")
+    with pytest.raises(SandboxStartError, match="mcp-bridge-no-such-image"):
+        await podman_backend.start(spec)
+    assert _sandbox_dirs(podman_backend, tmp_path) == []
+
+
+async def test_a_private_api_service_is_started_when_none_answers_and_stopped_on_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        _podman_api, "socket_candidates", lambda env, euid: [f"unix://{tmp_path}/none.sock"]
+    )
+    backend = await PodmanBackend.connect(state_dir=tmp_path / "private")
+    try:
+        assert backend.url == f"unix://{tmp_path}/private/podman.sock"
+        info = await backend.info()
+        assert info.backend == "podman"
+        assert "private service" in info.detail
+    finally:
+        await backend.aclose()
+    assert not (tmp_path / "private" / "podman.sock").exists()
