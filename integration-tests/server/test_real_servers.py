@@ -1,0 +1,109 @@
+"""The bridge with real third-party MCP servers: the documented workflows run verbatim, a
+denied tool is refused, and the MCP Inspector CLI (a client we did not write) drives it."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+
+from .conftest import REPO, bridge_env, open_bridge, real_servers
+
+pytestmark = pytest.mark.container
+
+GETTING_STARTED = REPO / "docs" / "getting-started.md"
+
+
+def _workflow(name: str) -> str:
+    text = GETTING_STARTED.read_text(encoding="utf-8")
+    match = re.search(rf"<!-- workflow: {name} -->\n```python\n(.*?)```", text, re.S)
+    assert match is not None, f"workflow {name!r} not found in {GETTING_STARTED}"
+    return match.group(1)
+
+
+def _text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+async def test_documented_workflows_run_verbatim_against_real_servers(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    servers = real_servers(third_party, tmp_path)
+    async with open_bridge(tmp_path, servers=servers) as bridge:
+        discovery = await bridge.run(_workflow("discovery"))
+        orchestration = await bridge.run(_workflow("orchestration"))
+        retries = await bridge.run(_workflow("retries"))
+    assert discovery.is_error is False, _text(discovery)
+    assert "get_current_time" in _text(discovery)
+    assert "Europe/Paris" in _text(discovery)
+    assert orchestration.is_error is False, _text(orchestration)
+    assert [line.split(":")[0] for line in _text(orchestration).splitlines()] == [
+        "Paris", "Tokyo", "New York"
+    ]  # fmt: skip
+    assert retries.is_error is False, _text(retries)
+    assert "Echo: retry logic" in _text(retries)
+    assert "gave up:" in _text(retries)
+
+
+async def test_denied_tool_is_refused_inside_the_code_and_never_called(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    servers = real_servers(third_party, tmp_path)
+    code = (
+        "from mcp import mcp_memory\n"
+        "await mcp_memory.create_entities(entities=[{'name': 'keep', 'entityType': 't', "
+        "'observations': []}])\n"
+        "try:\n"
+        "    await mcp_memory.delete_entities(entityNames=['keep'])\n"
+        "except Exception as e:\n"
+        "    print('refused:', e)\n"
+        "[e['name'] for e in (await mcp_memory.read_graph())['entities']]"
+    )
+    env = {"MCP_BRIDGE_DENY_TOOLS": "memory.delete_*"}
+    async with open_bridge(tmp_path, servers=servers, env=env) as bridge:
+        result = await bridge.run(code)
+    text = _text(result)
+    assert result.is_error is False, text
+    # Refused inside the code (denied tools are hidden from the sandbox's listings, so it reads
+    # as an unknown tool there), and the entity it would have deleted is still there.
+    assert "refused:" in text
+    assert "delete_entities" in text
+    assert text.endswith("['keep']")
+
+
+async def test_mcp_inspector_cli_lists_tools_and_calls_run_python(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": real_servers(third_party, tmp_path)}))
+    env = bridge_env({"MCP_BRIDGE_CONFIG": str(config)})
+    base = [third_party["MCP_INSPECTOR"], "--cli", sys.executable, "-m", "mcp_code_execution_mode"]
+    base += ["--state-dir", str(tmp_path / "state")]
+    for name in ("MCP_BRIDGE_CONFIG", "MCP_BRIDGE_DISCOVER", "MCP_BRIDGE_IMAGE"):
+        if name in env:
+            base += ["-e", f"{name}={env[name]}"]
+
+    def inspector(*args: str) -> dict[str, object]:
+        done = subprocess.run(
+            [*base, *args], capture_output=True, text=True, timeout=180, check=False, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+    listed = await anyio.to_thread.run_sync(inspector, "--method", "tools/list")
+    called = await anyio.to_thread.run_sync(
+        inspector,
+        "--method", "tools/call", "--tool-name", "run_python",
+        "--tool-arg", "code=from mcp import runtime\nsorted(await runtime.discovered_servers())",
+    )  # fmt: skip
+    assert [t["name"] for t in listed["tools"]] == ["run_python"]  # type: ignore[index, union-attr]
+    assert called["isError"] is False
+    assert called["content"][0]["text"] == "['everything', 'filesystem', 'memory', 'time']"  # type: ignore[index]
