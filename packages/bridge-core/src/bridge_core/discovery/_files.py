@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import tomllib
 from collections.abc import Callable, Mapping
@@ -13,8 +14,9 @@ __all__ = ["entries_of", "load_json", "load_toml", "table_at"]
 
 Normaliser = Callable[[Mapping[str, object]], dict[str, object]]
 
-# A user's config file is small; anything this large is not one (and must not eat memory).
-_MAX_FILE_BYTES = 8 * 1024 * 1024
+# ~/.claude.json keeps Claude Code's history and grows to tens of MB; past this size a file is
+# not a configuration file (and must not eat memory).
+_MAX_FILE_BYTES = 256 * 1024 * 1024
 
 
 def _read_text(path: Path) -> str:
@@ -27,8 +29,18 @@ def _read_text(path: Path) -> str:
 
 
 def load_json(path: Path, *, comments: bool = False) -> object:
-    """Parse a JSON file; with ``comments`` also JSONC (``//``, ``/* */``, trailing commas)."""
-    text = _read_text(path)
+    """Parse a JSON file; with ``comments`` also JSONC (``//``, ``/* */``, trailing commas).
+
+    ``~/.claude.json`` is read twice per discovery (project and user scope): the parsed value is
+    reused while the file's size and modification time are unchanged. Callers must not mutate it.
+    """
+    stat = path.stat()
+    return _parse_json(str(path), stat.st_mtime_ns, stat.st_size, comments)
+
+
+@functools.lru_cache(maxsize=4)
+def _parse_json(path: str, mtime_ns: int, size: int, comments: bool) -> object:
+    text = _read_text(Path(path))
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
