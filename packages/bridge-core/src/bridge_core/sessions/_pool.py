@@ -53,6 +53,7 @@ class SandboxPool:
         self._waiters: deque[_Waiter] = deque()
         self._starting = 0
         self._wake = anyio.Event()
+        self._stocked = anyio.Event()
         self.hits = 0
         """Takes served by an already running sandbox."""
         self.misses = 0
@@ -62,6 +63,11 @@ class SandboxPool:
     @property
     def ready(self) -> int:
         return sum(1 for live in self._ready if live.alive)
+
+    async def wait_ready(self) -> None:
+        """Return once ``target`` live sandboxes are ready (at once if the target is 0)."""
+        while self.ready < self.target and not self.closed:
+            await self._stocked.wait()
 
     def fill(self) -> None:
         """Start sandboxes until ``target`` are ready or starting (plus one per waiter)."""
@@ -138,6 +144,8 @@ class SandboxPool:
             return
         if not self.closed and len(self._ready) < self.target and live.alive:
             self._ready.append(live)
+            self._stocked.set()
+            self._stocked = anyio.Event()
         else:
             self._discard(live)
 

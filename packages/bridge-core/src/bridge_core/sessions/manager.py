@@ -192,6 +192,11 @@ class SessionManager:
             sess.users -= 1
             sess.last_used = self._clock()
 
+    async def wait_warm(self) -> None:
+        """Wait until the warm pool holds ``pool_size`` started sandboxes (callers bound it)."""
+        assert self._pool is not None, "not entered"
+        await self._pool.wait_ready()
+
     def session_names(self) -> list[str]:
         """Names of the open sessions, sorted."""
         return sorted(self._sessions)
