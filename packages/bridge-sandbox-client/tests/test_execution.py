@@ -155,3 +155,21 @@ def test_user_code_sees_clean_argv_and_main_module(host: Any) -> None:
 def test_runtime_and_mcp_servers_are_bound_without_import(host: Any) -> None:
     run = host.execute("(runtime.__name__, type(mcp_servers).__name__)")
     assert run.result.value == "('mcp.runtime', 'ServersMapping')"
+
+
+def test_lone_surrogates_in_errors_and_values_cannot_break_the_channel(host: Any) -> None:
+    run = host.execute("raise ValueError('bad \\udcff char')")
+    assert run.result.error is not None
+    assert "bad" in run.result.error.message
+    run = host.execute("class Odd:\n    def __repr__(self):\n        return 'odd \\udcff'\nOdd()")
+    assert run.result.status == "ok"
+    assert (run.result.value or "").startswith("odd ")
+    assert host.execute("'alive'").result.value == "'alive'"
+
+
+def test_a_value_too_large_for_a_frame_still_ends_the_execution(host: Any) -> None:
+    run = host.execute("'x' * 20_000_000", repr_limit=30_000_000)
+    assert run.result.status == "error"
+    assert run.result.error is not None
+    assert run.result.error.type == "ResultTooLarge"
+    assert host.execute("'alive'").result.value == "'alive'"

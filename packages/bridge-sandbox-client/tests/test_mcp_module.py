@@ -310,3 +310,12 @@ def test_calls_carry_the_current_execution_id(host: Any) -> None:
     requests = [f for f in first.frames if isinstance(f, Request)]
     assert all(r.execution_id == first.result.execution_id for r in requests)
     assert all(isinstance(c, Call) for c in second.calls)
+
+
+def test_arguments_too_large_for_a_frame_raise_value_error_and_the_session_lives(
+    host: Any,
+) -> None:
+    run = host.execute("await mcp_media.echo(data='x' * 20_000_000)")
+    assert run.result.error is not None
+    assert run.result.error.type == "ValueError"
+    assert ok(host, "await mcp_media.echo(n=1)") == "{'n': 1}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -68,7 +69,12 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         channel.close()
         _fail(f"handshake with the host failed: {exc}", EXIT_CHANNEL_FAILED)
     client = SandboxClient(channel)
-    status = client.serve()
+    try:
+        status = client.serve()
+    except BaseException:
+        # stderr is captured for user code by now: report to the container log instead.
+        client.log("internal error, exiting:\n" + traceback.format_exc())
+        status = EXIT_CHANNEL_FAILED
     channel.close()
     os._exit(status)
 

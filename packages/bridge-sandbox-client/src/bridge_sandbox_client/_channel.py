@@ -18,6 +18,7 @@ from bridge_protocol import (
     FrameDecoder,
     Hello,
     Message,
+    ProtocolError,
     Refusal,
     UnsupportedVersion,
     Welcome,
@@ -92,7 +93,10 @@ class Channel:
 
     def send(self, message: Message) -> None:
         """Send one message; safe from any thread."""
-        frame = encode(message)
+        try:
+            frame = encode(message)
+        except ProtocolError as exc:  # e.g. FrameTooLarge: a local mistake, not a broken stream
+            raise ValueError(str(exc)) from None
         if len(frame) > DEFAULT_MAX_FRAME_SIZE:
             # The host would drop the whole session on an oversized frame: fail the one call.
             raise ValueError(

@@ -18,6 +18,7 @@ import types
 from typing import Any
 
 from bridge_protocol import (
+    ErrorInfo,
     Execute,
     Interrupt,
     Message,
@@ -180,6 +181,18 @@ class SandboxClient:
             self._channel.send(result)
         except OSError as exc:  # the host went away mid-execution; the reader thread stops us
             self.log(f"could not send the result of {execute.execution_id}: {exc}")
+        except (ValueError, TypeError) as exc:
+            # Too large for a frame, or not encodable: still end the execution for the host.
+            self._channel.send(
+                Result(
+                    execution_id=execute.execution_id,
+                    status="error",
+                    error=ErrorInfo(
+                        type="ResultTooLarge",
+                        message=f"the result could not be sent: {str(exc)[:500]}",
+                    ),
+                )
+            )
 
     def _bind_aliases(self, tree: ast.Module) -> None:
         """Bind ``mcp_<server>`` names the cell uses without importing them."""

@@ -22,7 +22,7 @@ from typing import Any
 from bridge_protocol import ErrorInfo, ExecutionStatus
 
 from bridge_sandbox_client._compile import CompiledCell, compile_cell, is_async
-from bridge_sandbox_client._traceback import error_info, interrupted_info
+from bridge_sandbox_client._traceback import error_info, interrupted_info, wire_text
 
 __all__ = ["ESCALATE_AFTER", "Interpreter", "Outcome"]
 
@@ -60,7 +60,7 @@ def render_value(value: Any, limit: int) -> str | None:
     if len(text) > limit:
         marker = f"... [{len(text) - limit} more characters]"
         text = text[: max(0, limit - len(marker))] + marker
-    return text
+    return wire_text(text)
 
 
 class Interpreter:

@@ -8,7 +8,7 @@ from traceback import FrameSummary, StackSummary, TracebackException
 
 from bridge_protocol import ErrorInfo
 
-__all__ = ["CELL_PREFIX", "MAX_TRACEBACK_CHARS", "error_info", "interrupted_info"]
+__all__ = ["CELL_PREFIX", "MAX_TRACEBACK_CHARS", "error_info", "interrupted_info", "wire_text"]
 
 CELL_PREFIX = "<cell "
 """Filenames of user code start with this (``<cell 3>`` is the third execution)."""
@@ -48,7 +48,17 @@ def _type_name(exc_type: type[BaseException]) -> str:
     return f"{exc_type.__module__}.{exc_type.__qualname__}"
 
 
+def wire_text(text: str) -> str:
+    """``text`` without lone surrogates, which CBOR text (UTF-8) cannot carry."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def _cap(text: str, limit: int) -> str:
+    text = wire_text(text)
     if len(text) <= limit:
         return text
     # The end of a traceback (the failing frame and the message) matters most.
@@ -60,7 +70,7 @@ def _message(exc: BaseException) -> str:
         text = str(exc)
     except Exception as str_failed:  # user __str__ may raise anything
         text = f"<exception str() failed: {type(str_failed).__name__}>"
-    return text[:_MAX_MESSAGE_CHARS]
+    return wire_text(text[:_MAX_MESSAGE_CHARS])
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
