@@ -14,6 +14,7 @@ import signal
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import mcp_types as types
@@ -113,29 +114,25 @@ class Connection:
         self, error: BaseException | None, status: int | None, tail: str
     ) -> UpstreamUnavailable:
         name = self.spec.name
-        stderr = f"; stderr tail:\n{tail}" if tail else "; it wrote nothing to stderr"
+        if self.spec.transport == "stdio":
+            who = f"MCP server {name!r}"
+            stderr = f"; stderr tail:\n{tail}" if tail else "; it wrote nothing to stderr"
+            ended = _exit_phrase(status)
+        else:
+            who = f"MCP server {name!r} at {_safe_url(self.spec.url or '')}"
+            stderr = ""
+            ended = "closed the connection"
         if self._stopping and not self.lost:
+            return UpstreamUnavailable(name, f"{who} was stopped (the bridge is shutting down)")
+        if not self.ready.is_set() and error is not None and not self.lost:
+            # Spawn error or no answer in time: the error says more than the exit status of a
+            # process we stopped ourselves.
             return UpstreamUnavailable(
-                name, f"MCP server {name!r} was stopped (the bridge is shutting down)"
+                name, f"{who} failed to start: {_error_phrase(error)}{stderr}"
             )
-        if not self.ready.is_set():
-            if error is not None and not self.lost:
-                # Spawn error or no answer in time: the error says more than the exit status of
-                # a process we stopped ourselves.
-                return UpstreamUnavailable(
-                    name, f"MCP server {name!r} failed to start: {_error_phrase(error)}{stderr}"
-                )
-            return UpstreamCrashed(
-                name,
-                f"MCP server {name!r} failed to start: it {_exit_phrase(status)}{stderr}",
-                exit_status=status,
-                stderr_tail=tail,
-            )
+        prefix = "failed to start: it " if not self.ready.is_set() else ""
         return UpstreamCrashed(
-            name,
-            f"MCP server {name!r} {_exit_phrase(status)}{stderr}",
-            exit_status=status,
-            stderr_tail=tail,
+            name, f"{who} {prefix}{ended}{stderr}", exit_status=status, stderr_tail=tail
         )
 
     async def _serve(self) -> None:
@@ -151,6 +148,7 @@ class Connection:
                     await self._run_session(read, write)
             finally:
                 if self._tail is not None:
+                    self._tail.close_writer()  # spawn failed: our copy is the only writer
                     with anyio.move_on_after(_STDERR_EOF_GRACE, shield=True):
                         await self._tail.eof.wait()
                 outer.cancel_scope.cancel()
@@ -226,9 +224,9 @@ class Connection:
         if isinstance(message, types.ToolListChangedNotification):
             self._tools_dirty.set()
         elif isinstance(message, Exception):
-            logger.warning(
-                "MCP server %r sent something that is not JSON-RPC: %s", self.spec.name, message
-            )
+            # Junk on a stdio server's stdout, or an HTTP stream failure: the session goes on;
+            # a real loss shows up as the end of the stream.
+            logger.warning("transport error from MCP server %r: %s", self.spec.name, message)
 
     async def _refresh_on_change(self, session: ClientSession) -> None:
         while True:
@@ -287,6 +285,14 @@ def _spawned_process(transport: Any) -> Any:
     frame = getattr(getattr(transport, "gen", None), "ag_frame", None)
     process = frame.f_locals.get("process") if frame is not None else None
     return process if hasattr(process, "returncode") else None
+
+
+def _safe_url(url: str) -> str:
+    """The URL without credentials or query (either may hold a token) for error messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def _exit_phrase(status: int | None) -> str:
