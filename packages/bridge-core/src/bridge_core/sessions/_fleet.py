@@ -14,9 +14,8 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 from anyio.abc import TaskGroup
-from bridge_protocol import ProtocolError
 
-from bridge_core.channel import Channel, ChannelClosed
+from bridge_core.channel import Channel
 from bridge_core.errors import BridgeError, RuntimeUnavailable, SandboxStartError
 from bridge_core.gateway import Gateway
 from bridge_core.runtime.base import RuntimeBackend, SandboxSpec
@@ -138,9 +137,9 @@ class SandboxFleet:
         assert self._tg is not None
         try:
             await self._tg.start(live.serve)
-        except (TimeoutError, ProtocolError, ChannelClosed) as exc:
+        except Exception as exc:  # TimeoutError, ProtocolError, ChannelClosed, or a runtime's own
             self.discard(live, kill=True)
-            detail = "timed out" if isinstance(exc, TimeoutError) else str(exc)
+            detail = "timed out" if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
             raise SandboxStartError(
                 f"sandbox {spec.name} failed the protocol handshake ({detail}): "
                 "is the image's sandbox client the same version as the bridge?"

@@ -115,6 +115,7 @@ class SessionManager:
         if tg is None or pool is None:
             raise RuntimeError("the session manager was not entered")
         self._closed = True
+        self._fleet.closed = True  # from now on, sandboxes are stopped by stop_all() only
         for live in pool.drain():
             live.close()
         tg.cancel_scope.cancel()
@@ -356,7 +357,10 @@ class SessionManager:
     # --- sandboxes ---------------------------------------------------------------------------
 
     def _background(self, func: Callable[..., Coroutine[Any, Any, None]], *args: object) -> None:
-        assert self._tg is not None
+        # An execution can finish while the manager closes: its task group may be gone by then,
+        # and the shutdown stops every recorded sandbox anyway.
+        if self._tg is None or self._closed:
+            return
         self._tg.start_soon(func, *args)
 
     def _discard(self, live: LiveSandbox, *, kill: bool = False) -> None:
