@@ -98,7 +98,7 @@ async def test_cancelling_the_caller_cancels_its_upstream_call(probe: ProbeFacto
 async def test_server_exit_fails_in_flight_calls_with_status_and_stderr_then_next_call_restarts(
     probe: ProbeFactory,
 ) -> None:
-    options = ProxyOptions(backoff_initial=0.0)
+    options = ProxyOptions(backoff_initial=0.2)  # the restart waits out a real backoff
     failures: list[BaseException] = []
     async with UpstreamPool([probe()], options) as pool:
         first_pid = await _server_pid(pool)

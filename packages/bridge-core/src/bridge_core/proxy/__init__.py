@@ -8,7 +8,7 @@ from bridge_core.proxy.errors import (
     UpstreamUnavailable,
 )
 from bridge_core.proxy.gateway import ProxyGateway, open_proxy
-from bridge_core.proxy.options import CALL_TIMEOUT_ENV, ProxyOptions
+from bridge_core.proxy.options import ProxyOptions
 from bridge_core.proxy.pool import ToolsListener, UpstreamPool
 
 __all__ = [
@@ -17,7 +17,6 @@ __all__ = [
     "UpstreamPool",
     "ToolsListener",
     "ProxyOptions",
-    "CALL_TIMEOUT_ENV",
     "UnknownServer",
     "UpstreamUnavailable",
     "UpstreamCrashed",
