@@ -207,6 +207,8 @@ class FakeSandbox:
             await self._out(xid, arg + "\n")
         elif verb == "raw":
             await self._out(xid, ast.literal_eval(arg))
+        elif verb == "stale":  # a late frame of some earlier execution
+            await self._out("an-old-execution", arg + "\n")
         elif verb == "err":
             await self._out(xid, arg + "\n", "stderr")
         elif verb == "set":
@@ -389,6 +391,8 @@ class RecordingGateway:
         self.calls.append((ctx, server, tool))
         if tool == "fail":
             raise CallFailed(ErrorCode.UNKNOWN_TOOL, f"{server} has no tool {tool!r}")
+        if tool == "weird":
+            return {"content": {1, 2}}  # a set: the wire cannot carry it
         if tool == "boom":
             raise RuntimeError("secret internal detail")
         if tool == "slow":

@@ -328,3 +328,41 @@ async def test_user_exceptions_are_error_results(harness: Harness) -> None:
 async def test_fake_runtime_satisfies_the_runtime_interface(harness: Harness) -> None:
     assert isinstance(harness.runtime, RuntimeBackend)
     assert isinstance(harness.runtime, FakeRuntime)
+
+
+async def test_a_reply_the_wire_cannot_carry_becomes_a_fault_and_the_session_goes_on(
+    harness: Harness,
+) -> None:
+    async with harness.manager() as manager:
+        result = await manager.execute("call:srv.weird\nprint:after")
+    assert result.status == "ok"
+    assert result.stdout.startswith("fault 299:")
+    assert result.stdout.endswith("after\n")
+
+
+async def test_code_too_large_for_a_frame_is_an_argument_error(harness: Harness) -> None:
+    async with harness.manager() as manager:
+        with pytest.raises(ValueError, match="cannot be sent"):
+            await manager.execute("#" * (17 * 1024 * 1024))
+        assert (await manager.execute("print:still fine")).ok
+
+
+async def test_frames_of_a_stale_execution_are_dropped(harness: Harness) -> None:
+    async with harness.manager() as manager:
+        result = await manager.execute("stale:ghost\nprint:real")
+    assert result.stdout == "real\n"
+
+
+class FailingListener:
+    async def on_output(self, stream: Any, text: str) -> None:
+        raise RuntimeError("client went away")
+
+    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        raise RuntimeError("client went away")
+
+
+async def test_a_failing_listener_does_not_end_the_execution(harness: Harness) -> None:
+    async with harness.manager() as manager:
+        result = await manager.execute("print:one\nprint:two", listener=FailingListener())
+    assert result.status == "ok"
+    assert result.stdout == "one\ntwo\n"

@@ -264,10 +264,11 @@ class LiveSandbox:
             await self.channel.send(reply)
         except ChannelClosed:
             return
-        except (ValueError, TypeError) as exc:
-            # The gateway returned something CBOR cannot carry: a bridge bug, not the user's.
-            logger.error("reply to call %s is not encodable: %s", message.call_id, exc)
-            fault = Fault(ErrorCode.INTERNAL, "the bridge produced a reply it could not encode")
+        except (ProtocolError, ValueError, TypeError) as exc:
+            # The encoder refused the reply (a value the wire cannot carry, or above the frame
+            # limit): the sandbox gets a fault instead, the stream stays in sync.
+            logger.warning("reply to call %s cannot be sent: %s", message.call_id, exc)
+            fault = Fault(ErrorCode.INTERNAL, f"the reply could not be sent to the sandbox: {exc}")
             try:
                 await self.channel.send(Reply(message.call_id, fault=fault))
             except ChannelClosed:
@@ -294,13 +295,20 @@ class LiveSandbox:
     # --- commands from the session -----------------------------------------------------------
 
     async def start(self, execution: Execution, code: str) -> None:
-        """Send ``Execute``. If the sandbox is gone, ``execution.done`` is set at once."""
+        """Send ``Execute``. If the sandbox is gone, ``execution.done`` is set at once.
+
+        Raises ValueError when the code itself cannot be encoded (e.g. above the frame limit).
+        """
         if not self.alive:
             execution.done.set()
             return
-        self._execution = execution
         try:
-            await self.channel.send(Execute(execution.id, code))
+            frame = Execute(execution.id, code)
+            self._execution = execution
+            await self.channel.send(frame)
+        except ProtocolError as exc:  # raised by the encoder, before any byte was written
+            self._execution = None
+            raise ValueError(f"the code cannot be sent to the sandbox: {exc}") from exc
         except ChannelClosed as exc:
             self._fail(str(exc), protocol=False)
             self.close()
