@@ -173,3 +173,40 @@ def test_a_value_too_large_for_a_frame_still_ends_the_execution(host: Any) -> No
     assert run.result.error is not None
     assert run.result.error.type == "ResultTooLarge"
     assert host.execute("'alive'").result.value == "'alive'"
+
+
+def test_tasks_left_on_the_loop_keep_running_between_executions(host: Any) -> None:
+    from bridge_protocol import Progress
+
+    host.execute(
+        "import asyncio\n"
+        "gate = asyncio.Event()\n"
+        "async def background():\n"
+        "    await gate.wait()\n"
+        "    runtime.progress(1, message='background ran')\n"
+        "    return 'finished'\n"
+        "task = asyncio.create_task(background())\n"
+        "asyncio.get_running_loop().call_later(0.01, gate.set)\n"
+        "await asyncio.sleep(0)"
+    )
+    # No execution is running now; the task still finishes and reports.
+    progress = host.wait_for(Progress)
+    assert progress.message == "background ran"
+    assert host.execute("task.done(), task.result()").result.value == "(True, 'finished')"
+
+
+def test_a_background_task_raising_system_exit_does_not_end_the_sandbox(host: Any) -> None:
+    from bridge_protocol import Progress
+
+    host.execute(
+        "import asyncio, sys\n"
+        "async def quitter():\n"
+        "    await asyncio.sleep(0.01)\n"
+        "    runtime.progress(1)\n"
+        "    sys.exit(4)\n"
+        "t = asyncio.create_task(quitter())\n"
+        "await asyncio.sleep(0)"
+    )
+    host.wait_for(Progress)
+    run = host.execute("'alive'")
+    assert run.result.value == "'alive'"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import builtins
 import os
-import queue
 import sys
 import threading
 import types
@@ -35,6 +34,7 @@ from bridge_sandbox_client._capture import OutputCapture
 from bridge_sandbox_client._channel import Channel
 from bridge_sandbox_client._compile import CompiledCell
 from bridge_sandbox_client._display import Displayer, configure_matplotlib, set_active
+from bridge_sandbox_client._inbox import Inbox
 from bridge_sandbox_client._interpreter import Interpreter
 from bridge_sandbox_client._modules import install_mcp_modules
 from bridge_sandbox_client._proxies import Directory
@@ -51,7 +51,7 @@ class SandboxClient:
 
     def __init__(self, channel: Channel) -> None:
         self._channel = channel
-        self._inbox: queue.Queue[Execute | Shutdown | None] = queue.Queue()
+        self._inbox: Inbox[Execute | Shutdown | None] = Inbox()
         self._execution_id = ""
         self.capture = OutputCapture(channel.send)
         self.registry = CallRegistry(channel.send, self._current_execution)
@@ -93,7 +93,7 @@ class SandboxClient:
         reader = threading.Thread(target=self._read, name="bridge-reader", daemon=True)
         reader.start()
         while True:
-            message = self._inbox.get()
+            message = self._inbox.get(self.interpreter.loop)
             if not isinstance(message, Execute):
                 break
             self._run(message)
