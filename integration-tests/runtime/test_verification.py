@@ -1,0 +1,86 @@
+"""The podman backend trusts a container only after inspecting it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from bridge_core.channel import Channel
+from bridge_core.errors import SandboxStartError
+from bridge_core.runtime import _podman_api
+from bridge_core.runtime.base import OWNER_LABEL, SandboxSpec
+from bridge_core.runtime.podman import PodmanBackend
+
+from .conftest import START_TIMEOUT, Shell
+
+pytestmark = pytest.mark.container
+
+
+async def _ours(backend: PodmanBackend) -> str:
+    listed = await anyio.run_process(
+        ["podman", "ps", "--all", "--format={{.Names}}"]
+        + [f"--filter=label={OWNER_LABEL}={backend.owner.label}"]
+    )
+    return listed.stdout.decode()
+
+
+@pytest.mark.parametrize(
+    ("dropped", "named"),
+    [
+        ("no_new_privileges", "no-new-privileges"),
+        ("pids_limit", "pids-limit"),
+        ("mounts", "read-only-tmpfs=false"),
+    ],
+)
+async def test_a_container_missing_a_hardening_option_is_removed_and_never_run(
+    podman_backend: PodmanBackend,
+    sandbox_image: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    dropped: str,
+    named: str,
+) -> None:
+    real = _podman_api.create_kwargs
+
+    def weakened(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        # What a client library silently dropping an option looks like to the backend.
+        created = real(*args, **kwargs)
+        if dropped == "mounts":  # what the CLI's default --read-only-tmpfs=true would add
+            created["mounts"].append({"type": "tmpfs", "source": "tmpfs", "target": "/run"})
+        else:
+            del created[dropped]
+        return created
+
+    monkeypatch.setattr(_podman_api, "create_kwargs", weakened)
+    spec = SandboxSpec(name="weakened", image=sandbox_image)
+    with pytest.raises(SandboxStartError, match=named):
+        await podman_backend.start(spec)
+    assert "weakened" not in await _ours(podman_backend)
+    assert list((tmp_path / "state" / "sandboxes").iterdir()) == []
+
+
+async def test_extra_security_options_are_applied_on_top_of_ours(
+    podman_backend: PodmanBackend, sandbox_image: str
+) -> None:
+    spec = SandboxSpec(name="masked", image=sandbox_image, security_opt=("mask=/etc/hostname",))
+    with anyio.fail_after(START_TIMEOUT):
+        sandbox = await podman_backend.start(spec)
+    try:
+        channel = Channel(sandbox.stream)
+        await channel.handshake()
+        shell = Shell(podman_backend, sandbox, channel)
+        assert await shell.value("open('/etc/hostname').read()") == ""
+        caps = await shell.value("open('/proc/self/status').read().split('CapEff:')[1].split()[0]")
+        assert int(caps, 16) == 0
+    finally:
+        await podman_backend.kill(sandbox)
+
+
+async def test_rootful_podman_reports_limits_as_enforced(podman_backend: PodmanBackend) -> None:
+    info = await podman_backend.info()
+    assert info.backend == "podman"
+    assert info.version
+    if not info.rootless:
+        assert info.limits_enforced, info.detail
