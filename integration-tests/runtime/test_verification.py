@@ -20,8 +20,13 @@ pytestmark = pytest.mark.container
 
 async def _ours(backend: PodmanBackend) -> str:
     listed = await anyio.run_process(
-        ["podman", "ps", "--all", "--format={{.Names}}"]
-        + [f"--filter=label={OWNER_LABEL}={backend.owner.label}"]
+        [
+            "podman",
+            "ps",
+            "--all",
+            "--format={{.Names}}",
+            f"--filter=label={OWNER_LABEL}={backend.owner.label}",
+        ]
     )
     return listed.stdout.decode()
 
