@@ -82,3 +82,10 @@ def test_output_of_a_thread_still_running_after_its_execution_reaches_a_later_on
     third = host.execute("printed.wait(20)\nt.join(20)\n'joined'")
     assert third.result.value == "'joined'"
     assert (second.stdout + third.stdout).count("late line\n") == 1
+
+
+def test_streams_broken_by_one_execution_are_repaired_for_the_next(host: Any) -> None:
+    host.execute("import io, os, sys\nsys.stdout = io.StringIO()\nos.close(2)")
+    run = host.execute("import os, sys\nprint('out again')\nos.write(2, b'err again')")
+    assert run.stdout == "out again\n"
+    assert run.stderr == "err again"

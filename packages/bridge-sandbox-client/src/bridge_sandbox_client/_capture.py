@@ -45,7 +45,9 @@ class _StreamPump:
         read_fd, write_fd = os.pipe()
         os.set_blocking(read_fd, False)
         os.dup2(write_fd, fd)
-        os.close(write_fd)
+        self.fd = fd
+        # Kept to repair fd 1/2 if user code closes or redirects them (see OutputCapture.begin).
+        self.write_fd = write_fd
         self._read_fd = read_fd
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending: list[str] = []
@@ -117,6 +119,8 @@ class OutputCapture:
         self._orphans: list[tuple[Stream, str]] = []
         self._orphan_chars = 0
         self._pumps: list[_StreamPump] = []
+        self._stdout: io.TextIOWrapper | None = None
+        self._stderr: io.TextIOWrapper | None = None
         self.original_stderr_fd = -1
 
     def install(self) -> None:
@@ -131,13 +135,13 @@ class OutputCapture:
         self.original_stderr_fd = os.dup(2)
         self._pumps = [_StreamPump("stdout", 1, self), _StreamPump("stderr", 2, self)]
         # Line buffered like a terminal, so prints stream while code runs; stderr unbuffered.
-        sys.stdout = io.TextIOWrapper(
+        self._stdout = sys.stdout = io.TextIOWrapper(
             open(1, "wb", closefd=False),  # noqa: SIM115 - lives as long as the process
             encoding="utf-8",
             errors="backslashreplace",
             line_buffering=True,
         )
-        sys.stderr = io.TextIOWrapper(
+        self._stderr = sys.stderr = io.TextIOWrapper(
             open(2, "wb", buffering=0, closefd=False),  # noqa: SIM115
             encoding="utf-8",
             errors="backslashreplace",
@@ -147,7 +151,15 @@ class OutputCapture:
             pump.start()
 
     def begin(self, execution_id: str) -> None:
-        """Attribute output to ``execution_id`` from now on (held orphan text goes first)."""
+        """Attribute output to ``execution_id`` from now on (held orphan text goes first).
+
+        Also undoes what earlier user code may have done to the streams (``sys.stdout``
+        replaced, fd 1 closed or redirected), so every execution starts captured.
+        """
+        for pump in self._pumps:
+            os.dup2(pump.write_fd, pump.fd)
+        if self._stdout is not None and self._stderr is not None:
+            sys.stdout, sys.stderr = self._stdout, self._stderr
         with self.lock:
             self._execution_id = execution_id
             orphans, self._orphans = self._orphans, []
