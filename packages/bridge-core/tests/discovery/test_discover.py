@@ -342,3 +342,12 @@ def test_without_clients_only_the_explicit_file_is_read(machine: Machine) -> Non
     report = run(machine, explicit=explicit, clients=False)
     assert list(report.servers) == ["one"]
     assert [c.path for c in report.sources_checked] == [explicit]
+
+
+def test_a_symlink_loop_is_not_fatal(machine: Machine) -> None:
+    (machine.home / ".cursor").mkdir()
+    loop = machine.home / ".cursor" / "mcp.json"
+    loop.symlink_to(loop)
+    machine.install("claude_desktop_config.json")
+    report = run(machine)
+    assert "filesystem" in report.servers

@@ -67,6 +67,13 @@ def _sources(explicit: Path | None, where: Where, clients: bool) -> list[Source]
     return ordered
 
 
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: the file is unreadable anyway
+        return path
+
+
 def _display(path: Path, home: Path) -> str:
     try:
         return "~/" + path.relative_to(home).as_posix()
@@ -100,7 +107,7 @@ def discover(
     seen: set[tuple[Path, str]] = set()
     unreadable: set[Path] = set()
     for source in _sources(explicit, where, clients):
-        identity = (source.path.resolve(), source.section)
+        identity = (_resolved(source.path), source.section)
         if identity in seen:  # e.g. cwd == home: ~/.cursor/mcp.json is both project and user
             continue
         seen.add(identity)
