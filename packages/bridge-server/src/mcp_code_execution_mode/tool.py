@@ -8,11 +8,11 @@ The description teaches the discovery-first workflow and nothing about individua
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
+from bridge_core.sessions import SESSION_NAME_PATTERN, validate_session_name
 
 __all__ = [
     "SESSION_NAME_PATTERN",
@@ -26,9 +26,6 @@ __all__ = [
 
 TOOL_NAME = "run_python"
 
-SESSION_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-"""Session handles: any name matching this creates its session on first use."""
-_SESSION_NAME = re.compile(SESSION_NAME_PATTERN)
 
 TOOL_DESCRIPTION = """\
 Run Python in a persistent sandbox (no network, writable /tmp). Top-level await works; \
@@ -107,11 +104,16 @@ def parse_arguments(arguments: dict[str, Any] | None, *, max_timeout: float) -> 
         timeout = float(timeout)
 
     session = args.get("session")
-    if session is not None and (not isinstance(session, str) or not _SESSION_NAME.match(session)):
-        raise InvalidArguments(
-            f"'session' is {session!r}: a session name must match {SESSION_NAME_PATTERN} "
-            "(a new name creates that session on first use)"
-        )
+    if session is not None:
+        # The session manager's own rule (names end up in container names and labels): any
+        # valid name creates its session on first use.
+        try:
+            validate_session_name(session)
+        except ValueError:
+            raise InvalidArguments(
+                f"'session' is {session!r}: a session name must match {SESSION_NAME_PATTERN} "
+                "(a new name creates that session on first use)"
+            ) from None
 
     reset = args.get("reset", False)
     if reset is None:
