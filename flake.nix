@@ -1,0 +1,108 @@
+{
+  description = "MCP Code Execution Mode: one MCP tool, run_python, in a hardened rootless container";
+
+  inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
+
+  outputs = { self, nixpkgs }:
+    let
+      systems = [ "x86_64-linux" "aarch64-linux" "x86_64-darwin" "aarch64-darwin" ];
+      forAllSystems = f: nixpkgs.lib.genAttrs systems (system: f nixpkgs.legacyPackages.${system});
+
+      # The workspace members, one folder each under packages/ (scripts/check-flake checks that
+      # this list and the folders agree). Names, versions and dependencies are read from each
+      # member's pyproject.toml, so this file cannot drift from them.
+      memberDirs = [
+        "bridge-protocol"
+        "bridge-core"
+        "bridge-sandbox-client"
+        "bridge-server"
+        "bridge-image"
+      ];
+      projectOf = dir: (builtins.fromTOML (builtins.readFile (./packages + "/${dir}/pyproject.toml"))).project;
+      distNameOf = dir: (projectOf dir).name;
+      # The import package, from [tool.hatch.build.targets.wheel] packages = ["src/<name>"].
+      importNameOf = dir: baseNameOf (builtins.head
+        (builtins.fromTOML (builtins.readFile (./packages + "/${dir}/pyproject.toml")))
+          .tool.hatch.build.targets.wheel.packages);
+      # "cbor2>=6.1.4" -> "cbor2"; "mcp-bridge-protocol==0.1.0" -> "mcp-bridge-protocol"
+      requirementName = requirement: builtins.head (builtins.match "([A-Za-z0-9._-]+).*" requirement);
+
+      # One derivation per member. Siblings are this flake's own derivations: members release in
+      # lockstep and pin each other exactly (==), so the pin is satisfied by construction.
+      # Third-party dependencies come from nixpkgs' python3Packages under their PyPI names.
+      membersFor = pkgs:
+        let
+          python = pkgs.python3;
+          py = python.pkgs;
+          members = builtins.listToAttrs (map (dir: {
+            name = distNameOf dir;
+            value = buildMember dir;
+          }) memberDirs);
+          dependencyOf = requirement:
+            let name = requirementName requirement;
+            in members.${name} or py.${name};
+          buildMember = dir:
+            let project = projectOf dir;
+            in py.buildPythonPackage {
+              pname = project.name;
+              inherit (project) version;
+              pyproject = true;
+              src = ./packages + "/${dir}";
+              build-system = [ py.hatchling ];
+              dependencies = map dependencyOf (project.dependencies or [ ]);
+              # The unit tests live beside each package and run through hatch and tox; here the
+              # built package must at least import.
+              pythonImportsCheck = [ (importNameOf dir) ];
+              meta = {
+                description = project.description or project.name;
+                license = pkgs.lib.licenses.mit;
+              };
+            };
+        in
+        { inherit python members; };
+
+      serverEnvFor = pkgs:
+        let m = membersFor pkgs;
+        in m.python.withPackages (_: [ m.members."mcp-code-execution-mode" ]);
+    in
+    {
+      packages = forAllSystems (pkgs:
+        (membersFor pkgs).members // {
+          default = pkgs.writeShellScriptBin "mcp-code-execution-mode" ''
+            exec ${serverEnvFor pkgs}/bin/python -m mcp_code_execution_mode "$@"
+          '';
+        });
+
+      apps = forAllSystems (pkgs: {
+        default = {
+          type = "app";
+          program = "${self.packages.${pkgs.stdenv.hostPlatform.system}.default}/bin/mcp-code-execution-mode";
+        };
+      });
+
+      devShells = forAllSystems (pkgs:
+        let
+          m = membersFor pkgs;
+          thirdParty = builtins.concatMap
+            (dir: builtins.filter
+              (r: !(m.members ? ${requirementName r}))
+              ((projectOf dir).dependencies or [ ]))
+            memberDirs;
+        in
+        {
+          default = pkgs.mkShell {
+            packages = [
+              (m.python.withPackages (py:
+                map (r: py.${requirementName r}) thirdParty
+                ++ [ py.pytest py.pytest-timeout py.hypothesis py.mypy ]))
+              pkgs.hatch
+              pkgs.ruff
+              pkgs.podman
+            ];
+            shellHook = ''
+              echo "MCP Code Execution Mode dev shell: hatch run tests:all | hatch run lint:check"
+            '';
+          };
+        });
+    };
+}
