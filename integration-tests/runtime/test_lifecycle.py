@@ -174,3 +174,12 @@ async def test_a_private_api_service_is_started_when_none_answers_and_stopped_on
     finally:
         await backend.aclose()
     assert not (tmp_path / "private" / "podman.sock").exists()
+
+
+async def test_closing_the_backend_kills_sandboxes_still_running(
+    podman_backend: PodmanBackend, sandbox_image: str
+) -> None:
+    spec = SandboxSpec(name="unstopped", image=sandbox_image, connect_timeout=60)
+    sandbox = await podman_backend.start(spec)
+    await podman_backend.aclose()
+    assert await _podman_names(f"name={sandbox.name}") == set()

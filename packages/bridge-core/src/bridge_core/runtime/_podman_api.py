@@ -39,6 +39,7 @@ __all__ = [
     "close",
     "connect",
     "create_kwargs",
+    "inspect",
     "limits_support",
     "list_ours",
     "logs_tail",
@@ -162,6 +163,12 @@ def create_kwargs(
         kwargs["cpu_period"] = limits.cpu_period
     kwargs.update(security_opt_fields(spec.security_opt))
     return kwargs
+
+
+def inspect(client: podman.PodmanClient, name: str) -> dict[str, Any]:
+    """The container's full inspect data (``containers.get`` already fetches it: one call)."""
+    attrs: dict[str, Any] = client.containers.get(name).attrs
+    return attrs
 
 
 def logs_tail(client: podman.PodmanClient, name: str, lines: int = 20) -> str:

@@ -78,7 +78,9 @@ class DockerBackend:
     def __init__(self, *, binary: str, state_dir: Path) -> None:
         self._binary = binary
         self._sandboxes = state_dir / "sandboxes"
-        self._owner = current_owner()
+        self.owner = current_owner()
+        """This bridge process, as written in the ownership label of every container."""
+        self._live: dict[str, ContainerSandbox] = {}
 
     @classmethod
     async def connect(cls, *, state_dir: Path, binary: str | None = None) -> DockerBackend:
@@ -151,13 +153,15 @@ class DockerBackend:
             raise
         await listener.aclose()
         channel.unlink_socket()
-        return ContainerSandbox(name=name, stream=stream, spec=spec, channel=channel)
+        sandbox = ContainerSandbox(name=name, stream=stream, spec=spec, channel=channel)
+        self._live[name] = sandbox
+        return sandbox
 
     async def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
         image = await self._inspect("image", spec.image)
         if image is None:
             raise SandboxStartError(f"sandbox image {spec.image!r} is not in docker's image store")
-        labels = container_labels(spec, self._owner)
+        labels = container_labels(spec, self.owner)
         try:
             await self._docker(
                 *create_args(spec, name=name, labels=labels, channel_dir=channel_dir)
@@ -216,6 +220,7 @@ class DockerBackend:
 
     async def stop(self, sandbox: Sandbox, *, grace: float = 2.0) -> None:
         """Close the channel, SIGTERM, SIGKILL after ``grace`` seconds, remove. Cancel-safe."""
+        self._live.pop(sandbox.name, None)
         with anyio.CancelScope(shield=True):
             await anyio.aclose_forcefully(sandbox.stream)
             with anyio.move_on_after(grace + CLEANUP_TIMEOUT):
@@ -226,6 +231,7 @@ class DockerBackend:
 
     async def kill(self, sandbox: Sandbox) -> None:
         """SIGKILL and remove now (``docker rm --force`` kills immediately). Cancel-safe."""
+        self._live.pop(sandbox.name, None)
         with anyio.CancelScope(shield=True):
             await anyio.aclose_forcefully(sandbox.stream)
             with anyio.move_on_after(CLEANUP_TIMEOUT):
@@ -251,4 +257,6 @@ class DockerBackend:
         return len(names)
 
     async def aclose(self) -> None:
-        """Nothing to release: the docker daemon is not ours."""
+        """Kill sandboxes still running (normally the session manager stopped them all)."""
+        for sandbox in list(self._live.values()):
+            await self.kill(sandbox)

@@ -60,6 +60,7 @@ class PodmanBackend:
         self._state_dir = state_dir
         self._sandboxes = state_dir / "sandboxes"
         self._service = service
+        self._live: dict[str, ContainerSandbox] = {}
         self.owner = current_owner()
         """This bridge process, as written in the ownership label of every container it starts."""
         self.url = url
@@ -169,7 +170,9 @@ class PodmanBackend:
             raise
         await listener.aclose()
         channel.unlink_socket()
-        return ContainerSandbox(name=name, stream=stream, spec=spec, channel=channel)
+        sandbox = ContainerSandbox(name=name, stream=stream, spec=spec, channel=channel)
+        self._live[name] = sandbox
+        return sandbox
 
     def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
         labels = container_labels(spec, self.owner)
@@ -188,7 +191,7 @@ class PodmanBackend:
         try:
             container = self._client.containers.create(spec.image, **kwargs)
             problems = hardening_violations(
-                container.inspect(), spec, image_env=image.attrs.get("Config", {}).get("Env") or []
+                container.attrs, spec, image_env=image.attrs.get("Config", {}).get("Env") or []
             )
             if problems:
                 api.remove_quietly(self._client, name)
@@ -211,8 +214,7 @@ class PodmanBackend:
 
     async def _status(self, name: str) -> SandboxExit:
         try:
-            container = await _run(self._client.containers.get, name)
-            inspect: dict[str, Any] = await _run(container.inspect)
+            inspect: dict[str, Any] = await _run(api.inspect, self._client, name)
         except api.NotFound:
             return SandboxExit(running=False, error="container is gone")
         state = inspect["State"]
@@ -232,6 +234,7 @@ class PodmanBackend:
 
     async def stop(self, sandbox: Sandbox, *, grace: float = 2.0) -> None:
         """Close the channel, SIGTERM, SIGKILL after ``grace`` seconds, remove. Cancel-safe."""
+        self._live.pop(sandbox.name, None)
         with anyio.CancelScope(shield=True):
             await anyio.aclose_forcefully(sandbox.stream)
             with anyio.move_on_after(grace + CLEANUP_TIMEOUT):
@@ -240,6 +243,7 @@ class PodmanBackend:
 
     async def kill(self, sandbox: Sandbox) -> None:
         """SIGKILL and remove now. Cancel-safe."""
+        self._live.pop(sandbox.name, None)
         with anyio.CancelScope(shield=True):
             await anyio.aclose_forcefully(sandbox.stream)
             with anyio.move_on_after(CLEANUP_TIMEOUT):
@@ -265,8 +269,11 @@ class PodmanBackend:
         return len(names)
 
     async def aclose(self) -> None:
-        """Close the API client and stop the private service if this backend started one."""
+        """Kill sandboxes still running (normally the session manager stopped them all), close
+        the API client and stop the private service if this backend started one."""
         with anyio.CancelScope(shield=True):
+            for sandbox in list(self._live.values()):
+                await self.kill(sandbox)
             api.close(self._client)
             if self._service is not None:
                 await self._service.aclose()
