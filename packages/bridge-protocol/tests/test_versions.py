@@ -75,3 +75,9 @@ def test_anything_but_welcome_or_refusal_after_hello_is_unexpected() -> None:
     with pytest.raises(UnexpectedMessage) as caught:
         version_from_answer(Ping(1))
     assert caught.value.code == ErrorCode.UNEXPECTED_MESSAGE
+
+
+def test_a_refusal_to_a_hello_listing_thousands_of_versions_stays_short() -> None:
+    answer = answer_hello(Hello(versions=tuple(range(1000, 5000))), supported=(1,))
+    assert isinstance(answer, Refusal)
+    assert len(answer.message) < 200

@@ -42,12 +42,19 @@ def answer_hello(
         return Refusal(
             code=ErrorCode.UNSUPPORTED_VERSION,
             message=(
-                f"the sandbox speaks protocol versions {sorted(set(hello.versions))}, "
-                f"the host speaks {list(ours)}"
+                f"the sandbox speaks protocol versions {_describe(hello.versions)}, "
+                f"the host speaks {_describe(ours)}"
             ),
             supported=ours,
         )
     return Welcome(version=version, session=session)
+
+
+def _describe(versions: Iterable[int]) -> str:
+    # A hostile hello may list a million versions: keep the refusal message short.
+    ordered = sorted(set(versions))
+    shown = ", ".join(map(str, ordered[:8]))
+    return f"[{shown}, ... ({len(ordered)} in all)]" if len(ordered) > 8 else f"[{shown}]"
 
 
 def version_from_answer(answer: Message, offered: Iterable[int] = SUPPORTED_VERSIONS) -> int:
