@@ -166,3 +166,12 @@ async def test_tools_list_changed_reaches_the_catalog(probe: ProbeFactory) -> No
         called = await gateway.call_tool(CTX, "probe", "late_tool", {})
     assert docs["tools"][0]["name"] == "late_tool"
     assert called["content"][0]["text"] == "late_tool ran"
+
+
+async def test_arguments_json_cannot_carry_are_refused_as_invalid(probe: ProbeFactory) -> None:
+    async with open_proxy([probe()]) as gateway:
+        for bad in ({"text": b"\xff"}, {"text": float("nan")}, {"text": {1, 2}}):
+            with pytest.raises(CallFailed) as caught:
+                await gateway.call_tool(CTX, "probe", "echo", bad)
+            assert caught.value.code == ErrorCode.INVALID_ARGUMENTS
+        assert not gateway.pool.is_running("probe")

@@ -10,6 +10,7 @@ it as the tool's error).
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -112,6 +113,7 @@ class ProxyGateway:
         self, server: str, tool: str, arguments: Mapping[str, Any]
     ) -> types.CallToolResult:
         spec = self.catalog.check_call(server, tool)  # unknown server / policy: no I/O
+        _require_json(server, tool, arguments)
         try:
             live = await self.pool.list_tools(server)
             if not any(t.name == tool for t in live):
@@ -127,6 +129,20 @@ class ProxyGateway:
         """Answer a discovery/docs/search request from the catalog (which starts a server only
         when neither memory nor the persisted cache knows its tools)."""
         return await self.catalog.handle_request(method, params)
+
+
+def _require_json(server: str, tool: str, arguments: Mapping[str, Any]) -> None:
+    """Refuse arguments MCP cannot carry (bytes, NaN, sets...) before they reach the SDK, where
+    they would fail as an internal error."""
+    try:
+        json.dumps(arguments, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise CallFailed(
+            ErrorCode.INVALID_ARGUMENTS,
+            f"arguments of {server}.{tool} must be JSON values (str, int, float, bool, None, "
+            f"list, dict): {exc}",
+            {"server": server, "tool": tool},
+        ) from None
 
 
 _OUTCOMES = {
