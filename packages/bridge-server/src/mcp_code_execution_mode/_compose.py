@@ -90,7 +90,9 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
         await anyio.to_thread.run_sync(
             functools.partial(state_dir.mkdir, parents=True, exist_ok=True)
         )
-        options = ProxyOptions(call_timeout=settings.call_timeout)
+        options = ProxyOptions(
+            call_timeout=settings.call_timeout, start_timeout=settings.server_start_timeout
+        )
         policy = Policy.from_settings(
             allow_servers=settings.allow_servers,
             deny_servers=settings.deny_servers,

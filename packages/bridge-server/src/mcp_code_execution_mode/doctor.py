@@ -195,7 +195,10 @@ async def _check_servers(settings: Settings, report: _Report) -> None:
     if not discovery.servers:
         return
     results: dict[str, str | int] = {}
-    async with UpstreamPool(discovery.servers.values(), ProxyOptions()) as pool:
+    options = ProxyOptions(
+        call_timeout=settings.call_timeout, start_timeout=settings.server_start_timeout
+    )
+    async with UpstreamPool(discovery.servers.values(), options) as pool:
 
         async def probe(name: str) -> None:
             try:

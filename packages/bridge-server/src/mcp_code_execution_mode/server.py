@@ -209,7 +209,7 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
             ],
         )
 
-    return Server(
+    server = Server(
         SERVER_NAME,
         version=__version__,
         instructions="Use run_python; discover servers and tools from inside the code.",
@@ -221,3 +221,7 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
     )
+    # The SDK's default OpenTelemetry middleware opens a span per message even with no exporter
+    # installed; measured ~3 ms of a ~10 ms stdio round trip on a loaded 2-core host.
+    server.middleware = []
+    return server

@@ -100,6 +100,8 @@ SETTINGS: tuple[Setting, ...] = (
        "Characters of stdout+stderr returned per call; past it, head and tail are kept."),
     _s("call_timeout", u.parse_duration, "60s",
        "Timeout of one proxied tool call made by sandbox code."),
+    _s("server_start_timeout", u.parse_duration, "30s",
+       "Time a proxied MCP server gets to start and list its tools (npx cold starts are slow)."),
     _s("log_level", u.choice("debug", "info", "warning", "error"), "warning",
        "Log level (logs go to stderr, never stdout)."),
     _s("log_file", u.parse_path, None, "Also append logs to this file."),
@@ -137,6 +139,7 @@ class Settings:
     session_ttl: float = 1800.0
     output_cap: int = 64 * 1024
     call_timeout: float = 60.0
+    server_start_timeout: float = 30.0
     log_level: str = "warning"
     log_file: Path | None = None
     audit_log: Path | None = None
