@@ -20,14 +20,22 @@ from .conftest import StartShell
 pytestmark = pytest.mark.container
 
 
-async def _podman_names(*filters: str) -> set[str]:
-    args = ["podman", "ps", "--all", "--format={{.Names}}", *(f"--filter={f}" for f in filters)]
+async def _container_names(runtime: str, *filters: str) -> set[str]:
+    args = [runtime, "ps", "--all", "--format={{.Names}}", *(f"--filter={f}" for f in filters)]
     return set((await anyio.run_process(args)).stdout.decode().split())
+
+
+async def _podman_names(*filters: str) -> set[str]:
+    return await _container_names("podman", *filters)
 
 
 def _sandbox_dirs(backend: PodmanBackend, tmp_path: Path) -> list[Path]:
     root = tmp_path / "state" / "sandboxes"
     return list(root.iterdir()) if root.exists() else []
+
+
+def _sandbox_dir_exists(tmp_path: Path, name: str) -> bool:
+    return any(tmp_path.glob(f"*/sandboxes/{name}"))
 
 
 def _cgroup_exists(name: str) -> bool:
@@ -41,16 +49,16 @@ async def test_variables_persist_between_executions_in_one_sandbox(start_shell: 
 
 
 async def test_stopped_sandbox_leaves_no_container_directory_or_cgroup(
-    start_shell: StartShell, podman_backend: PodmanBackend, tmp_path: Path
+    start_shell: StartShell, tmp_path: Path
 ) -> None:
     shell = await start_shell()
-    name = shell.sandbox.name
-    assert name in await _podman_names(f"name={name}")
-    await podman_backend.stop(shell.sandbox, grace=1)
-    assert await _podman_names(f"name={name}") == set()
-    assert _sandbox_dirs(podman_backend, tmp_path) == []
+    runtime, name = shell.backend.name, shell.sandbox.name
+    assert name in await _container_names(runtime, f"name={name}")
+    await shell.backend.stop(shell.sandbox, grace=1)
+    assert await _container_names(runtime, f"name={name}") == set()
+    assert not _sandbox_dir_exists(tmp_path, name)
     assert not _cgroup_exists(name)
-    assert (await podman_backend.status(shell.sandbox)).error == "container is gone"
+    assert (await shell.backend.status(shell.sandbox)).error == "container is gone"
 
 
 async def test_a_sandbox_that_exits_reports_its_exit_status(start_shell: StartShell) -> None:
@@ -65,13 +73,12 @@ async def test_a_sandbox_that_exits_reports_its_exit_status(start_shell: StartSh
     assert (state.exit_code, state.oom_killed) == (0, False)
 
 
-async def test_kill_removes_a_busy_sandbox_at_once(
-    start_shell: StartShell, podman_backend: PodmanBackend
-) -> None:
+async def test_kill_removes_a_busy_sandbox_at_once(start_shell: StartShell) -> None:
     shell = await start_shell()
     await shell.channel.send(Execute("spin", "while True: pass"))
-    await podman_backend.kill(shell.sandbox)
-    assert await _podman_names(f"name={shell.sandbox.name}") == set()
+    await shell.backend.kill(shell.sandbox)
+    runtime, name = shell.backend.name, shell.sandbox.name
+    assert await _container_names(runtime, f"name={name}") == set()
 
 
 async def test_leftovers_of_a_dead_bridge_are_removed_and_a_live_bridges_are_kept(
