@@ -131,6 +131,15 @@ async def test_max_sessions_error_names_the_limit_and_the_setting(harness: Harne
     assert "2" in str(raised.value)
 
 
+async def test_a_session_whose_sandbox_could_not_start_takes_no_slot(harness: Harness) -> None:
+    harness.runtime.start_error = SandboxStartError("no image")
+    async with harness.manager(max_sessions=1) as manager:
+        assert (await manager.execute("print:x", session="a")).status == "unavailable"
+        harness.runtime.start_error = None
+        assert manager.session_names() == []
+        assert (await manager.execute("print:x", session="b")).ok
+
+
 async def test_idle_session_expires_and_its_next_caller_is_told(harness: Harness) -> None:
     now = [1000.0]
     manager = harness.manager(idle_ttl=60)

@@ -176,6 +176,7 @@ class SessionManager:
         finally:
             sess.users -= 1
             sess.last_used = self._clock()
+            self._forget_if_empty(sess)
 
     async def reset(self, session: str | None = None) -> None:
         """Give ``session`` a fresh namespace (its sandbox is replaced); waits for its turn."""
@@ -192,6 +193,7 @@ class SessionManager:
         finally:
             sess.users -= 1
             sess.last_used = self._clock()
+            self._forget_if_empty(sess)
 
     async def wait_warm(self) -> None:
         """Wait until the warm pool holds ``pool_size`` started sandboxes (callers bound it)."""
@@ -276,6 +278,13 @@ class SessionManager:
                 "this is a fresh session"
             )
         return sess
+
+    def _forget_if_empty(self, sess: Session) -> None:
+        # A session with no sandbox, nothing to tell and nobody waiting holds no state: it must
+        # not take a slot of max_sessions (e.g. after its sandbox could not start, or a reset).
+        if sess.live is None and not sess.notices and not sess.busy:
+            if self._sessions.get(sess.name) is sess:
+                del self._sessions[sess.name]
 
     def _prepare(self, sess: Session, reset: bool) -> list[str]:
         if reset:
