@@ -319,3 +319,10 @@ def test_arguments_too_large_for_a_frame_raise_value_error_and_the_session_lives
     assert run.result.error is not None
     assert run.result.error.type == "ValueError"
     assert ok(host, "await mcp_media.echo(n=1)") == "{'n': 1}"
+
+
+def test_a_forgotten_await_is_explained(host: Any) -> None:
+    run = host.execute("mcp_github.create_issue(title='t')")
+    assert "github.create_issue" in (run.result.value or "")
+    assert "never awaited" in (run.result.value or "")
+    assert run.calls == []

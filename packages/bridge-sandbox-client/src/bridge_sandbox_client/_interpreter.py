@@ -12,6 +12,7 @@ Plain code runs outside the loop, so ``asyncio.run(...)`` in user code works as 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import signal
 import threading
 from collections import deque
@@ -57,6 +58,8 @@ def render_value(value: Any, limit: int) -> str | None:
         text = repr(value)
     except Exception as exc:  # user __repr__ may raise anything
         text = f"<{type(value).__name__} object; repr() failed: {type(exc).__name__}: {exc}>"
+    if inspect.iscoroutine(value):
+        text += "  (never awaited: write `await` before the call, or use `.sync(...)`)"
     if len(text) > limit:
         marker = f"... [{len(text) - limit} more characters]"
         text = text[: max(0, limit - len(marker))] + marker

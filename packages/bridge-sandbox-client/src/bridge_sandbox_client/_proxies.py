@@ -119,7 +119,13 @@ class Tool:
     def __call__(self, *args: Any, raw: bool = False, **kwargs: Any) -> Coroutine[Any, Any, Any]:
         # A plain function, not ``async def``: bad arguments raise here, at the call site.
         arguments = self._arguments(args, kwargs)
-        return self._call(arguments, raw)
+        call = self._call(arguments, raw)
+        # Named after the tool, so a forgotten ``await`` is reported as
+        # "coroutine 'github.create_issue' was never awaited".
+        if isinstance(call, types.CoroutineType):
+            call.__name__ = self.__name__
+            call.__qualname__ = f"{self.server}.{self.name}"
+        return call
 
     async def _call(self, arguments: dict[str, Any], raw: bool) -> Any:
         result = await CallRegistry.wait(self._registry.call(self.server, self.name, arguments))
