@@ -277,3 +277,19 @@ async def test_handle_request_answers_every_method(upstream: Upstream) -> None:
     assert len(docs["tools"]) == 2  # type: ignore[index,call-overload,arg-type]
     hits = await catalog.handle_request("search_tool_docs", {"query": "timezone convert"})
     assert hits[0]["tool"] == "convert_time"  # type: ignore[index,call-overload]
+
+
+async def test_nameless_and_repeated_tools_from_an_upstream_are_skipped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    catalog = Catalog(specs("odd"))
+    tools = [
+        Tool(name="", input_schema={"type": "object"}),
+        Tool(name="ok", description="first", input_schema={"type": "object"}),
+        Tool(name="ok", description="second", input_schema={"type": "object"}),
+    ]
+    await catalog.set_tools("odd", tools)
+    docs = await catalog.query_tool_docs("odd")
+    assert docs["tools"] == [{"name": "ok", "description": "first"}]
+    assert "unusable tool" in caplog.text
+    assert "twice" in caplog.text

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from bridge_core.catalog import ToolDoc, python_name, render_stub, schema_type
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp.types import Tool
 
 
@@ -173,7 +175,56 @@ def test_any_description_yields_a_valid_docstring(description: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "expected"),
-    [("get-sum", "get_sum"), ("read_file", "read_file"), ("class", "class_"), ("2fa", "2fa_")],
+    [
+        ("get-sum", "get_sum"),
+        ("read_file", "read_file"),
+        ("class", "class_"),
+        ("2fa", "_2fa"),
+        ("0", "_0"),
+        ("café", "caf"),
+        ("-", "_"),
+    ],
 )
 def test_python_name_makes_identifiers(name: str, expected: str) -> None:
     assert python_name(name) == expected
+
+
+_json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+_json = st.recursive(
+    _json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+_keys = st.sampled_from(
+    ["type", "properties", "items", "required", "enum", "const", "anyOf", "oneOf", "allOf",
+     "$ref", "default", "description", "additionalProperties", "$defs"]
+)  # fmt: skip
+_schema = st.recursive(
+    st.dictionaries(_keys, _json, max_size=4),
+    lambda inner: (
+        st.dictionaries(_keys, inner | _json | st.lists(inner, max_size=3), max_size=5)
+        | st.fixed_dictionaries(
+            {
+                "type": st.just("object"),
+                "properties": st.dictionaries(st.text(max_size=10), inner, max_size=4),
+            }
+        )
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    input_schema=_schema,
+    output_schema=st.none() | _schema,
+    name=st.text(min_size=1, max_size=20),
+    description=st.text(max_size=60),
+)
+def test_any_schema_from_an_upstream_renders_valid_python(
+    input_schema: dict[str, Any], output_schema: dict[str, Any] | None, name: str, description: str
+) -> None:
+    doc = ToolDoc("s", name, description, input_schema, output_schema)
+    ast.parse(render_stub(doc))

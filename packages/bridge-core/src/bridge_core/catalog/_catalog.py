@@ -99,7 +99,7 @@ class Catalog:
         spec = self._specs.get(server)
         if spec is None:
             raise UnknownServer(server, self._specs)
-        docs = tuple(t if isinstance(t, ToolDoc) else ToolDoc.from_tool(server, t) for t in tools)
+        docs = tuple(_valid_docs(server, tools))
         self._remember(server, docs, description)
         if self._cache is not None:
             await anyio.to_thread.run_sync(
@@ -260,6 +260,22 @@ class Catalog:
                 raise _invalid(f"limit must be between 1 and {MAX_SEARCH_LIMIT}, got {limit}")
             return await self.search_tool_docs(_param(params, "query", str), limit)
         raise CallFailed(ErrorCode.UNKNOWN_METHOD, f"unknown request method {method!r}")
+
+
+def _valid_docs(server: str, tools: Sequence[Tool | ToolDoc]) -> list[ToolDoc]:
+    """Docs of the usable tools: a nameless tool or a repeated name is logged and skipped."""
+    docs: dict[str, ToolDoc] = {}
+    for tool in tools:
+        try:
+            doc = tool if isinstance(tool, ToolDoc) else ToolDoc.from_tool(server, tool)
+        except ValueError as exc:
+            logger.warning("server %r lists an unusable tool: %s", server, exc)
+            continue
+        if doc.name in docs:
+            logger.warning("server %r lists tool %r twice; keeping the first", server, doc.name)
+            continue
+        docs[doc.name] = doc
+    return list(docs.values())
 
 
 _REQUIRED: Any = object()

@@ -30,7 +30,8 @@ _SCALARS = {
 _MAX_DEPTH = 4
 # Longer enums are a listing, not a type: they read better as the base type.
 _MAX_LITERALS = 12
-_IDENTIFIER_JUNK = re.compile(r"\W+")
+# ASCII only: some Unicode "word" characters are not valid in identifiers.
+_IDENTIFIER_JUNK = re.compile(r"[^0-9A-Za-z_]+")
 
 Schema = Mapping[str, Any]
 
@@ -38,9 +39,15 @@ Schema = Mapping[str, Any]
 def python_name(name: str) -> str:
     """The identifier a tool or argument name maps to (``get-sum`` → ``get_sum``)."""
     ident = _IDENTIFIER_JUNK.sub("_", name).strip("_") or "_"
-    if ident[0].isdigit() or keyword.iskeyword(ident):
-        ident = f"{ident}_"
-    return ident
+    if ident[0].isdigit():
+        ident = f"_{ident}"
+    return f"{ident}_" if keyword.iskeyword(ident) else ident
+
+
+def _required(schema: Schema) -> list[str]:
+    # Upstream schemas are not validated: "required" may be anything.
+    value = schema.get("required")
+    return [r for r in value if isinstance(r, str)] if isinstance(value, list) else []
 
 
 def _literal(value: object) -> str:
@@ -119,7 +126,7 @@ def _shape(schema: object, root: Schema, depth: int = 0) -> str | None:
     properties = schema.get("properties")
     if not isinstance(properties, Mapping) or not properties:
         return None
-    required = schema.get("required") or []
+    required = _required(schema)
     fields = []
     for key, sub in properties.items():
         mark = "" if key in required else "?"
@@ -128,9 +135,16 @@ def _shape(schema: object, root: Schema, depth: int = 0) -> str | None:
     return "{" + ", ".join(fields) + "}"
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def _docstring_lines(text: str) -> list[str]:
-    # Backslashes and triple quotes in a description must not end or corrupt the docstring.
-    safe = text.strip().replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    """Untrusted text made safe inside a docstring, as lines.
+
+    Backslashes and triple quotes must not end or corrupt the docstring; control characters
+    (NUL included) have no place in documentation and make the stub unparsable.
+    """
+    safe = _CONTROL.sub("", text.strip()).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
     return [line.rstrip() for line in safe.splitlines()]
 
 
@@ -139,7 +153,7 @@ def render_stub(doc: ToolDoc) -> str:
     schema = doc.input_schema
     properties = schema.get("properties")
     properties = properties if isinstance(properties, Mapping) else {}
-    required = [r for r in schema.get("required") or [] if r in properties]
+    required = [r for r in _required(schema) if r in properties]
     order = required + [k for k in properties if k not in required]
     params: list[str] = []
     notes: list[str] = []
@@ -165,8 +179,7 @@ def render_stub(doc: ToolDoc) -> str:
         candidates = (description, f"shape {shape}" if shape else None)
         parts = [p for p in candidates if isinstance(p, str) and p.strip()]
         if parts:
-            text = "; ".join(" ".join(str(p).split()) for p in parts)
-            notes.append(f"{key}: {' '.join(_docstring_lines(text))}")
+            notes.append(f"{key}: {'; '.join(' '.join(p.split()) for p in parts)}")
     if awkward:
         params.append("**kwargs: Any")
         names = ", ".join(repr(k) for k in awkward)
@@ -183,16 +196,17 @@ def render_stub(doc: ToolDoc) -> str:
     # Arguments travel by name (``await server.tool(path=...)``): the signature says so with ``*``.
     keyword_only = "*, " if params and params[0] != "**kwargs: Any" else ""
     head = f"async def {func}({keyword_only}{signature}) -> {returns}:"
-    description = _docstring_lines(doc.description) or [""]
-    lines = [head, '    """' + description[0]]
-    rest = description[1:]
+    raw = [doc.description.strip()]
     if func != doc.name:
-        rest = [*rest, f"(MCP tool name: {doc.name!r})"]
-    body = [*rest, *([""] if notes else []), *notes]
-    lines += [f"    {line}" if line else "" for line in body]
+        raw.append(f"(MCP tool name: {doc.name!r})")
+    if notes:
+        raw += ["", *notes]
+    # Escaped once, as a whole: every piece of it comes from the upstream server.
+    text = _docstring_lines("\n".join(raw)) or [""]
+    lines = [head, '    """' + text[0], *(f"    {line}" if line else "" for line in text[1:])]
     if len(lines) == 2:
         # A description ending in a quote would merge with the closing quotes.
-        lines[1] = lines[1][:-1] + '\\"' if description[0].endswith('"') else lines[1]
+        lines[1] = lines[1][:-1] + '\\"' if text[0].endswith('"') else lines[1]
         lines[1] += '"""'
     else:
         lines.append('    """')
