@@ -282,9 +282,9 @@ class SessionManager:
     def _forget_if_empty(self, sess: Session) -> None:
         # A session with no sandbox, nothing to tell and nobody waiting holds no state: it must
         # not take a slot of max_sessions (e.g. after its sandbox could not start, or a reset).
-        if sess.live is None and not sess.notices and not sess.busy:
-            if self._sessions.get(sess.name) is sess:
-                del self._sessions[sess.name]
+        empty = sess.live is None and not sess.notices and not sess.busy
+        if empty and self._sessions.get(sess.name) is sess:
+            del self._sessions[sess.name]
 
     def _prepare(self, sess: Session, reset: bool) -> list[str]:
         if reset:
