@@ -65,6 +65,19 @@ async def test_full_output_is_not_kept_when_sessions_do_not_persist(harness: Har
     assert any("not kept" in n for n in result.notices)
 
 
+async def test_a_host_that_cannot_store_the_full_output_still_returns_the_capped_result(
+    harness: Harness,
+) -> None:
+    (harness.state_dir / "output").write_text("a file where the spill directory should be")
+    async with harness.manager(output_cap=100) as manager:
+        result = await manager.execute("flood:50x100\nprint:end")
+    assert result.status == "ok"
+    assert result.truncated
+    assert result.stdout.endswith("end\n")
+    assert result.full_output_path is None
+    assert any("could not store it" in n for n in result.notices)
+
+
 def test_stream_capture_memory_is_bounded_by_head_and_tail() -> None:
     capture = StreamCapture(100)
     for i in range(20_000):

@@ -198,6 +198,9 @@ class ExecutionRunner:
         if not live.alive:
             notices.append(f"{summary}; the full output was lost with the sandbox")
             return None
+        if output.spill_error is not None:
+            notices.append(f"{summary}; the full output was not kept: {output.spill_error}")
+            return None
         path = f"{OUTPUT_DIR}/{execution.id}.txt"
         problem = await save_full_output(live, output, path)
         if problem is not None:

@@ -10,6 +10,7 @@ sandbox's /tmp so code can read the full output in its next execution.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections import deque
@@ -20,6 +21,8 @@ import anyio
 from bridge_protocol import Stream
 
 __all__ = ["OutputCollector", "StreamCapture"]
+
+logger = logging.getLogger("bridge_core.sessions")
 
 FLUSH_BYTES = 256 * 1024
 """Spill writes are batched: one thread hop per 256 KiB, not per frame (200k-line floods)."""
@@ -95,7 +98,9 @@ class OutputCollector:
         self.spill_path: Path | None = None
         self.spilled_bytes = 0
         self.spill_incomplete = False
-        """True when the output exceeded ``spill_limit`` and the file holds only its start."""
+        """True when the file holds only the start of the output (limit reached, or an error)."""
+        self.spill_error: str | None = None
+        """Why the host could not keep the full output, if it could not."""
 
     @property
     def chars(self) -> int:
@@ -118,7 +123,11 @@ class OutputCollector:
                 return
             # Crossing the cap: from now on the full text lives in a file, not in memory.
             pending, self._ordered = self._ordered, None
-            self._spill = await anyio.to_thread.run_sync(self._open_spill)
+            try:
+                self._spill = await anyio.to_thread.run_sync(self._open_spill)
+            except OSError as exc:
+                self._give_up(exc)
+                return
             for chunk in pending:
                 await self._write(chunk)
             return
@@ -129,6 +138,13 @@ class OutputCollector:
         fd, name = tempfile.mkstemp(prefix="output-", suffix=".txt", dir=self.spill_dir)
         self.spill_path = Path(name)
         return os.fdopen(fd, "w+b")
+
+    def _give_up(self, exc: OSError) -> None:
+        # A full or read-only host disk must not end the execution: only the full copy is lost.
+        logger.warning("cannot keep the full output on the host: %s", exc)
+        self.spill_error = f"the bridge could not store it ({exc.strerror or exc})"
+        self.spill_incomplete = True
+        self._spill_buffer.clear()
 
     async def _write(self, text: str) -> None:
         if self.spill_incomplete:
@@ -151,7 +167,10 @@ class OutputCollector:
         data = b"".join(self._spill_buffer)
         self._spill_buffer.clear()
         self._spill_buffered = 0
-        await anyio.to_thread.run_sync(self._spill.write, data)
+        try:
+            await anyio.to_thread.run_sync(self._spill.write, data)
+        except OSError as exc:
+            self._give_up(exc)
 
     async def read_spill(self, offset: int, size: int) -> bytes:
         """``size`` bytes of the spilled output from ``offset`` (flushes first)."""

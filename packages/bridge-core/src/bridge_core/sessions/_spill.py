@@ -39,7 +39,10 @@ async def save_full_output(live: LiveSandbox, output: OutputCollector, path: str
     """Write the spilled output to ``path`` inside ``live``; return None or what went wrong."""
     offset = 0
     while offset < output.spilled_bytes or offset == 0:
-        data = await output.read_spill(offset, CHUNK_BYTES)
+        try:
+            data = await output.read_spill(offset, CHUNK_BYTES)
+        except OSError as exc:
+            return f"the bridge could not read its copy ({exc.strerror or exc})"
         code = _APPEND.format(
             source=_SOURCE,
             path=path,
