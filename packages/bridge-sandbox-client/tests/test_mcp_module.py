@@ -326,3 +326,37 @@ def test_a_forgotten_await_is_explained(host: Any) -> None:
     assert "github.create_issue" in (run.result.value or "")
     assert "never awaited" in (run.result.value or "")
     assert run.calls == []
+
+
+def test_a_call_left_in_flight_by_a_finished_execution_fails_instead_of_hanging(
+    host: Any,
+) -> None:
+    first = host.execute(
+        "import asyncio\nleft = asyncio.create_task(mcp_media.hang())\nawait asyncio.sleep(0)"
+    )
+    assert len(first.calls) == 1
+    value = ok(host, "import asyncio\nawait asyncio.wait([left])\ntype(left.exception()).__name__")
+    assert value == "'ToolCancelled'"
+
+
+def test_a_call_from_a_task_running_between_executions_fails_fast(host: Any) -> None:
+    from bridge_protocol import Progress
+
+    host.execute(
+        "import asyncio\nfrom mcp import ToolError\n"
+        "gate = asyncio.Event()\n"
+        "async def later():\n"
+        "    await gate.wait()\n"
+        "    try:\n"
+        "        await mcp_media.echo(n=1)\n"
+        "    except ToolError as e:\n"
+        "        globals()['failure'] = e\n"
+        "    runtime.progress(1)\n"
+        "task = asyncio.create_task(later())\n"
+        "asyncio.get_running_loop().call_later(0.01, gate.set)\n"
+        "await asyncio.sleep(0)"
+    )
+    host.wait_for(Progress)
+    assert ok(host, "type(failure).__name__, 'no execution is running' in str(failure)") == (
+        "('ToolCancelled', True)"
+    )

@@ -36,13 +36,43 @@ class PendingCall(concurrent.futures.Future[Any]):
 class CallRegistry:
     """Allocates call ids, sends calls and requests, and resolves them from replies."""
 
-    def __init__(self, send: Send, execution_id: Callable[[], str]) -> None:
+    def __init__(self, send: Send) -> None:
         self._send = send
-        self._execution_id = execution_id
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._pending: dict[int, tuple[PendingCall, str]] = {}
+        self._execution: str | None = None
         self._closed: str | None = None
+
+    # --- executions ----------------------------------------------------------------------------
+
+    def begin(self, execution_id: str) -> None:
+        """Calls started from now on belong to ``execution_id``."""
+        with self._lock:
+            self._execution = execution_id
+
+    def end(self, execution_id: str) -> None:
+        """The execution is over: its calls still in flight fail with :class:`ToolCancelled`.
+
+        The host stops answering an execution's calls once its result is in, so a call left
+        behind by a background task or thread would otherwise wait forever.
+        """
+        with self._lock:
+            if self._execution == execution_id:
+                self._execution = None
+            ended = [(cid, f) for cid, (f, eid) in self._pending.items() if eid == execution_id]
+            for call_id, _ in ended:
+                del self._pending[call_id]
+        for call_id, future in ended:
+            self._fail(
+                future,
+                ToolCancelled(
+                    "the execution that made this call ended before the answer came",
+                    server=future.server,
+                    tool=future.tool,
+                ),
+            )
+            self._send_cancel(call_id)
 
     # --- starting calls ----------------------------------------------------------------------
 
@@ -69,12 +99,21 @@ class CallRegistry:
     ) -> PendingCall:
         future = PendingCall(server, tool)
         call_id = next(self._ids)
-        execution_id = self._execution_id()
-        message = build(call_id, execution_id)
         with self._lock:
+            # Reading the execution and registering the call under one lock: end() cannot slip
+            # in between and miss this call.
             if self._closed is not None:
                 raise BridgeDisconnected(self._closed, server=server, tool=tool)
+            execution_id = self._execution
+            if execution_id is None:
+                raise ToolCancelled(
+                    "no execution is running: tools can be called only while an execution "
+                    "runs (not from a task or thread left running between executions)",
+                    server=server,
+                    tool=tool,
+                )
             self._pending[call_id] = (future, execution_id)
+        message = build(call_id, execution_id)
         future.add_done_callback(lambda f: self._on_done(call_id, f))
         try:
             self._send(message)
@@ -141,12 +180,20 @@ class CallRegistry:
             entries = list(self._pending.values())
             self._pending.clear()
         for future, _ in entries:
-            try:
-                future.set_exception(
-                    BridgeDisconnected(reason, server=future.server, tool=future.tool)
-                )
-            except concurrent.futures.InvalidStateError:
-                pass
+            self._fail(future, BridgeDisconnected(reason, server=future.server, tool=future.tool))
+
+    @staticmethod
+    def _fail(future: PendingCall, error: BaseException) -> None:
+        try:
+            future.set_exception(error)
+        except concurrent.futures.InvalidStateError:
+            pass  # cancelled concurrently by its caller
+
+    def _send_cancel(self, call_id: int) -> None:
+        try:
+            self._send(CancelCall(call_id=call_id))
+        except (OSError, ValueError):
+            pass  # channel closed: nothing left to cancel
 
     def _on_done(self, call_id: int, future: concurrent.futures.Future[Any]) -> None:
         if not future.cancelled():
@@ -154,7 +201,4 @@ class CallRegistry:
         with self._lock:
             still_pending = self._pending.pop(call_id, None) is not None
         if still_pending:
-            try:
-                self._send(CancelCall(call_id=call_id))
-            except (OSError, ValueError):
-                pass  # channel closed: nothing left to cancel
+            self._send_cancel(call_id)

@@ -54,7 +54,7 @@ class SandboxClient:
         self._inbox: Inbox[Execute | Shutdown | None] = Inbox()
         self._execution_id = ""
         self.capture = OutputCapture(channel.send)
-        self.registry = CallRegistry(channel.send, self._current_execution)
+        self.registry = CallRegistry(channel.send)
         self.directory = Directory(self.registry)
         self.displayer = Displayer(channel.send, self._current_execution)
         runtime = Runtime(self.directory, self.displayer, channel.send, self._current_execution)
@@ -63,8 +63,8 @@ class SandboxClient:
         self.interpreter = Interpreter(self._user_namespace())
 
     def _current_execution(self) -> str:
-        # Calls, progress and images outside an execution (a thread left running) are sent
-        # under the last execution's id.
+        # Progress and images from a thread left running go under the last execution's id (the
+        # host drops them once that execution is over).
         return self._execution_id
 
     def _user_namespace(self) -> dict[str, Any]:
@@ -157,6 +157,7 @@ class SandboxClient:
 
     def _run(self, execute: Execute) -> None:
         self._execution_id = execute.execution_id
+        self.registry.begin(execute.execution_id)
         self.capture.begin(execute.execution_id)
         cell: CompiledCell | BaseException
         try:
@@ -178,14 +179,21 @@ class SandboxClient:
             error=outcome.error,
         )
         try:
+            self._send_result(result)
+        finally:
+            self.registry.end(execute.execution_id)
+
+    def _send_result(self, result: Result) -> None:
+        execution_id = result.execution_id
+        try:
             self._channel.send(result)
         except OSError as exc:  # the host went away mid-execution; the reader thread stops us
-            self.log(f"could not send the result of {execute.execution_id}: {exc}")
+            self.log(f"could not send the result of {execution_id}: {exc}")
         except (ValueError, TypeError) as exc:
             # Too large for a frame, or not encodable: still end the execution for the host.
             self._channel.send(
                 Result(
-                    execution_id=execute.execution_id,
+                    execution_id=execution_id,
                     status="error",
                     error=ErrorInfo(
                         type="ResultTooLarge",
