@@ -375,3 +375,23 @@ async def test_a_failing_listener_does_not_end_the_execution(harness: Harness) -
         result = await manager.execute("print:one\nprint:two", listener=FailingListener())
     assert result.status == "ok"
     assert result.stdout == "one\ntwo\n"
+
+
+class HangingListener:
+    async def on_output(self, stream: Any, text: str) -> None:
+        await anyio.sleep_forever()
+
+    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        await anyio.sleep_forever()
+
+
+async def test_a_hanging_listener_is_dropped_and_the_execution_completes(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bridge_core.sessions import _sandbox
+
+    monkeypatch.setattr(_sandbox, "LISTENER_TIMEOUT", 0.1)
+    async with harness.manager() as manager:
+        result = await manager.execute("print:one\nprint:two", listener=HangingListener())
+    assert result.status == "ok"
+    assert result.stdout == "one\ntwo\n"

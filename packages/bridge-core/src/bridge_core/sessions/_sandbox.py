@@ -11,7 +11,9 @@ execution (result, timeout, interrupt) or a ``CancelCall`` from the sandbox canc
 from __future__ import annotations
 
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -46,6 +48,8 @@ __all__ = ["Execution", "LiveSandbox"]
 
 logger = logging.getLogger("bridge_core.sessions")
 
+LISTENER_TIMEOUT = 5.0
+"""Longest one live-output or progress callback may take before the listener is dropped."""
 MAX_IMAGES = 32
 MAX_IMAGE_BYTES = 32 * 1024 * 1024
 """Images are kept in bridge memory until the result is returned, so they are capped too."""
@@ -71,20 +75,28 @@ class Execution:
     async def on_output(self, stream: Stream, text: str) -> None:
         await self.output.add(stream, text)
         if self.listener is not None:
-            try:
-                await self.listener.on_output(stream, text)
-            except Exception:
-                # A failing listener (e.g. the MCP client went away) must not end the execution.
-                logger.exception("output listener failed; no more live output for this execution")
-                self.listener = None
+            await self._notify(self.listener.on_output(stream, text))
 
     async def on_progress(self, message: Progress) -> None:
         if self.listener is not None:
-            try:
-                await self.listener.on_progress(message.progress, message.total, message.message)
-            except Exception:
-                logger.exception("progress listener failed; no more live events for this execution")
-                self.listener = None
+            listener = self.listener
+            await self._notify(
+                listener.on_progress(message.progress, message.total, message.message)
+            )
+
+    async def _notify(self, event: Coroutine[Any, Any, None]) -> None:
+        # Listeners run on the reader task: one that fails or hangs (e.g. the MCP client went
+        # away) is dropped, so it can neither end the execution nor stall its Result frame.
+        try:
+            with anyio.move_on_after(LISTENER_TIMEOUT) as scope:
+                await event
+        except Exception:
+            logger.exception("execution listener failed; no more live events for execution")
+            self.listener = None
+            return
+        if scope.cancelled_caught:
+            logger.warning("execution listener blocked for %g s; dropped", LISTENER_TIMEOUT)
+            self.listener = None
 
     def on_display(self, message: Display) -> None:
         if len(self.images) >= MAX_IMAGES or self.image_bytes + len(message.data) > MAX_IMAGE_BYTES:
