@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from bridge_image import _debian
@@ -37,7 +38,7 @@ def bootstrap_inputs_hash(repo: Path, mirror: str | None = None) -> str:
 
 def ensure_bootstrap(
     repo: Path,
-    work: Path,
+    cache: Path,
     *,
     podman: str,
     mirror: str | None = None,
@@ -46,6 +47,7 @@ def ensure_bootstrap(
 ) -> str:
     """Return the ID of the bootstrap image, building it first if absent or stale.
 
+    The root filesystem is made in a fresh directory under ``cache`` and deleted afterwards.
     ``mirror`` overrides the Debian mirror found in the host's apt sources (for example a
     snapshot.debian.org URL, which pins every package version).
     """
@@ -56,9 +58,8 @@ def ensure_bootstrap(
     mmdebstrap = require_tool(
         "mmdebstrap", "install it (apt-get install mmdebstrap) or run scripts/prepare-host"
     )
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="bootstrap-", dir=cache))
     try:
         if progress:
             progress(f"bootstrap: mmdebstrap {_debian.SUITE} from {sources[0].split()[1]}")

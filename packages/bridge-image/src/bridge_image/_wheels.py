@@ -14,24 +14,38 @@ from pathlib import Path
 from bridge_image._run import Progress, run_streamed
 from bridge_image.errors import BuildFailed, MissingTool
 
-__all__ = ["PYTHON_VERSION", "build_repo_wheels", "fetch_pinned_wheels", "wheel_platform"]
+__all__ = [
+    "PYTHON_VERSION",
+    "build_repo_wheels",
+    "fetch_pinned_wheels",
+    "wheel_arch",
+    "wheel_platforms",
+]
 
 PYTHON_VERSION = "3.11"
 """The image's interpreter line (Debian bookworm's python3, python:3.11 on the normal path)."""
 
-_MANYLINUX = "manylinux_2_28"
-# pip also accepts every older manylinux tag under this one; bookworm's glibc is 2.36.
+_GLIBC_MINORS = range(28, 16, -1)
+# manylinux_2_28 down to manylinux_2_17 (bookworm's glibc is 2.36; the pins were resolved with
+# 2.28 as the newest). pip does not widen an explicit --platform to older tags itself: list them.
 
 _ARCHES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 
 
-def wheel_platform(machine: str | None = None) -> str:
-    """The pip platform tag of the images built on this host, e.g. ``manylinux_2_28_x86_64``."""
+def wheel_arch(machine: str | None = None) -> str:
+    """The wheel architecture of the images built on this host: ``x86_64`` or ``aarch64``."""
     raw = (machine or platform.machine()).lower()
     arch = _ARCHES.get(raw)
     if arch is None:
         raise BuildFailed(f"no sandbox wheels are pinned for the {raw!r} architecture")
-    return f"{_MANYLINUX}_{arch}"
+    return arch
+
+
+def wheel_platforms(machine: str | None = None) -> list[str]:
+    """pip platform tags the image accepts, most specific first (``manylinux_2_28_x86_64``, ...)."""
+    arch = wheel_arch(machine)
+    tags = [f"manylinux_2_{minor}_{arch}" for minor in _GLIBC_MINORS]
+    return [*tags, f"manylinux2014_{arch}"]
 
 
 def _pip(*args: str) -> list[str]:
@@ -59,10 +73,10 @@ def build_repo_wheels(
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}
-    argv = _pip("wheel", "--no-deps", "--no-build-isolation", "--no-index", "--wheel-dir", str(dest))
-    run_streamed(
-        [*argv, *map(str, projects)], progress=progress, what="building wheels", env=env
+    argv = _pip(
+        "wheel", "--no-deps", "--no-build-isolation", "--no-index", "--wheel-dir", str(dest)
     )
+    run_streamed([*argv, *map(str, projects)], progress=progress, what="building wheels", env=env)
     return sorted(dest.glob("*.whl"))
 
 
@@ -92,8 +106,7 @@ def fetch_pinned_wheels(
         "abi3",
         "--abi",
         "none",
-        "--platform",
-        wheel_platform(),
+        *(f"--platform={tag}" for tag in wheel_platforms()),
         "--find-links",
         str(cache),
         "--dest",

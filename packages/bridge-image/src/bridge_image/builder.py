@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from bridge_image import _bootstrap
 from bridge_image._inputs import find_repo, hash_files, hash_tree, revision_and_epoch
 from bridge_image._recipes import RECIPES, Recipe, Variant, project_version, protocol_versions
 from bridge_image._run import Progress, image_inspect, require_tool, run_streamed
-from bridge_image._wheels import build_repo_wheels, fetch_pinned_wheels, wheel_platform
+from bridge_image._wheels import build_repo_wheels, fetch_pinned_wheels, wheel_arch
 from bridge_image.errors import DigestMismatch, MissingInput
 from bridge_image.names import (
     BOOTSTRAP_IMAGE,
@@ -62,7 +63,9 @@ def _podman() -> str:
     return require_tool("podman", _PODMAN_HINT)
 
 
-def inputs_hash(variant: Variant = "base", *, offline: bool = False, repo: Path | None = None) -> str:
+def inputs_hash(
+    variant: Variant = "base", *, offline: bool = False, repo: Path | None = None
+) -> str:
     """sha256 over everything that decides the image: files, base, platform, builder version.
 
     For the data-science image this includes the base image's own inputs hash.
@@ -73,7 +76,7 @@ def inputs_hash(variant: Variant = "base", *, offline: bool = False, repo: Path 
     parts = [
         recipe.variant,
         IMAGE_VERSION,
-        wheel_platform(),
+        wheel_arch(),
         hash_tree(root, recipe.inputs),
         f"offline={offline}",
     ]
@@ -86,7 +89,9 @@ def inputs_hash(variant: Variant = "base", *, offline: bool = False, repo: Path 
     return digest.hexdigest()
 
 
-def status(variant: Variant = "base", *, offline: bool = False, repo: Path | None = None) -> ImageStatus:
+def status(
+    variant: Variant = "base", *, offline: bool = False, repo: Path | None = None
+) -> ImageStatus:
     """Inspect the variant's image and compare its inputs-hash label with the current inputs."""
     recipe = RECIPES[variant]
     expected = inputs_hash(variant, offline=offline, repo=repo)
@@ -121,8 +126,15 @@ def _copy_context(root: Path, recipe: Recipe, context: Path) -> None:
 
 
 def _build_args(
-    root: Path, recipe: Recipe, context: Path, *, offline: bool, expected: str, revision: str,
-    progress: Progress | None, podman: str,
+    root: Path,
+    recipe: Recipe,
+    context: Path,
+    *,
+    offline: bool,
+    expected: str,
+    revision: str,
+    progress: Progress | None,
+    podman: str,
 ) -> dict[str, str]:
     cache = root / ".cache/bridge-image"
     third_party = fetch_pinned_wheels(
@@ -202,12 +214,40 @@ def build(
             if progress:
                 progress(f"{target} is up to date (inputs {expected[:12]})")
             return _result(podman, target, built=False, started=started)
+    # One context per build: prepare-host and a test may build at the same time.
+    contexts = root / ".cache/bridge-image/contexts"
+    contexts.mkdir(parents=True, exist_ok=True)
+    context = Path(tempfile.mkdtemp(prefix=f"{variant}-", dir=contexts))
+    try:
+        return _build_in(root, recipe, context, target, expected, offline, no_cache, progress)
+    finally:
+        shutil.rmtree(context, ignore_errors=True)
+
+
+def _build_in(
+    root: Path,
+    recipe: Recipe,
+    context: Path,
+    target: str,
+    expected: str,
+    offline: bool,
+    no_cache: bool,
+    progress: Progress | None,
+) -> BuildResult:
+    started = time.monotonic()
+    podman = _podman()
+    variant = recipe.variant
     revision, epoch = revision_and_epoch(root, recipe.inputs)
-    context = root / ".cache/bridge-image/context" / variant
     _copy_context(root, recipe, context)
     args = _build_args(
-        root, recipe, context, offline=offline, expected=expected, revision=revision,
-        progress=progress, podman=podman,
+        root,
+        recipe,
+        context,
+        offline=offline,
+        expected=expected,
+        revision=revision,
+        progress=progress,
+        podman=podman,
     )
     argv = [
         podman,
@@ -245,8 +285,9 @@ def verify(
     reference = build(variant, offline=offline, if_stale=True, repo=repo, progress=progress)
     scratch = f"{RECIPES[variant].tag}-verify"
     try:
-        again = build(variant, offline=offline, no_cache=True, tag=scratch, repo=repo,
-                      progress=progress)
+        again = build(
+            variant, offline=offline, no_cache=True, tag=scratch, repo=repo, progress=progress
+        )
     finally:
         # Untag only: when the build reproduced, the scratch tag names the reference image.
         subprocess.run([_podman(), "untag", scratch, scratch], capture_output=True, check=False)

@@ -35,7 +35,10 @@ def _parser() -> argparse.ArgumentParser:
         "--variant", choices=sorted(RECIPES), default="base", help="which image (default: base)"
     )
     common.add_argument(
-        "--datascience", action="store_const", dest="variant", const="datascience",
+        "--datascience",
+        action="store_const",
+        dest="variant",
+        const="datascience",
         help="shorthand for --variant datascience",
     )
     common.add_argument(

@@ -1,0 +1,45 @@
+import sys
+
+import pytest
+from bridge_image import DATASCIENCE_IMAGE, DEFAULT_IMAGE
+from bridge_image._run import run_streamed
+from bridge_image.cli import main
+from bridge_image.errors import BuildFailed
+
+
+def test_tag_prints_the_base_image_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tag"]) == 0
+    assert capsys.readouterr().out.strip() == DEFAULT_IMAGE
+
+
+def test_tag_datascience_prints_the_datascience_image_name(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["tag", "--datascience"]) == 0
+    assert capsys.readouterr().out.strip() == DATASCIENCE_IMAGE
+
+
+def test_an_unknown_variant_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["build", "--variant", "gpu"])
+    assert exited.value.code == 2
+    assert "gpu" in capsys.readouterr().err
+
+
+def test_streamed_output_reaches_progress_line_by_line() -> None:
+    seen: list[str] = []
+    lines = run_streamed(
+        [sys.executable, "-c", "import sys; print('one'); print('two', file=sys.stderr)"],
+        progress=seen.append,
+        what="printing",
+    )
+    assert lines == seen == ["one", "two"]
+
+
+def test_a_failing_step_names_itself_and_quotes_its_last_output() -> None:
+    with pytest.raises(BuildFailed, match=r"(?s)frobnicating failed \(exit 3\).*boom"):
+        run_streamed(
+            [sys.executable, "-c", "print('boom'); raise SystemExit(3)"],
+            progress=None,
+            what="frobnicating",
+        )

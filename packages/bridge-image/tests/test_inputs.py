@@ -1,0 +1,123 @@
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from bridge_image._inputs import find_repo, hash_files, hash_tree, revision_and_epoch
+from bridge_image.errors import MissingInput
+
+
+def _tree(root: Path) -> Path:
+    (root / "src/pkg").mkdir(parents=True)
+    (root / "src/pkg/mod.py").write_text("x = 1\n")
+    (root / "images/base").mkdir(parents=True)
+    (root / "images/base/Containerfile").write_text("FROM scratch\n")
+    return root
+
+
+def test_tree_hash_changes_with_content_new_files_and_exec_bits(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    first = hash_tree(root, ["src", "images/base"])
+    assert hash_tree(root, ["images/base", "src"]) == first
+
+    (root / "src/pkg/mod.py").write_text("x = 2\n")
+    second = hash_tree(root, ["src", "images/base"])
+    assert second != first
+
+    (root / "src/pkg/new.py").write_text("")
+    third = hash_tree(root, ["src", "images/base"])
+    assert third != second
+
+    os.chmod(root / "src/pkg/new.py", 0o755)
+    assert hash_tree(root, ["src", "images/base"]) != third
+
+
+def test_tree_hash_ignores_bytecode_caches(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    before = hash_tree(root, ["src"])
+    (root / "src/pkg/__pycache__").mkdir()
+    (root / "src/pkg/__pycache__/mod.cpython-311.pyc").write_bytes(b"\0")
+    (root / "src/pkg/stray.pyc").write_bytes(b"\0")
+    assert hash_tree(root, ["src"]) == before
+
+
+def test_file_hash_does_not_depend_on_order_or_directory(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for folder in ("a", "b"):
+        (tmp_path / folder / "x.whl").write_bytes(b"x")
+        (tmp_path / folder / "y.whl").write_bytes(b"y")
+    a = [tmp_path / "a/x.whl", tmp_path / "a/y.whl"]
+    b = [tmp_path / "b/y.whl", tmp_path / "b/x.whl"]
+    assert hash_files(a) == hash_files(b)
+    (tmp_path / "b/y.whl").write_bytes(b"changed")
+    assert hash_files(a) != hash_files(b)
+
+
+def test_find_repo_walks_up_to_the_base_containerfile(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    assert find_repo(root / "src/pkg") == root
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(root), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+        },
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    root = _tree(tmp_path)
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2024-03-01T00:00:00Z")
+    _git(root, "commit", "-q", "-m", "inputs")
+    (root / "unrelated.txt").write_text("later\n")
+    _git(root, "add", "unrelated.txt")
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2024-06-01T00:00:00Z")
+    _git(root, "commit", "-q", "-m", "unrelated")
+    return root
+
+
+def test_revision_is_the_last_commit_of_the_inputs_not_head(repo: Path) -> None:
+    revision, epoch = revision_and_epoch(repo, ["src"])
+    assert revision == _git(repo, "rev-parse", "HEAD~1")
+    assert epoch == 1709251200  # 2024-03-01: the unrelated later commit does not move it
+
+
+def test_uncommitted_input_changes_mark_the_revision_dirty(repo: Path) -> None:
+    (repo / "src/pkg/mod.py").write_text("x = 3\n")
+    revision, _ = revision_and_epoch(repo, ["src"])
+    assert revision.endswith("+dirty")
+    assert not revision_and_epoch(repo, ["images"])[0].endswith("+dirty")
+
+
+def test_source_date_epoch_overrides_the_commit_time(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1234")
+    assert revision_and_epoch(repo, ["src"])[1] == 1234
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
+    with pytest.raises(MissingInput, match="SOURCE_DATE_EPOCH"):
+        revision_and_epoch(repo, ["src"])
+
+
+def test_outside_git_the_revision_is_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    root = _tree(tmp_path / "plain")
+    assert revision_and_epoch(root, ["src"]) == ("unknown", 0)
