@@ -249,6 +249,7 @@ async def test_without_a_lister_unknown_tool_lists_are_unavailable() -> None:
         ("search_tool_docs", {"query": "x", "limit": True}, ErrorCode.INVALID_ARGUMENTS),
         ("search_tool_docs", {"query": "x", "limit": 1000}, ErrorCode.INVALID_ARGUMENTS),
         ("search_tool_docs", {"limit": 5}, ErrorCode.INVALID_ARGUMENTS),
+        ("search_tool_docs", {"query": "x" * 1001}, ErrorCode.INVALID_ARGUMENTS),
         ("discovered_servers", {"detailed": "yes"}, ErrorCode.INVALID_ARGUMENTS),
         ("drop_tables", {}, ErrorCode.UNKNOWN_METHOD),
     ],
@@ -293,3 +294,13 @@ async def test_nameless_and_repeated_tools_from_an_upstream_are_skipped(
     assert docs["tools"] == [{"name": "ok", "description": "first"}]
     assert "unusable tool" in caplog.text
     assert "twice" in caplog.text
+
+
+async def test_huge_names_from_the_sandbox_give_short_errors(upstream: Upstream) -> None:
+    catalog = Catalog(specs(), list_tools=upstream.list_tools)
+    with pytest.raises(UnknownServer) as server_error:
+        await catalog.query_tool_docs("f" * 1_000_000)
+    assert len(server_error.value.message) < 400
+    with pytest.raises(UnknownTool) as tool_error:
+        await catalog.query_tool_docs("time", "x" * 1_000_000)
+    assert len(tool_error.value.message) < 400

@@ -216,3 +216,8 @@ def test_synthetic_tools_are_found_by_their_own_words() -> None:
     assert hits
     top = hits[0].tool
     assert (verb, noun, extra) == tuple(top.split("_")[:3])
+
+
+def test_a_huge_query_is_cut_not_choked_on(real_docs: list[ToolDoc]) -> None:
+    hits = ToolIndex(real_docs).search("read file " + "zq " * 500_000)
+    assert hits[0].tool == "read_file"

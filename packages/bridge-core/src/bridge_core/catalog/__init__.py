@@ -8,7 +8,13 @@ from bridge_core.catalog._cache import CachedTools, ToolCache
 from bridge_core.catalog._catalog import MAX_SEARCH_LIMIT, Catalog, ToolLister
 from bridge_core.catalog._docs import Detail, ToolDoc
 from bridge_core.catalog._errors import CatalogError, UnknownServer, UnknownTool, closest_names
-from bridge_core.catalog._search import DEFAULT_THRESHOLD, SearchHit, ToolIndex, normalise
+from bridge_core.catalog._search import (
+    DEFAULT_THRESHOLD,
+    MAX_QUERY_CHARS,
+    SearchHit,
+    ToolIndex,
+    normalise,
+)
 from bridge_core.catalog._stubs import python_name, render_stub, schema_type
 
 __all__ = [
@@ -20,6 +26,7 @@ __all__ = [
     "ToolIndex",
     "SearchHit",
     "DEFAULT_THRESHOLD",
+    "MAX_QUERY_CHARS",
     "normalise",
     "render_stub",
     "schema_type",

@@ -20,7 +20,7 @@ from mcp.types import Tool
 from bridge_core.catalog._cache import ToolCache
 from bridge_core.catalog._docs import Detail, ToolDoc
 from bridge_core.catalog._errors import CatalogError, UnknownServer, UnknownTool
-from bridge_core.catalog._search import DEFAULT_THRESHOLD, SearchHit, ToolIndex
+from bridge_core.catalog._search import DEFAULT_THRESHOLD, MAX_QUERY_CHARS, SearchHit, ToolIndex
 from bridge_core.catalog._stubs import render_stub
 from bridge_core.gateway import CallFailed
 from bridge_core.policy import Policy, PolicyDenied
@@ -258,7 +258,10 @@ class Catalog:
             limit = _param(params, "limit", int, 5)
             if not 1 <= limit <= MAX_SEARCH_LIMIT:
                 raise _invalid(f"limit must be between 1 and {MAX_SEARCH_LIMIT}, got {limit}")
-            return await self.search_tool_docs(_param(params, "query", str), limit)
+            query = _param(params, "query", str)
+            if len(query) > MAX_QUERY_CHARS:
+                raise _invalid(f"query is longer than {MAX_QUERY_CHARS} characters")
+            return await self.search_tool_docs(query, limit)
         raise CallFailed(ErrorCode.UNKNOWN_METHOD, f"unknown request method {method!r}")
 
 

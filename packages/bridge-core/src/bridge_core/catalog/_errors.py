@@ -15,12 +15,19 @@ __all__ = ["CatalogError", "UnknownServer", "UnknownTool", "closest_names"]
 _SUGGESTIONS = 3
 # Below this WRatio a "suggestion" is noise; then the message lists what exists instead.
 _SUGGESTION_CUTOFF = 50.0
+# Names come from sandbox code: a megabyte "name" must cost neither fuzzy-matching time nor a
+# megabyte error message.
+_MAX_NAME = 200
+
+
+def _shown(name: str) -> str:
+    return repr(name) if len(name) <= _MAX_NAME else repr(name[:_MAX_NAME]) + "..."
 
 
 def closest_names(name: str, known: Iterable[str], limit: int = _SUGGESTIONS) -> list[str]:
     """The known names most similar to ``name`` (typos, case, separators), best first."""
     matches = process.extract(
-        name,
+        name[:_MAX_NAME],
         list(known),
         scorer=fuzz.WRatio,
         processor=utils.default_process,
@@ -54,7 +61,7 @@ class UnknownServer(CatalogError):
     def __init__(self, server: str, known: Iterable[str]) -> None:
         names = list(known)
         suggestions = closest_names(server, names)
-        message = f"unknown server {server!r}: {_listing(suggestions, names)}"
+        message = f"unknown server {_shown(server)}: {_listing(suggestions, names)}"
         super().__init__(ErrorCode.UNKNOWN_SERVER, message, suggestions)
         self.server = server
 
@@ -65,7 +72,7 @@ class UnknownTool(CatalogError):
     def __init__(self, server: str, tool: str, known: Iterable[str]) -> None:
         names = list(known)
         suggestions = closest_names(tool, names)
-        message = f"server {server!r} has no tool {tool!r}: {_listing(suggestions, names)}"
+        message = f"server {server!r} has no tool {_shown(tool)}: {_listing(suggestions, names)}"
         super().__init__(ErrorCode.UNKNOWN_TOOL, message, suggestions)
         self.server = server
         self.tool = tool

@@ -26,11 +26,15 @@ from rapidfuzz import fuzz, process, utils
 
 from bridge_core.catalog._docs import ToolDoc
 
-__all__ = ["DEFAULT_THRESHOLD", "SearchHit", "ToolIndex", "normalise"]
+__all__ = ["DEFAULT_THRESHOLD", "MAX_QUERY_CHARS", "SearchHit", "ToolIndex", "normalise"]
 
 DEFAULT_THRESHOLD = 57.0
 """Hits scored below this are dropped. Measured on real tool lists: right answers ranked first
 scored >= 71, unrelated queries <= 55 (``docs/search.md``)."""
+
+MAX_QUERY_CHARS = 1000
+"""Queries come from sandbox code: longer ones are cut (the catalog refuses them outright)."""
+_MAX_QUERY_WORDS = 16  # each unknown word costs a pass over the vocabulary
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # Long descriptions dilute token_set_ratio with incidental words; the first sentences carry the
@@ -178,7 +182,7 @@ class ToolIndex:
 
     def scores(self, query: str) -> dict[int, float]:
         """The score (0-100) of each candidate tool, by index (for tests and tuning)."""
-        words = normalise(query).split()
+        words = normalise(query[:MAX_QUERY_CHARS]).split()[:_MAX_QUERY_WORDS]
         if not words or not self._docs:
             return {}
         words = [w for w in words if w not in _STOPWORDS] or words
