@@ -83,6 +83,8 @@ class ExecutionRunner:
                     with anyio.move_on_after(self.config.interrupt_grace):
                         await execution.done.wait()
             except anyio.get_cancelled_exc_class():
+                if not execution.sent:
+                    raise
                 with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_INTERRUPT_TIMEOUT):
                     await live.interrupt(execution)
                 if not ephemeral:

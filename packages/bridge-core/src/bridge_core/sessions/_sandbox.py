@@ -71,6 +71,8 @@ class Execution:
         self.done = anyio.Event()
         """Set on the Result frame or when the sandbox's channel ends, whichever comes first."""
         self.calls: dict[int, anyio.CancelScope] = {}
+        self.sent = False
+        """True once the Execute frame was written (only then is there code to interrupt)."""
 
     async def on_output(self, stream: Stream, text: str) -> None:
         await self.output.add(stream, text)
@@ -318,9 +320,15 @@ class LiveSandbox:
             frame = Execute(execution.id, code)
             self._execution = execution
             await self.channel.send(frame)
+            execution.sent = True
         except ProtocolError as exc:  # raised by the encoder, before any byte was written
             self._execution = None
             raise ValueError(f"the code cannot be sent to the sandbox: {exc}") from exc
+        except anyio.get_cancelled_exc_class():
+            # Cancelled while waiting for the send lock: nothing was written (the write itself
+            # is shielded), so there is nothing to interrupt either.
+            self._execution = None
+            raise
         except ChannelClosed as exc:
             self._fail(str(exc), protocol=False)
             self.close()
