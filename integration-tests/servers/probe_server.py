@@ -9,10 +9,11 @@ Run as ``python probe_server.py [--mode MODE] [--tools N] [--page-size N]``. Mod
 
 Tools: ``echo``, ``sleep``, ``rendezvous`` (returns only once N calls are in flight together),
 ``wait_cancelled`` (returns once N calls were cancelled by the client), ``crash`` (stderr line,
-then exit with a status mid-call), ``hang``, ``huge`` (a text result of N bytes), ``env``
-(this process's environment and pid), ``add_tool`` (adds a tool and sends
-``notifications/tools/list_changed``), ``fail_is_error`` (an ``isError`` result), ``fail_rpc``
-(a JSON-RPC error), plus ``--tools N`` generated ``tool_NNN`` tools.
+then exit with a status mid-call), ``hang``, ``huge`` (a text result of N bytes),
+``spawn_child`` (leaves a child process running), ``env`` (this process's environment and pid),
+``add_tool`` (adds a tool and sends ``notifications/tools/list_changed``), ``fail_is_error`` (an
+``isError`` result), ``fail_rpc`` (a JSON-RPC error), plus ``--tools N`` generated
+``tool_NNN`` tools.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from typing import Any
@@ -183,6 +185,14 @@ def build_server(state: ProbeState) -> Server[Any]:
             )
             await ctx.session.send_tool_list_changed()
             return _text("added")
+        if name == "spawn_child":
+            # Deliberately unmanaged: the child must outlive this call (an orphan-prone server).
+            child = subprocess.Popen(  # noqa: ASYNC220
+                [sys.executable, "-c", "import time; time.sleep(300)"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+            )
+            return _text(str(child.pid))
         if name == "fail_is_error":
             return _text("the tool failed on purpose", is_error=True)
         if name == "fail_rpc":

@@ -37,6 +37,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
+async def _exited(pid: int) -> bool:
+    """Wait (bounded) until ``pid`` has exited: a pidfd turns readable at exit (zombie included,
+    as a killed grandchild waits for init to reap it)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        with anyio.move_on_after(5):
+            await anyio.wait_readable(fd)
+            return True
+        return False
+    finally:
+        os.close(fd)
+
+
 async def _server_pid(pool: UpstreamPool, server: str = "probe") -> int:
     report = json.loads(_text(await pool.call_tool(server, "env")))
     return int(report["pid"])
@@ -221,6 +237,7 @@ async def test_server_sees_its_own_env_and_nothing_else_from_the_host(
 async def test_aclose_leaves_no_server_process_behind(probe: ProbeFactory) -> None:
     async with UpstreamPool([probe(name="one"), probe(name="two")]) as pool:
         pids = [await _server_pid(pool, "one"), await _server_pid(pool, "two")]
+        pids.append(int(_text(await pool.call_tool("two", "spawn_child"))))  # a grandchild
         assert all(_alive(pid) for pid in pids)
         busy = anyio.Event()
 
@@ -233,7 +250,8 @@ async def test_aclose_leaves_no_server_process_behind(probe: ProbeFactory) -> No
             tg.start_soon(hang)
             await busy.wait()
             await pool.aclose()
-    assert not any(_alive(pid) for pid in pids)
+    for pid in pids:
+        assert await _exited(pid), f"process {pid} outlived the pool"
 
 
 async def test_junk_on_stdout_before_jsonrpc_does_not_break_the_session(

@@ -10,7 +10,9 @@ which the SDK's dispatcher supports from any task.
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import sys
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -197,9 +199,12 @@ class Connection:
         self, params: StdioServerParameters, tail: StderrTail
     ) -> AsyncIterator[Transport]:
         transport = stdio_client(params, errlog=tail.writer)
-        async with transport as streams:
-            self._process = _spawned_process(transport)
-            yield streams
+        try:
+            async with transport as streams:
+                self._process = _spawned_process(transport)
+                yield streams
+        finally:
+            _kill_leftovers(self.pid)
 
     async def _relay(
         self,
@@ -285,6 +290,21 @@ def _spawned_process(transport: Any) -> Any:
     frame = getattr(getattr(transport, "gen", None), "ag_frame", None)
     process = frame.f_locals.get("process") if frame is not None else None
     return process if hasattr(process, "returncode") else None
+
+
+def _kill_leftovers(pid: int | None) -> None:
+    """SIGKILL whatever is left in the server's process group once the server itself is gone.
+
+    The SDK starts the server as a session (and group) leader and kills the group only when the
+    server does not exit on its own; a server that exits cleanly can still leave children behind
+    (a detached helper, an ``npx`` grandchild), which would outlive the bridge.
+    """
+    if pid is None or sys.platform == "win32":
+        return
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _safe_url(url: str) -> str:
