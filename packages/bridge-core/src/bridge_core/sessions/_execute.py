@@ -47,7 +47,7 @@ class ExecutionRunner:
         spill_dir: Path,
         replace: Callable[..., None],
         exit_reason: Callable[[LiveSandbox], Awaitable[str]],
-        background: Callable[..., None],
+        background: Callable[..., bool],
     ) -> None:
         self.config = config
         self._spill_dir = spill_dir
@@ -88,8 +88,10 @@ class ExecutionRunner:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_INTERRUPT_TIMEOUT):
                     await live.interrupt(execution)
                 if not ephemeral:
-                    turn.handed_off = True
-                    self._background(self._finish_cancelled, sess, live, execution)
+                    # The session's turn goes to the task that finishes the interrupt.
+                    turn.handed_off = self._background(
+                        self._finish_cancelled, sess, live, execution
+                    )
                 raise
             duration = anyio.current_time() - started
             live.finish(execution)

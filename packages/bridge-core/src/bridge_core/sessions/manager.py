@@ -365,12 +365,14 @@ class SessionManager:
 
     # --- sandboxes ---------------------------------------------------------------------------
 
-    def _background(self, func: Callable[..., Coroutine[Any, Any, None]], *args: object) -> None:
+    def _background(self, func: Callable[..., Coroutine[Any, Any, None]], *args: object) -> bool:
+        """Run ``func`` in the manager's task group; False if the manager is closing."""
         # An execution can finish while the manager closes: its task group may be gone by then,
         # and the shutdown stops every recorded sandbox anyway.
         if self._tg is None or self._closed:
-            return
+            return False
         self._tg.start_soon(func, *args)
+        return True
 
     def _discard(self, live: LiveSandbox, *, kill: bool = False) -> None:
         self._fleet.discard(live, kill=kill)
