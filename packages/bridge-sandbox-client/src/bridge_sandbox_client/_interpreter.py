@@ -72,6 +72,8 @@ class Interpreter:
     def __init__(self, namespace: dict[str, Any]) -> None:
         self.namespace = namespace
         self.loop = asyncio.new_event_loop()
+        # Current from the start, so get_event_loop() in plain code finds it (no new loop).
+        asyncio.set_event_loop(self.loop)
         self._lock = threading.Lock()
         self._running: _Running | None = None
         self._interruptible = False
@@ -161,6 +163,8 @@ class Interpreter:
 
         if self.loop.is_closed():  # user code closed it; the namespace's old tasks are gone
             self.loop = asyncio.new_event_loop()
+        # Current from the start, so get_event_loop() in plain code finds it (no new loop).
+        asyncio.set_event_loop(self.loop)
         # A plain cell's asyncio.run() resets the current loop: make ours current again.
         asyncio.set_event_loop(self.loop)
         task = self.loop.create_task(run_cell())
