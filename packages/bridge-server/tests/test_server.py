@@ -202,3 +202,22 @@ async def test_toon_output_mode_is_applied(executor: FakeExecutor) -> None:
     async with connect(executor, settings=Settings(output_mode="toon")) as client:
         result = await client.call_tool("run_python", {"code": "rows"})
     assert "result[10]{n,sq}:" in _text(result)
+
+
+async def test_a_never_ending_line_is_relayed_as_its_head_only(executor: FakeExecutor) -> None:
+    async def script(code: str, listener: ExecutionListener | None) -> ExecutionResult:
+        assert listener is not None
+        for _ in range(100):
+            await listener.on_output("stdout", "x" * 1000)
+        await listener.on_output("stdout", "\n")
+        return ExecutionResult(status="ok", session="default")
+
+    executor.script = script
+    messages: list[str | None] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        messages.append(message)
+
+    async with connect(executor) as client:
+        await client.call_tool("run_python", {"code": "..."}, progress_callback=on_progress)
+    assert messages == ["x" * 500]

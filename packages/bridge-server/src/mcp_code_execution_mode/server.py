@@ -92,11 +92,14 @@ class _ProgressRelay:
         self._partial = ""
         self._lines = 0
         self._user_reported = False
+        self._broken = False
 
     async def on_output(self, stream: Stream, text: str) -> None:
         if stream != "stdout" or self._user_reported or self._lines >= MAX_STREAMED_LINES:
             return
-        *complete, self._partial = (self._partial + text).split("\n")
+        *complete, partial = (self._partial + text).split("\n")
+        # A line that never ends must not grow without bound: only its head is ever sent.
+        self._partial = partial[:MAX_PROGRESS_MESSAGE]
         for line in complete:
             if self._lines >= MAX_STREAMED_LINES:
                 return
@@ -108,8 +111,14 @@ class _ProgressRelay:
         await self._send(progress, total, message)
 
     async def _send(self, progress: float, total: float | None, message: str | None) -> None:
-        # A no-op when the client sent no progress token.
-        await self._ctx.session.report_progress(progress, total, message)
+        if self._broken:
+            return
+        try:
+            # A no-op when the client sent no progress token.
+            await self._ctx.session.report_progress(progress, total, message)
+        except Exception as exc:  # the client went away: the execution itself must go on
+            self._broken = True
+            logger.debug("progress notifications stopped: %r", exc)
 
 
 def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Server[BridgeState]:
