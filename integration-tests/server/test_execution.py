@@ -163,3 +163,32 @@ async def test_sigkilled_bridge_leaves_no_container_after_next_start(
         result = await bridge.run("1 + 1")  # connecting the runtime removes dead bridges' leftovers
         assert _text(result) == "2"
         assert owned_containers(killed[0]) == []
+
+
+async def test_output_past_the_cap_keeps_head_and_tail_and_names_the_full_output(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    code = "for i in range(2000):\n    print(f'line {i:04d}')"
+    async with open_bridge(tmp_path, env={"MCP_BRIDGE_OUTPUT_CAP": "4k"}) as bridge:
+        result = await bridge.run(code)
+    payload = result.structured_content
+    assert result.is_error is False
+    assert payload["stdout"].startswith("line 0000")
+    assert payload["stdout"].rstrip().endswith("line 1999")
+    assert len(payload["stdout"]) < 8 * 1024
+    assert any("/tmp" in notice for notice in payload["notices"])
+    assert _text(result).startswith("[notice]")
+
+
+async def test_memory_limit_setting_is_enforced_and_next_call_reports_the_reset(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    hog = "blocks = []\nwhile True:\n    blocks.append(bytearray(16 * 1024 * 1024))"
+    async with open_bridge(tmp_path, env={"MCP_BRIDGE_MEMORY_LIMIT": "128m"}) as bridge:
+        crashed = await bridge.run(hog)
+        after = await bridge.run("'alive'")
+    assert crashed.is_error is True
+    assert crashed.structured_content["status"] == "crashed"
+    assert "128m" in _text(crashed)
+    assert after.is_error is False
+    assert _text(after).endswith("'alive'")
