@@ -192,3 +192,13 @@ async def test_memory_limit_setting_is_enforced_and_next_call_reports_the_reset(
     assert "128m" in _text(crashed)
     assert after.is_error is False
     assert _text(after).endswith("'alive'")
+
+
+async def test_session_persist_false_gives_every_call_a_fresh_sandbox(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    env = {"MCP_BRIDGE_SESSION_PERSIST": "false", "MCP_BRIDGE_POOL_SIZE": "0"}
+    async with open_bridge(tmp_path, env=env) as bridge:
+        await bridge.run("x = 1")
+        after = await bridge.run("'x' in globals()")
+    assert _text(after).endswith("False")
