@@ -1,8 +1,8 @@
 """Runtime backends that start hardened sandbox containers (see :mod:`bridge_core.runtime.base`).
 
-``detect_runtime()`` picks one; :class:`PodmanBackend` (podman-py over the API socket),
-:class:`DockerBackend` (docker CLI) and :class:`LocalBackend` (NO isolation, tests only) are
-importable from their modules.
+:func:`detect_runtime` picks and connects one: :class:`PodmanBackend` (podman-py over the API
+socket), :class:`DockerBackend` (docker CLI) or, only when asked for, :class:`LocalBackend`
+(NO isolation, tests and development only). See ``docs/runtime.md``.
 """
 
 from bridge_core.runtime.base import (
@@ -16,11 +16,17 @@ from bridge_core.runtime.base import (
     SandboxSpec,
 )
 from bridge_core.runtime.detect import RUNTIME_CHOICES, detect_runtime
+from bridge_core.runtime.docker import DockerBackend
+from bridge_core.runtime.local import LocalBackend
+from bridge_core.runtime.podman import PodmanBackend
 
 __all__ = [
     "OWNER_LABEL",
     "PRODUCT_LABEL",
     "RUNTIME_CHOICES",
+    "DockerBackend",
+    "LocalBackend",
+    "PodmanBackend",
     "RuntimeBackend",
     "RuntimeInfo",
     "Sandbox",

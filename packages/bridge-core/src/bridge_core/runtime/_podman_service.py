@@ -63,8 +63,14 @@ class PrivateService:
         # would block the service.
         log_file = await anyio.to_thread.run_sync(open, log, "ab")
         with log_file:
+            # cwd: conmon 2.1 drops an ``oom`` marker file into its working directory, which
+            # it inherits from the service; keep that out of the user's directories.
             process = await anyio.open_process(
-                command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=log_file,
+                cwd=socket.parent,
             )
         service = cls(process, socket, log, short_dir)
         try:
