@@ -3,7 +3,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from bridge_image._inputs import find_repo, hash_files, hash_tree, revision_and_epoch
+from bridge_image._inputs import (
+    DEFAULT_EPOCH,
+    build_epoch,
+    find_repo,
+    hash_files,
+    hash_tree,
+    source_revision,
+)
 from bridge_image.errors import MissingInput
 
 
@@ -78,7 +85,6 @@ def _git(root: Path, *args: str) -> str:
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
     root = _tree(tmp_path)
     _git(root, "init", "-q")
     _git(root, "add", "-A")
@@ -92,32 +98,30 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_revision_is_the_last_commit_of_the_inputs_not_head(repo: Path) -> None:
-    revision, epoch = revision_and_epoch(repo, ["src"])
-    assert revision == _git(repo, "rev-parse", "HEAD~1")
-    assert epoch == 1709251200  # 2024-03-01: the unrelated later commit does not move it
+    assert source_revision(repo, ["src"]) == _git(repo, "rev-parse", "HEAD~1")
 
 
 def test_uncommitted_input_changes_mark_the_revision_dirty(repo: Path) -> None:
     (repo / "src/pkg/mod.py").write_text("x = 3\n")
-    revision, _ = revision_and_epoch(repo, ["src"])
-    assert revision.endswith("+dirty")
-    assert not revision_and_epoch(repo, ["images"])[0].endswith("+dirty")
-
-
-def test_source_date_epoch_overrides_the_commit_time(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1234")
-    assert revision_and_epoch(repo, ["src"])[1] == 1234
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
-    with pytest.raises(MissingInput, match="SOURCE_DATE_EPOCH"):
-        revision_and_epoch(repo, ["src"])
+    assert source_revision(repo, ["src"]).endswith("+dirty")
+    assert not source_revision(repo, ["images"]).endswith("+dirty")
 
 
 def test_outside_git_the_revision_is_unknown(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     root = _tree(tmp_path / "plain")
-    assert revision_and_epoch(root, ["src"]) == ("unknown", 0)
+    assert source_revision(root, ["src"]) == "unknown"
+
+
+def test_the_build_timestamp_is_fixed_unless_source_date_epoch_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    assert build_epoch() == DEFAULT_EPOCH
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1234")
+    assert build_epoch() == 1234
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
+    with pytest.raises(MissingInput, match="SOURCE_DATE_EPOCH"):
+        build_epoch()

@@ -9,14 +9,15 @@ import tempfile
 from pathlib import Path
 
 from bridge_image import _debian
+from bridge_image._inputs import DEFAULT_EPOCH
 from bridge_image._run import Progress, image_inspect, require_tool, run_streamed
 from bridge_image.names import BOOTSTRAP_IMAGE, LABEL_INPUTS_HASH
 
 __all__ = ["BOOTSTRAP_EPOCH", "bootstrap_inputs_hash", "ensure_bootstrap"]
 
-BOOTSTRAP_EPOCH = 1_704_067_200
-"""2024-01-01: a fixed timestamp, so the root filesystem depends only on the mirror's packages
-(mmdebstrap is reproducible with SOURCE_DATE_EPOCH: two runs give the same tarball)."""
+BOOTSTRAP_EPOCH = DEFAULT_EPOCH
+"""A fixed timestamp, so the root filesystem depends only on the mirror's packages (mmdebstrap
+is reproducible with SOURCE_DATE_EPOCH: two runs gave the same tarball)."""
 
 
 def _inputs(repo: Path, mirror: str | None) -> tuple[list[str], list[str], str]:

@@ -10,7 +10,17 @@ from pathlib import Path
 
 from bridge_image.errors import MissingInput
 
-__all__ = ["find_repo", "hash_files", "hash_tree", "revision_and_epoch"]
+__all__ = [
+    "DEFAULT_EPOCH",
+    "build_epoch",
+    "find_repo",
+    "hash_files",
+    "hash_tree",
+    "source_revision",
+]
+
+DEFAULT_EPOCH = 1_704_067_200
+"""2024-01-01T00:00:00Z, the default image timestamp (the revision label says what was built)."""
 
 _MARKER = Path("images/base/Containerfile")
 _SKIPPED_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
@@ -72,24 +82,31 @@ def _git(repo: Path, *args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def revision_and_epoch(repo: Path, paths: Iterable[str]) -> tuple[str, int]:
-    """The last commit that changed ``paths`` (``+dirty`` if they have uncommitted changes) and
-    the build timestamp.
+def source_revision(repo: Path, paths: Iterable[str]) -> str:
+    """The last commit that changed ``paths``, with ``+dirty`` if they have uncommitted changes.
 
-    Taking the last commit *of the inputs*, not HEAD, keeps the image (and its digest) identical
-    across commits that do not touch it. ``SOURCE_DATE_EPOCH`` in the environment wins.
+    The last commit *of the inputs*, not HEAD: commits that do not touch the image leave its
+    label, and so its digest, unchanged. ``"unknown"`` outside a git checkout.
     """
     path_list = list(paths)
-    found = _git(repo, "log", "-1", "--format=%H %ct", "--", *path_list)
-    revision, epoch = ("unknown", 0)
-    if found:
-        sha, _, seconds = found.partition(" ")
-        revision, epoch = sha, int(seconds)
-        if _git(repo, "status", "--porcelain", "--", *path_list):
-            revision += "+dirty"
+    found = _git(repo, "log", "-1", "--format=%H", "--", *path_list)
+    if not found:
+        return "unknown"
+    if _git(repo, "status", "--porcelain", "--", *path_list):
+        return f"{found}+dirty"
+    return found
+
+
+def build_epoch() -> int:
+    """The timestamp of every file and history entry of the images: ``SOURCE_DATE_EPOCH`` if
+    set, else :data:`DEFAULT_EPOCH`.
+
+    Fixed rather than taken from a commit: buildah's layer cache ignores ``--timestamp``, so a
+    moving timestamp either defeats the cache or mixes timestamps from different builds.
+    """
     override = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
-    if override:
-        if not override.isdigit():
-            raise MissingInput(f"SOURCE_DATE_EPOCH must be whole seconds, got {override!r}")
-        epoch = int(override)
-    return revision, epoch
+    if not override:
+        return DEFAULT_EPOCH
+    if not override.isdigit():
+        raise MissingInput(f"SOURCE_DATE_EPOCH must be whole seconds, got {override!r}")
+    return int(override)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bridge_image import _bootstrap
-from bridge_image._inputs import find_repo, hash_files, hash_tree, revision_and_epoch
+from bridge_image._inputs import build_epoch, find_repo, hash_files, hash_tree, source_revision
 from bridge_image._recipes import RECIPES, Recipe, Variant, project_version, protocol_versions
 from bridge_image._run import Progress, image_inspect, require_tool, run_streamed
 from bridge_image._wheels import build_repo_wheels, fetch_pinned_wheels, wheel_arch
@@ -144,6 +144,8 @@ def _build_args(
         progress=progress,
     )
     args = {
+        # Also a build arg: --timestamp alone is not part of buildah's layer cache key.
+        "SOURCE_DATE_EPOCH": str(build_epoch()),
         "THIRD_PARTY_HASH": hash_files([context / "requirements.txt", *third_party]),
         "IMAGE_VERSION": IMAGE_VERSION,
         "SOURCE_REVISION": revision,
@@ -158,11 +160,10 @@ def _build_args(
             args["BASE_REF"] = f"{BOOTSTRAP_IMAGE}@sha256:{bootstrap_id.removeprefix('sha256:')}"
         else:
             args["BASE_REF"] = _default_base(context / "Containerfile")
-        _, epoch = revision_and_epoch(root, recipe.inputs)
         wheels = build_repo_wheels(
             [root / p for p in recipe.projects],
             context / "wheels/bridge",
-            epoch=epoch,
+            epoch=build_epoch(),
             progress=progress,
         )
         args["SYSTEM_PACKAGES_HASH"] = hash_files(
@@ -237,7 +238,7 @@ def _build_in(
     started = time.monotonic()
     podman = _podman()
     variant = recipe.variant
-    revision, epoch = revision_and_epoch(root, recipe.inputs)
+    revision, epoch = source_revision(root, recipe.inputs), build_epoch()
     _copy_context(root, recipe, context)
     args = _build_args(
         root,
