@@ -360,3 +360,22 @@ def test_a_call_from_a_task_running_between_executions_fails_fast(host: Any) -> 
     assert ok(host, "type(failure).__name__, 'no execution is running' in str(failure)") == (
         "('ToolCancelled', True)"
     )
+
+
+def test_a_forked_child_cannot_touch_the_channel_and_the_parent_still_can(host: Any) -> None:
+    code = (
+        "import os\nfrom mcp import ToolError\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    try:\n"
+        "        mcp_media.echo.sync(n=1)\n"
+        "    except ToolError as e:\n"
+        "        os.write(1, (type(e).__name__ + '\\n').encode())\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "await mcp_media.echo(n=2)"
+    )
+    run = host.execute(code)
+    assert run.result.value == "{'n': 2}", run.result.error
+    assert run.stdout == "BridgeDisconnected\n"
+    assert [dict(c.arguments) for c in run.calls] == [{"n": 2}]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import itertools
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -43,6 +44,16 @@ class CallRegistry:
         self._pending: dict[int, tuple[PendingCall, str]] = {}
         self._execution: str | None = None
         self._closed: str | None = None
+        os.register_at_fork(after_in_child=self._after_fork_in_child)
+
+    def _after_fork_in_child(self) -> None:
+        # No reader thread survives a fork, so no reply could ever reach the child.
+        self._lock = threading.Lock()
+        self._pending = {}
+        self._closed = (
+            "a forked child process cannot call tools: call them from the main process "
+            "(threads are fine)"
+        )
 
     # --- executions ----------------------------------------------------------------------------
 

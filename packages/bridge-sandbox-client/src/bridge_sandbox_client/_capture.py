@@ -61,6 +61,12 @@ class _StreamPump:
         self._thread.start()
 
     def _run(self) -> None:
+        try:
+            self._pump()
+        except OSError:
+            pass  # our pipe was closed under us (user code closing every fd): stop capturing
+
+    def _pump(self) -> None:
         poller = select.poll()
         poller.register(self._read_fd, select.POLLIN)
         while True:
@@ -179,7 +185,10 @@ class OutputCapture:
                 pass  # user code closed or replaced it; fd-level capture still works
         with self.lock:
             for pump in self._pumps:
-                pump.read_available(final=True)
+                try:
+                    pump.read_available(final=True)
+                except OSError:
+                    pass  # the pipe was closed under us; what was read is still flushed
                 pump.flush()
             self._execution_id = None
 

@@ -7,6 +7,7 @@ descriptor: nothing user code writes to fds 1 and 2 can reach it.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -56,6 +57,19 @@ class Channel:
         self._decoder = FrameDecoder(accept=HOST_TO_SANDBOX)
         self._early: list[Message] = []
         self._closed = False
+        self._forked = False
+        # A child made by os.fork() (multiprocessing) shares this socket: frames it wrote would
+        # interleave with ours and corrupt the stream, so the child's copy is closed.
+        os.register_at_fork(after_in_child=self._after_fork_in_child)
+
+    def _after_fork_in_child(self) -> None:
+        self._send_lock = threading.Lock()  # may have been held by another thread at fork time
+        self._closed = True
+        self._forked = True
+        try:
+            self._sock.close()
+        except OSError:
+            pass
 
     @classmethod
     def connect(cls, path: str, *, timeout: float) -> Channel:
@@ -104,6 +118,11 @@ class Channel:
                 f"limit of {DEFAULT_MAX_FRAME_SIZE} bytes"
             )
         with self._send_lock:
+            if self._forked:
+                raise ChannelClosed(
+                    "a forked child process cannot talk to the host: "
+                    "call tools from the main process (threads are fine)"
+                )
             if self._closed:
                 raise ChannelClosed("the channel to the host is closed")
             self._sock.sendall(frame)

@@ -13,6 +13,7 @@ import builtins
 import os
 import sys
 import threading
+import traceback
 import types
 from typing import Any
 
@@ -132,6 +133,9 @@ class SandboxClient:
         except OSError as exc:
             reason = f"the channel failed: {exc}"
             self.log(reason)
+        except Exception:  # top-level handler of the reader thread: log, then shut down cleanly
+            reason = "internal error in the sandbox client"
+            self.log(f"{reason}:\n{traceback.format_exc()}")
         finally:
             self.registry.close(reason)
             self.interpreter.stop()
