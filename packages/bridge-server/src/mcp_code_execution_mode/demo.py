@@ -153,8 +153,21 @@ async def _run_steps(session: ClientSession, plan: list[DemoStep], available: se
     return failures
 
 
+def _prepare(base: Path, work: Path) -> tuple[Path, Path, dict[str, Any], list[str]]:
+    """Write the demo's data files and servers config; return (data dir, config, servers,
+    missing notes)."""
+    data = work / "data"
+    data.mkdir()
+    for name, text in SALES.items():
+        (data / name).write_text(text, encoding="utf-8")
+    servers, missing = demo_servers(base.resolve(), data, work)
+    config = work / "servers.json"
+    config.write_text(json.dumps({"mcpServers": servers}, indent=2), encoding="utf-8")
+    return data, config, servers, missing
+
+
 async def run_demo(
-    settings: Settings, servers_dir: str | None, forward: Mapping[str, str] = {}
+    settings: Settings, servers_dir: str | None, forward: Mapping[str, str] | None = None
 ) -> int:
     """Run the demo; returns 0 when every step succeeded. ``forward``: settings as env vars."""
     problem = await anyio.to_thread.run_sync(_image_ready, settings)
@@ -162,17 +175,10 @@ async def run_demo(
         print(f"demo: {problem}", file=sys.stderr)
         return 1
     base = Path(servers_dir or os.environ.get("MCP_TEST_SERVERS_DIR") or ".cache/servers")
-    base = await anyio.to_thread.run_sync(base.resolve)
     with tempfile.TemporaryDirectory(prefix="mcp-demo-") as tmp:
         work = Path(tmp)
-        data = work / "data"
-        data.mkdir()
-        for name, text in SALES.items():
-            (data / name).write_text(text, encoding="utf-8")
-        servers, missing = demo_servers(base, data, work)
-        config = work / "servers.json"
-        config.write_text(json.dumps({"mcpServers": servers}, indent=2), encoding="utf-8")
-        print(f"demo config ({config}):\n{config.read_text(encoding='utf-8')}")
+        data, config, servers, missing = await anyio.to_thread.run_sync(_prepare, base, work)
+        print(f"demo config ({config}):\n{json.dumps({'mcpServers': servers}, indent=2)}")
         for note in missing:
             print(f"missing: {note}")
         env = {
