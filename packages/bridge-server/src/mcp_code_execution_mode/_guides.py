@@ -85,7 +85,9 @@ from mcp import mcp_servers
 fs = mcp_servers[hits[0]["server"]]
 sizes = {}
 for name in ["a.txt", "b.txt"]:
-    text = await fs.read_text_file(path=f"/data/{name}")
+    result = await fs.read_text_file(path=f"/data/{name}")
+    # A tool's structured content arrives as a dict, otherwise its text.
+    text = result["content"] if isinstance(result, dict) else result
     sizes[name] = len(text)
 sizes
 ```
