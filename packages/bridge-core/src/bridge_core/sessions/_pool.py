@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import TaskGroup
 
-from bridge_core.errors import BridgeError
+from bridge_core.errors import BridgeError, SandboxStartError
 from bridge_core.sessions._sandbox import LiveSandbox
 
 __all__ = ["SandboxPool"]
@@ -152,6 +152,10 @@ class SandboxPool:
     def drain(self) -> list[LiveSandbox]:
         """Close the pool: no more starts; return the ready sandboxes for stopping."""
         self.closed = True
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            waiter.error = SandboxStartError("the bridge is shutting down")
+            waiter.event.set()
         ready = list(self._ready)
         self._ready.clear()
         return ready
