@@ -395,3 +395,21 @@ async def test_a_hanging_listener_is_dropped_and_the_execution_completes(
         result = await manager.execute("print:one\nprint:two", listener=HangingListener())
     assert result.status == "ok"
     assert result.stdout == "one\ntwo\n"
+
+
+async def test_an_execution_waiting_for_a_sandbox_is_answered_when_the_manager_closes(
+    harness: Harness,
+) -> None:
+    harness.runtime.start_gate = anyio.Event()  # sandbox starts never finish
+    results: list[ExecutionResult] = []
+
+    async def run() -> None:
+        results.append(await manager.execute("print:x", timeout=600))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg, harness.manager() as manager:
+            tg.start_soon(run)
+            await harness.runtime.start_begun.wait()
+    (result,) = results
+    assert result.status == "unavailable"
+    assert "shutting down" in result.notices[-1]
