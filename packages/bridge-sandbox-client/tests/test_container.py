@@ -70,3 +70,28 @@ def test_client_runs_hardened_as_nobody_with_read_only_root(container_host: Any)
     assert run.stderr == ""
     second = host.execute("import sys\nsys.version_info >= (3, 11)")
     assert second.result.value == "True"
+
+
+def test_interrupt_and_images_work_in_the_container(container_host: Any) -> None:
+    from bridge_protocol import Interrupt, Output, Result
+
+    host = container_host
+    execution_id = host.submit("print('started')\nwhile True:\n    pass")
+    while not isinstance(host.next_message(), Output):
+        pass
+    host.send(Interrupt(execution_id=execution_id))
+    result = host.wait_for(Result)
+    assert result.status == "interrupted"
+    run = host.execute(
+        "import importlib.util\n"
+        "plots = importlib.util.find_spec('matplotlib') is not None\n"
+        "if plots:\n"
+        "    import matplotlib.pyplot as plt\n"
+        "    plt.plot([1, 2])\n"
+        f"runtime.display_image({host.png!r})\n"
+        "plots"
+    )
+    assert run.result.status == "ok", run.result.error
+    assert run.stderr == ""
+    assert all(d.data.startswith(b"\x89PNG") for d in run.displays)
+    assert len(run.displays) == (2 if run.result.value == "True" else 1)

@@ -49,12 +49,25 @@ def sniff_mime(data: bytes) -> str | None:
 def configure_matplotlib() -> None:
     """Point matplotlib at our backend and a writable config dir, before user code runs."""
     os.environ["MPLBACKEND"] = "module://bridge_sandbox_client._mpl_backend"
-    if "MPLCONFIGDIR" not in os.environ:
-        # The image's root is read-only; without this matplotlib warns on stderr about making a
-        # temporary cache directory on every import.
-        import tempfile
+    configured = os.environ.get("MPLCONFIGDIR")
+    if configured and _usable_directory(configured):
+        return
+    # The image's root is read-only and a configured dir may be unusable (podman copies an
+    # image's /tmp content, root-owned, into the tmpfs); without a writable one matplotlib warns
+    # on stderr about making a temporary cache directory on every import.
+    import tempfile
 
-        os.environ["MPLCONFIGDIR"] = os.path.join(tempfile.gettempdir(), "matplotlib")
+    fallback = os.path.join(tempfile.gettempdir(), f"matplotlib-{os.getuid()}")
+    if _usable_directory(fallback):
+        os.environ["MPLCONFIGDIR"] = fallback
+
+
+def _usable_directory(path: str) -> bool:
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return False
+    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
 
 
 class Displayer:
