@@ -202,3 +202,17 @@ async def test_session_persist_false_gives_every_call_a_fresh_sandbox(
         await bridge.run("x = 1")
         after = await bridge.run("'x' in globals()")
     assert _text(after).endswith("False")
+
+
+async def test_sigterm_stops_the_bridge_and_removes_its_containers(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    async with open_bridge(tmp_path, check_orphans=False) as bridge:
+        await bridge.run("x = 1")
+        pids = bridge_pids(bridge.state_dir)
+        assert owned_containers(pids[0])
+        for pid in pids:
+            os.kill(pid, signal.SIGTERM)
+        # Leaving the client context waits for the bridge process to exit.
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+    assert owned_containers(pids[0]) == []
