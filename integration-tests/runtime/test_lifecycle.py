@@ -7,6 +7,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from anyio.abc import Process
 from bridge_core.channel import ChannelClosed
 from bridge_core.errors import SandboxStartError
 from bridge_core.runtime import _channel, _podman_api, podman
@@ -81,32 +82,41 @@ async def test_kill_removes_a_busy_sandbox_at_once(start_shell: StartShell) -> N
     assert await _container_names(runtime, f"name={name}") == set()
 
 
+async def _stand_in_bridge() -> Process:
+    """A process to own sandboxes as if it were another bridge."""
+    return await anyio.open_process([sys.executable, "-c", "import time; time.sleep(600)"])
+
+
 async def test_leftovers_of_a_dead_bridge_are_removed_and_a_live_bridges_are_kept(
     podman_backend: PodmanBackend, sandbox_image: str, tmp_path: Path
 ) -> None:
-    dead = await anyio.run_process([sys.executable, "-c", "import os; print(os.getpid())"])
-    dead_pid = int(dead.stdout)
-    alive = await anyio.open_process([sys.executable, "-c", "import time; time.sleep(600)"])
+    # Both owners are alive while their sandboxes start: another bridge on this host (e.g. a
+    # concurrent test run) sweeping leftovers must not take them away mid-start.
+    crashing, alive = await _stand_in_bridge(), await _stand_in_bridge()
+    spec = SandboxSpec(name="leftover", image=sandbox_image, connect_timeout=60)
+    started = {}
     try:
-        start_time = process_start_time(alive.pid)
-        assert start_time is not None
-        spec = SandboxSpec(name="leftover", image=sandbox_image, connect_timeout=60)
-        started = {}
-        for label, owner in (("dead", Owner(dead_pid, 1)), ("alive", Owner(alive.pid, start_time))):
-            podman_backend.owner = owner  # as if another bridge process had started it
+        for label, process in (("dead", crashing), ("alive", alive)):
+            start_time = process_start_time(process.pid)
+            assert start_time is not None
+            podman_backend.owner = Owner(process.pid, start_time)
             started[label] = await podman_backend.start(spec)
         podman_backend.owner = current_owner()
+        crashing.kill()
+        await crashing.wait()
 
-        # Any bridge on this host (e.g. a concurrently running test session) may be the one that
-        # removes a dead owner's container, so the count is not asserted, only the outcome.
+        # Any bridge on this host may be the one that removes a dead owner's container, so
+        # the count is not asserted, only the outcome.
         await podman_backend.remove_leftovers()
 
         assert await _podman_names(f"name={started['dead'].name}") == set()
         assert await _podman_names(f"name={started['alive'].name}") == {started["alive"].name}
         assert (await podman_backend.status(started["alive"])).running
     finally:
-        alive.kill()
-        await alive.wait()
+        for process in (crashing, alive):
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
     # Now the second owner is dead as well: a new bridge's start-up removes its sandbox too.
     second = await PodmanBackend.connect(state_dir=tmp_path / "state")
     await second.aclose()

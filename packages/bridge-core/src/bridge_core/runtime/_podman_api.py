@@ -49,6 +49,7 @@ __all__ = [
     "stop_and_remove",
 ]
 
+_EMPTY_ANSWER_RETRIES = 3
 API_TIMEOUT = 60
 """Seconds any single API call may take; bounds a hung service (stop adds its grace on top)."""
 
@@ -166,9 +167,18 @@ def create_kwargs(
 
 
 def inspect(client: podman.PodmanClient, name: str) -> dict[str, Any]:
-    """The container's full inspect data (``containers.get`` already fetches it: one call)."""
-    attrs: dict[str, Any] = client.containers.get(name).attrs
-    return attrs
+    """The container's full inspect data (``containers.get`` already fetches it: one call).
+
+    Gap: while a container is being removed, podman 4.3 can answer 200 with an empty body, which
+    podman-py fails to parse (measured under load); that is retried, and persisting means gone.
+    """
+    for _ in range(_EMPTY_ANSWER_RETRIES):
+        try:
+            attrs: dict[str, Any] = client.containers.get(name).attrs
+        except ValueError:  # requests' JSONDecodeError
+            continue
+        return attrs
+    raise NotFound(f"container {name} is being removed (podman answered with an empty body)")
 
 
 def logs_tail(client: podman.PodmanClient, name: str, lines: int = 20) -> str:
@@ -197,8 +207,8 @@ def remove_quietly(client: podman.PodmanClient, name: str) -> None:
         client.containers.get(name).kill(signal="SIGKILL")
     except NotFound:
         return
-    except APIError:
-        pass  # not running any more
+    except (APIError, ValueError):
+        pass  # not running any more, or the empty-body answer of :func:`inspect`
     try:
         client.containers.remove(name, force=True)
     except NotFound:
@@ -235,7 +245,7 @@ def stop_and_remove(client: podman.PodmanClient, name: str, grace: float) -> Non
         client.containers.get(name).stop(timeout=max(1, math.ceil(grace)))
     except NotFound:
         return
-    except APIError:
+    except (APIError, ValueError):
         pass  # e.g. already stopped; removal below forces it anyway
     remove_quietly(client, name)
 
