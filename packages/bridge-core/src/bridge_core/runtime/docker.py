@@ -195,10 +195,9 @@ class DockerBackend:
         exit_ = await self._status(name)
         if exit_.running:
             return None
-        result = await anyio.run_process(
-            [self._binary, "logs", "--tail", "20", name], check=False, stderr=None
-        )
-        logs = result.stdout.decode(errors="replace").strip()
+        result = await anyio.run_process([self._binary, "logs", "--tail", "20", name], check=False)
+        # docker replays the container's stderr on its own stderr
+        logs = (result.stdout + result.stderr).decode(errors="replace").strip()
         return exit_.describe() + (f"; last output:\n{logs}" if logs else "")
 
     async def _status(self, name: str) -> SandboxExit:

@@ -11,6 +11,7 @@ is removed and :class:`~bridge_core.errors.SandboxStartError` names the option.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from functools import partial
@@ -33,6 +34,8 @@ from bridge_core.runtime._verify import hardening_violations
 from bridge_core.runtime.base import RuntimeInfo, Sandbox, SandboxExit, SandboxSpec
 
 __all__ = ["CLEANUP_TIMEOUT", "PodmanBackend"]
+
+logger = logging.getLogger(__name__)
 
 CLEANUP_TIMEOUT = 15.0
 """Bound on removing a half-started sandbox after a failure or cancellation (kill + remove)."""
@@ -206,7 +209,12 @@ class PodmanBackend:
             ) from exc
 
     async def _death(self, name: str) -> str | None:
-        exit_ = await self._status(name)
+        try:
+            exit_ = await self._status(name)
+        except (api.PodmanError, api.APIError, OSError) as exc:
+            # A transient API failure is not a verdict; the connect timeout still bounds us.
+            logger.debug("cannot inspect %s while it starts: %r", name, exc)
+            return None
         if exit_.running:
             return None
         logs = await _run(api.logs_tail, self._client, name)
