@@ -24,6 +24,9 @@ from anyio.abc import ObjectSendStream
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+
+# The SDK's own HTTP transports build their client with this (default MCP timeouts); the
+# streamable HTTP client takes headers only through a client passed in.
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
 
@@ -56,10 +59,12 @@ class Connection:
         spec: ServerSpec,
         options: ProxyOptions,
         on_tools: Callable[[list[types.Tool]], Awaitable[None]],
+        on_end: Callable[[Connection], None],
     ) -> None:
         self.spec = spec
         self._options = options
         self._on_tools = on_tools
+        self._on_end = on_end
         self.session: ClientSession | None = None
         self.tools: list[types.Tool] = []
         self.ready = anyio.Event()
@@ -109,6 +114,9 @@ class Connection:
                 self.failure = self._describe_end(error, status, tail)
             if error is not None:
                 logger.debug("MCP server %r ended with an error", name, exc_info=error)
+            # Synchronously, before anyone waiting on `ready`/`ended` runs: the owner's restart
+            # bookkeeping must be in place when they look again.
+            self._on_end(self)
             self.ready.set()
             self.ended.set()
 

@@ -95,15 +95,12 @@ class _Upstream:
             raise conn.failure
 
     def _start(self) -> Connection:
-        conn = Connection(self.spec, self.pool.options, self._tools_changed)
+        conn = Connection(self.spec, self.pool.options, self._tools_changed, self._ended)
         self.conn = conn
-        self.pool.task_group.start_soon(
-            self._supervise, conn, name=f"mcp-upstream:{self.spec.name}"
-        )
+        self.pool.task_group.start_soon(conn.run, name=f"mcp-upstream:{self.spec.name}")
         return conn
 
-    async def _supervise(self, conn: Connection) -> None:
-        await conn.run()
+    def _ended(self, conn: Connection) -> None:
         if self.conn is conn:
             self.conn = None
         if self.pool.closing:
