@@ -79,3 +79,14 @@ def test_plt_show_sends_each_figure_once(host: Any) -> None:
     assert run.result.status == "ok", run.result.error
     assert len(run.displays) == 2
     assert run.stderr == ""
+
+
+def test_progress_in_a_tight_loop_is_rate_limited_but_the_last_update_arrives(host: Any) -> None:
+    run = host.execute("for i in range(20_000):\n    runtime.progress(i, message=f'item {i}')")
+    assert 1 <= len(run.progress) < 2_000
+    assert (run.progress[-1].progress, run.progress[-1].message) == (19_999.0, "item 19999")
+
+
+def test_progress_reaching_its_total_is_sent_at_once(host: Any) -> None:
+    run = host.execute("runtime.progress(1, 2)\nruntime.progress(2, 2)")
+    assert [(p.progress, p.total) for p in run.progress] == [(1.0, 2.0), (2.0, 2.0)]

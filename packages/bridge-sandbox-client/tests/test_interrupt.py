@@ -113,3 +113,9 @@ def test_interrupt_that_arrives_before_the_execution_starts_still_stops_it(host:
     host.send(Interrupt(execution_id="x1"))
     result = host.collect(host.submit("while True:\n    pass"))
     assert result.result.status == "interrupted"
+
+
+def test_interrupt_works_after_user_code_ignored_sigint(host: Any) -> None:
+    host.execute("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)")
+    result = _interrupt_after_marker(host, "print('started')\nwhile True:\n    pass")
+    assert result.status == "interrupted"

@@ -58,8 +58,10 @@ class SandboxClient:
         self.registry = CallRegistry(channel.send)
         self.directory = Directory(self.registry)
         self.displayer = Displayer(channel.send, self._current_execution)
-        runtime = Runtime(self.directory, self.displayer, channel.send, self._current_execution)
-        self.runtime_module = build_runtime_module(runtime)
+        self.runtime = Runtime(
+            self.directory, self.displayer, channel.send, self._current_execution
+        )
+        self.runtime_module = build_runtime_module(self.runtime)
         self.modules = install_mcp_modules(self.directory, self.runtime_module)
         self.interpreter = Interpreter(self._user_namespace())
 
@@ -175,6 +177,10 @@ class SandboxClient:
             self.displayer.send_open_figures()
         except Exception as exc:  # a figure that cannot render must not lose the result
             print(f"could not send a figure: {type(exc).__name__}: {exc}", file=sys.stderr)
+        try:
+            self.runtime.flush_progress()
+        except (OSError, ValueError):
+            pass  # the channel is gone: the result cannot be sent either
         self.capture.end()
         result = Result(
             execution_id=execute.execution_id,

@@ -109,6 +109,9 @@ class Interpreter:
         if isinstance(cell, BaseException):
             return Outcome("error", error=error_info(cell))
         running = _Running(execution_id)
+        if signal.getsignal(signal.SIGINT) != self._on_sigint:
+            # Earlier user code replaced (or ignored) SIGINT: interrupts must work again.
+            signal.signal(signal.SIGINT, self._on_sigint)
         with self._lock:
             # The host may interrupt an execution before this thread got to start it.
             running.interrupted = self._stopping or execution_id in self._early

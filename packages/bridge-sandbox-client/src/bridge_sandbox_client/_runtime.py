@@ -8,6 +8,8 @@ Every helper that asks the host is awaitable and has a ``*_sync`` twin for plain
 from __future__ import annotations
 
 import math
+import threading
+import time
 import types
 from collections.abc import Callable, Generator
 from typing import Any
@@ -18,9 +20,12 @@ from bridge_sandbox_client._calls import CallRegistry
 from bridge_sandbox_client._display import Displayer
 from bridge_sandbox_client._proxies import Directory
 
-__all__ = ["AwaitableList", "Runtime", "build_runtime_module"]
+__all__ = ["PROGRESS_INTERVAL", "AwaitableList", "Runtime", "build_runtime_module"]
 
 _DETAILS = ("summary", "full", "stub")
+PROGRESS_INTERVAL = 0.05
+"""Minimum seconds between progress frames: a loop reporting every item must not flood the host
+(clients show a handful of updates per second at most); the latest update is never lost."""
 
 
 class AwaitableList(list[Any]):
@@ -45,6 +50,9 @@ class Runtime:
         self._registry = directory.registry
         self._displayer = displayer
         self._send_progress = send_progress
+        self._progress_lock = threading.Lock()
+        self._progress_sent_at = -math.inf
+        self._progress_held: Progress | None = None
         self._execution_id = execution_id
 
     # --- discovery ---------------------------------------------------------------------------
@@ -126,14 +134,28 @@ class Runtime:
             if not math.isfinite(number):
                 raise ValueError(f"{name} must be finite, not {number!r}")
         text = None if message is None else str(message)
-        self._send_progress(
-            Progress(
-                execution_id=self._execution_id(),
-                progress=float(done),
-                total=None if total is None else float(total),
-                message=text,
-            )
+        update = Progress(
+            execution_id=self._execution_id(),
+            progress=float(done),
+            total=None if total is None else float(total),
+            message=text,
         )
+        now = time.monotonic()
+        with self._progress_lock:
+            finished = total is not None and done >= total
+            if not finished and now - self._progress_sent_at < PROGRESS_INTERVAL:
+                self._progress_held = update  # the latest one is sent later by flush_progress
+                return
+            self._progress_held = None
+            self._progress_sent_at = now
+        self._send_progress(update)
+
+    def flush_progress(self) -> None:
+        """Send the latest progress update held back by the rate limit (at execution end)."""
+        with self._progress_lock:
+            held, self._progress_held = self._progress_held, None
+        if held is not None:
+            self._send_progress(held)
 
     def display_image(self, data_or_path: Any, mime: str | None = None) -> None:
         """Show an image to the client: PNG/JPEG bytes, a file path, a tool ``Image`` result or a
