@@ -25,12 +25,13 @@ async def test_sandbox_runs_as_nobody_with_no_capabilities_and_no_new_privileges
     assert set(ids[2]) <= {65534}
     status = await shell.value(
         "dict(line.split(':\\t') for line in open('/proc/self/status').read().splitlines()"
-        " if line.startswith(('CapEff', 'CapPrm', 'CapBnd', 'NoNewPrivs')))"
+        " if line.startswith(('CapEff', 'CapPrm', 'CapBnd', 'NoNewPrivs', 'Seccomp:')))"
     )
     assert int(status["CapEff"], 16) == 0
     assert int(status["CapPrm"], 16) == 0
     assert int(status["CapBnd"], 16) == 0
     assert status["NoNewPrivs"].strip() == "1"
+    assert status["Seccomp"].strip() == "2"  # the runtime's default seccomp filter is on
 
 
 WRITE_ERRNO = """
