@@ -13,12 +13,13 @@ Usage: ``hatch run bench:python bench/proxy_calls.py [--calls 1000] [--parallel 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 from bridge_core.proxy import UpstreamPool
@@ -49,6 +50,10 @@ def _targets() -> list[tuple[ServerSpec, str, dict[str, Any]]]:
     return targets
 
 
+def _devnull() -> TextIO:
+    return open(os.devnull, "w")  # noqa: SIM115 - closed by the caller
+
+
 async def _timed(n: int, call: Callable[[], Awaitable[object]]) -> list[float]:
     samples = []
     for _ in range(n):
@@ -73,12 +78,18 @@ async def _bench(
     print(f"\n{spec.name} ({spec.command}): {calls} sequential {tool!r} calls")
     assert spec.command is not None
     params = StdioServerParameters(command=spec.command, args=list(spec.args))
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    devnull = _devnull()  # keeps the server's log lines out of the report
+    async with (
+        stdio_client(params, errlog=devnull) as (read, write),
+        ClientSession(read, write) as session,
+    ):
         await session.initialize()
         await session.call_tool(tool, args)  # warm
         direct = _describe(
             "direct SDK ClientSession", await _timed(calls, lambda: session.call_tool(tool, args))
         )
+
+    devnull.close()
 
     async with UpstreamPool([spec]) as pool:
         await pool.call_tool(spec.name, tool, args)  # start + warm
