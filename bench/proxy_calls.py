@@ -51,7 +51,7 @@ def _targets() -> list[tuple[ServerSpec, str, dict[str, Any]]]:
 
 
 def _devnull() -> TextIO:
-    return open(os.devnull, "w")  # noqa: SIM115 - closed by the caller
+    return open(os.devnull, "w")  # closed by the caller
 
 
 async def _timed(n: int, call: Callable[[], Awaitable[object]]) -> list[float]:
