@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -184,13 +185,13 @@ async def test_a_private_api_service_is_started_when_none_answers_and_stopped_on
     )
     backend = await PodmanBackend.connect(state_dir=tmp_path / "private")
     try:
-        assert backend.url == f"unix://{tmp_path}/private/podman.sock"
+        assert backend.url == f"unix://{tmp_path}/private/podman-{os.getpid()}.sock"
         info = await backend.info()
         assert info.backend == "podman"
         assert "private service" in info.detail
     finally:
         await backend.aclose()
-    assert not (tmp_path / "private" / "podman.sock").exists()
+    assert not (tmp_path / "private" / f"podman-{os.getpid()}.sock").exists()
 
 
 async def test_closing_the_backend_kills_sandboxes_still_running(

@@ -101,6 +101,9 @@ class PodmanBackend:
         try:
             backend.track_oom = await backend._can_track_oom()
             await backend.remove_leftovers()
+        except (api.PodmanError, api.APIError, OSError) as exc:
+            await backend.aclose()
+            raise RuntimeUnavailable(f"podman at {backend.url} fails: {exc}") from exc
         except BaseException:
             await backend.aclose()
             raise
@@ -110,7 +113,8 @@ class PodmanBackend:
     async def _with_private_service(
         cls, binary: str, state_dir: Path, tried: list[str]
     ) -> PodmanBackend:
-        service = await PrivateService.start(binary, state_dir / "podman.sock")
+        # Per process: two bridges sharing a state dir must not replace each other's service.
+        service = await PrivateService.start(binary, state_dir / f"podman-{os.getpid()}.sock")
         client = await _run(api.connect, service.url)
         if client is None:
             await service.aclose()
