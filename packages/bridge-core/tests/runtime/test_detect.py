@@ -40,3 +40,21 @@ async def test_a_podman_url_that_does_not_answer_is_unavailable(tmp_path: Path) 
     url = f"unix://{tmp_path}/nothing.sock"
     with pytest.raises(RuntimeUnavailable, match=r"nothing\.sock"):
         await PodmanBackend.connect(state_dir=tmp_path, url=url)
+
+
+async def test_auto_detection_names_every_runtime_tried_and_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bridge_core.runtime import _podman_api
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither podman nor docker binaries
+    monkeypatch.setattr(
+        _podman_api, "socket_candidates", lambda env, euid: [f"unix://{tmp_path}/no.sock"]
+    )
+    with pytest.raises(RuntimeUnavailable) as caught:
+        await detect_runtime(None, state_dir=tmp_path)
+    message = str(caught.value)
+    assert "tried podman, docker" in message
+    assert "no.sock" in message
+    assert "no `docker` binary" in message
+    assert "scripts/prepare-host" in message
