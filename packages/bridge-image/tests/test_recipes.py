@@ -118,3 +118,22 @@ def test_a_new_system_package_changes_the_bootstrap_base(tmp_path: Path) -> None
     listed = repo / "images/base/system-packages.txt"
     listed.write_text(listed.read_text() + "make\n")
     assert _bootstrap.bootstrap_inputs_hash(repo) != before
+
+
+def test_a_digest_mismatch_names_the_differing_layers_and_labels() -> None:
+    first = builder.BuildResult(
+        "t", "sha256:a", "d", {"k": "1", bridge_image.LABEL_INPUTS_HASH: "h"}, layers=("x", "y")
+    )
+    second = builder.BuildResult(
+        "t", "sha256:b", "d", {"k": "2", bridge_image.LABEL_INPUTS_HASH: "h"}, layers=("x", "z")
+    )
+    said = builder._differences(first, second)
+    assert "layers 2 of 2 differ" in said
+    assert "labels differ: k" in said
+    assert "inputs changed" not in said
+
+
+def test_a_digest_mismatch_from_edited_inputs_says_so() -> None:
+    first = builder.BuildResult("t", "a", "d", {bridge_image.LABEL_INPUTS_HASH: "h1"})
+    second = builder.BuildResult("t", "b", "d", {bridge_image.LABEL_INPUTS_HASH: "h2"})
+    assert "inputs changed while verifying" in builder._differences(first, second)

@@ -42,6 +42,8 @@ class BuildResult:
     built: bool = True
     """False when ``if_stale`` found the image up to date and nothing was built."""
     seconds: float = 0.0
+    layers: tuple[str, ...] = ()
+    """Uncompressed digests of the layers, base first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,7 @@ def _result(podman: str, tag: str, *, built: bool, started: float) -> BuildResul
         labels=dict(found.get("Labels") or {}),
         built=built,
         seconds=time.monotonic() - started,
+        layers=tuple((found.get("RootFS") or {}).get("Layers") or ()),
     )
 
 
@@ -296,6 +299,28 @@ def verify(
         subprocess.run([_podman(), "rmi", again.image_id], capture_output=True, check=False)
         raise DigestMismatch(
             f"{reference.tag} is {reference.image_id} but a rebuild from the same inputs gave "
-            f"{again.image_id}: the build is not reproducible"
+            f"{again.image_id}: the build is not reproducible ({_differences(reference, again)})"
         )
     return reference
+
+
+def _differences(first: BuildResult, second: BuildResult) -> str:
+    """Say where two builds differ: which layers (1 = base), which labels."""
+    found = []
+    if first.labels.get(LABEL_INPUTS_HASH) != second.labels.get(LABEL_INPUTS_HASH):
+        found.append("the inputs changed while verifying: retry when no one edits the sources")
+    layers = [
+        str(index)
+        for index, (a, b) in enumerate(zip(first.layers, second.layers, strict=False), 1)
+        if a != b
+    ]
+    if len(first.layers) != len(second.layers):
+        found.append(f"{len(first.layers)} vs {len(second.layers)} layers")
+    if layers:
+        found.append(f"layers {', '.join(layers)} of {len(first.layers)} differ")
+    labels = sorted(
+        k for k in {*first.labels, *second.labels} if first.labels.get(k) != second.labels.get(k)
+    )
+    if labels:
+        found.append(f"labels differ: {', '.join(labels)}")
+    return "; ".join(found) or "same layers and labels: the image config differs"
