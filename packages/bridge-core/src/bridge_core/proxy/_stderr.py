@@ -23,6 +23,7 @@ class StderrTail:
         self._server = server
         self._limit = limit
         self._buffer = bytearray()
+        self._dropped = False
         read_fd, write_fd = os.pipe()
         os.set_blocking(read_fd, False)
         self._read_fd: int | None = read_fd
@@ -59,11 +60,12 @@ class StderrTail:
         self._buffer += chunk
         if len(self._buffer) > self._limit:
             del self._buffer[: len(self._buffer) - self._limit]
+            self._dropped = True
 
     def tail(self, max_chars: int = 2000) -> str:
         """The last ``max_chars`` characters, starting at a line boundary when possible."""
         text = self._buffer.decode(errors="replace")
-        if len(text) > max_chars:
+        if len(text) > max_chars or self._dropped:
             text = text[-max_chars:]
             newline = text.find("\n")
             if 0 <= newline < len(text) - 1:
