@@ -87,6 +87,10 @@ def test_progress_in_a_tight_loop_is_rate_limited_but_the_last_update_arrives(ho
     assert (run.progress[-1].progress, run.progress[-1].message) == (19_999.0, "item 19999")
 
 
-def test_progress_reaching_its_total_is_sent_at_once(host: Any) -> None:
-    run = host.execute("runtime.progress(1, 2)\nruntime.progress(2, 2)")
-    assert [(p.progress, p.total) for p in run.progress] == [(1.0, 2.0), (2.0, 2.0)]
+def test_a_few_quick_progress_steps_all_arrive_in_order(host: Any) -> None:
+    run = host.execute("for i in range(1, 4):\n    runtime.progress(i, 3, f'step {i}')")
+    assert [(p.progress, p.total, p.message) for p in run.progress] == [
+        (1.0, 3.0, "step 1"),
+        (2.0, 3.0, "step 2"),
+        (3.0, 3.0, "step 3"),
+    ]

@@ -20,12 +20,14 @@ from bridge_sandbox_client._calls import CallRegistry
 from bridge_sandbox_client._display import Displayer
 from bridge_sandbox_client._proxies import Directory
 
-__all__ = ["PROGRESS_INTERVAL", "AwaitableList", "Runtime", "build_runtime_module"]
+__all__ = ["PROGRESS_BURST", "PROGRESS_RATE", "AwaitableList", "Runtime", "build_runtime_module"]
 
 _DETAILS = ("summary", "full", "stub")
-PROGRESS_INTERVAL = 0.05
-"""Minimum seconds between progress frames: a loop reporting every item must not flood the host
-(clients show a handful of updates per second at most); the latest update is never lost."""
+PROGRESS_BURST = 20
+PROGRESS_RATE = 20.0
+"""Progress frames per second once a burst of :data:`PROGRESS_BURST` is spent: a loop reporting
+every item must not flood the host (clients show a handful of updates per second), while a few
+steps all arrive. Updates over the limit are superseded by later ones; the latest always arrives."""
 
 
 class AwaitableList(list[Any]):
@@ -51,7 +53,8 @@ class Runtime:
         self._displayer = displayer
         self._send_progress = send_progress
         self._progress_lock = threading.Lock()
-        self._progress_sent_at = -math.inf
+        self._progress_tokens = float(PROGRESS_BURST)
+        self._progress_refilled_at = time.monotonic()
         self._progress_held: Progress | None = None
         self._execution_id = execution_id
 
@@ -142,12 +145,18 @@ class Runtime:
         )
         now = time.monotonic()
         with self._progress_lock:
+            elapsed = now - self._progress_refilled_at
+            self._progress_tokens = min(
+                PROGRESS_BURST, self._progress_tokens + elapsed * PROGRESS_RATE
+            )
+            self._progress_refilled_at = now
             finished = total is not None and done >= total
-            if not finished and now - self._progress_sent_at < PROGRESS_INTERVAL:
-                self._progress_held = update  # the latest one is sent later by flush_progress
-                return
+            if not finished:
+                if self._progress_tokens < 1:
+                    self._progress_held = update  # sent by a later call or flush_progress
+                    return
+                self._progress_tokens -= 1
             self._progress_held = None
-            self._progress_sent_at = now
         self._send_progress(update)
 
     def flush_progress(self) -> None:
