@@ -119,3 +119,20 @@ def test_interrupt_works_after_user_code_ignored_sigint(host: Any) -> None:
     host.execute("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)")
     result = _interrupt_after_marker(host, "print('started')\nwhile True:\n    pass")
     assert result.status == "interrupted"
+
+
+def test_interrupt_during_a_large_send_never_leaves_half_a_frame(host: Any) -> None:
+    from bridge_protocol import Display
+
+    # Each 12 MB image takes many socket writes: interrupts land in the middle of sends.
+    for _ in range(3):
+        execution_id = host.submit(
+            "big = b'\\x89PNG\\r\\n\\x1a\\n' + bytes(12_000_000)\n"
+            "while True:\n"
+            "    runtime.display_image(big)"
+        )
+        host.wait_for(Display)
+        host.send(Interrupt(execution_id=execution_id))
+        result = host.wait_for(Result)
+        assert result.status == "interrupted"  # type: ignore[attr-defined]
+        assert host.execute("'in sync'").result.value == "'in sync'"

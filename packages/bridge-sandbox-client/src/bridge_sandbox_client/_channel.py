@@ -8,9 +8,11 @@ descriptor: nothing user code writes to fds 1 and 2 can reach it.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 from bridge_protocol import (
     DEFAULT_MAX_FRAME_SIZE,
@@ -26,9 +28,33 @@ from bridge_protocol import (
     encode,
 )
 
-__all__ = ["Channel", "ChannelClosed", "Refused"]
+__all__ = ["Channel", "ChannelClosed", "Refused", "signals_deferred"]
 
 _RECV_SIZE = 256 * 1024
+_DEFERRED = {
+    signal.SIGINT,
+    signal.SIGALRM,
+    signal.SIGVTALRM,
+    signal.SIGPROF,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGHUP,
+}
+"""Signals whose Python handlers could raise mid-send (interrupts, user-installed alarms)."""
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Block the signals of :data:`_DEFERRED` for the calling thread inside the block.
+
+    Threads started inside inherit the mask: the client's own threads are started this way, so a
+    signal sent to the whole process lands on the main thread, where blocking it works.
+    """
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class ChannelClosed(ConnectionError):
@@ -117,6 +143,17 @@ class Channel:
                 f"{type(message).KIND!r} message of {len(frame)} bytes exceeds the channel's "
                 f"limit of {DEFAULT_MAX_FRAME_SIZE} bytes"
             )
+        if threading.current_thread() is not threading.main_thread():
+            self._send_locked(frame)
+            return
+        # Python runs signal handlers on the main thread only, and a handler that raises (the
+        # interrupt's KeyboardInterrupt) in the middle of sendall leaves half a frame on the
+        # wire: the host's decoder would lose sync and drop the session. Signals wait until the
+        # frame is out.
+        with signals_deferred():
+            self._send_locked(frame)
+
+    def _send_locked(self, frame: bytes) -> None:
         with self._send_lock:
             if self._forked:
                 raise ChannelClosed(

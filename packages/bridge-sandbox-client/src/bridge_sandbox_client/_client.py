@@ -32,7 +32,7 @@ from bridge_protocol import (
 
 from bridge_sandbox_client._calls import CallRegistry
 from bridge_sandbox_client._capture import OutputCapture
-from bridge_sandbox_client._channel import Channel
+from bridge_sandbox_client._channel import Channel, signals_deferred
 from bridge_sandbox_client._compile import CompiledCell
 from bridge_sandbox_client._display import Displayer, configure_matplotlib, set_active
 from bridge_sandbox_client._inbox import Inbox
@@ -91,10 +91,11 @@ class SandboxClient:
         configure_matplotlib()
         set_active(self.displayer)
         self._isolate_process_state()
-        self.capture.install()
+        with signals_deferred():  # our threads never take the signals meant for user code
+            self.capture.install()
+            reader = threading.Thread(target=self._read, name="bridge-reader", daemon=True)
+            reader.start()
         self.interpreter.install_signal_handler()
-        reader = threading.Thread(target=self._read, name="bridge-reader", daemon=True)
-        reader.start()
         while True:
             message = self._inbox.get(self.interpreter.loop)
             if not isinstance(message, Execute):
