@@ -379,3 +379,13 @@ def test_a_forked_child_cannot_touch_the_channel_and_the_parent_still_can(host: 
     assert run.result.value == "{'n': 2}", run.result.error
     assert run.stdout == "BridgeDisconnected\n"
     assert [dict(c.arguments) for c in run.calls] == [{"n": 2}]
+
+
+def test_runtime_helpers_import_from_the_runtime_module(host: Any) -> None:
+    code = (
+        "from mcp.runtime import discovered_servers, search_tool_docs_sync\n"
+        "import mcp.servers\n"
+        "(len(discovered_servers()), len(search_tool_docs_sync('ping')), "
+        "mcp.servers.my_server is mcp_servers['my-server'])"
+    )
+    assert ok(host, code) == "(4, 1, True)"
