@@ -195,6 +195,28 @@ def test_the_documented_custom_image_adds_a_package_from_a_local_wheel(
         subprocess.run([podman, "rmi", "--force", tag], capture_output=True, check=False)
 
 
+def test_labels_follow_the_inputs_even_when_every_layer_comes_from_the_cache(
+    podman: str, base_image: str, offline: bool, tmp_path: Path
+) -> None:
+    # A builder-only change alters the inputs hash but no layer: buildah then reuses every
+    # cached step, and a label fed from a build arg would silently keep the old value.
+    for path in INPUT_PATHS:
+        shutil.copytree(REPO / path, tmp_path / path, ignore=shutil.ignore_patterns("tests"))
+    tag = f"localhost/bridge-image-test-labels:{uuid.uuid4().hex[:12]}"
+    try:
+        first = build("base", offline=offline, tag=tag, repo=tmp_path)
+        names = tmp_path / "packages/bridge-image/src/bridge_image/names.py"
+        names.write_text(names.read_text() + "\n# a builder-only change\n")
+        second = build("base", offline=offline, tag=tag, repo=tmp_path)
+        assert second.layers == first.layers
+        assert second.labels[LABEL_INPUTS_HASH] != first.labels[LABEL_INPUTS_HASH]
+        assert second.labels[LABEL_INPUTS_HASH] == inputs_hash(
+            "base", offline=offline, repo=tmp_path
+        )
+    finally:
+        subprocess.run([podman, "rmi", "--force", tag], capture_output=True, check=False)
+
+
 @pytest.mark.slow
 def test_two_builds_from_the_same_inputs_give_the_same_digest(
     podman: str, base_image: str, offline: bool, tmp_path: Path

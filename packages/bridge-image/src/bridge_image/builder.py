@@ -16,12 +16,17 @@ from bridge_image._inputs import build_epoch, find_repo, hash_files, hash_tree, 
 from bridge_image._recipes import RECIPES, Recipe, Variant, project_version, protocol_versions
 from bridge_image._run import Progress, image_inspect, require_tool, run_streamed
 from bridge_image._wheels import build_repo_wheels, fetch_pinned_wheels, wheel_arch
-from bridge_image.errors import DigestMismatch, MissingInput
+from bridge_image.errors import BuildFailed, DigestMismatch, MissingInput
 from bridge_image.names import (
     BOOTSTRAP_IMAGE,
     DEFAULT_IMAGE,
     IMAGE_VERSION,
+    LABEL_BASE,
     LABEL_INPUTS_HASH,
+    LABEL_PROTOCOL_VERSIONS,
+    LABEL_REVISION,
+    LABEL_SANDBOX_CLIENT_VERSION,
+    LABEL_VERSION,
 )
 
 __all__ = ["BuildResult", "ImageStatus", "build", "inputs_hash", "status", "verify"]
@@ -138,7 +143,8 @@ def _build_args(
     revision: str,
     progress: Progress | None,
     podman: str,
-) -> dict[str, str]:
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The build args and the variable labels of one build (after fetching its wheels)."""
     cache = root / ".cache/bridge-image"
     third_party = fetch_pinned_wheels(
         context / "requirements.txt",
@@ -150,9 +156,11 @@ def _build_args(
         # Also a build arg: --timestamp alone is not part of buildah's layer cache key.
         "SOURCE_DATE_EPOCH": str(build_epoch()),
         "THIRD_PARTY_HASH": hash_files([context / "requirements.txt", *third_party]),
-        "IMAGE_VERSION": IMAGE_VERSION,
-        "SOURCE_REVISION": revision,
-        "INPUTS_HASH": expected,
+    }
+    labels = {
+        LABEL_VERSION: IMAGE_VERSION,
+        LABEL_REVISION: revision,
+        LABEL_INPUTS_HASH: expected,
     }
     if recipe.variant == "base":
         if offline:
@@ -160,9 +168,9 @@ def _build_args(
                 root, cache / "bootstrap", podman=podman, progress=progress
             )
             args["BASE_IMAGE"] = BOOTSTRAP_IMAGE
-            args["BASE_REF"] = f"{BOOTSTRAP_IMAGE}@sha256:{bootstrap_id.removeprefix('sha256:')}"
+            labels[LABEL_BASE] = f"{BOOTSTRAP_IMAGE}@sha256:{bootstrap_id.removeprefix('sha256:')}"
         else:
-            args["BASE_REF"] = _default_base(context / "Containerfile")
+            labels[LABEL_BASE] = _default_base(context / "Containerfile")
         wheels = build_repo_wheels(
             [root / p for p in recipe.projects],
             context / "wheels/bridge",
@@ -173,13 +181,13 @@ def _build_args(
             [context / "system-packages.txt", context / "install-system-packages"]
         )
         args["BRIDGE_WHEELS_HASH"] = hash_files(wheels)
-        args["PROTOCOL_VERSIONS"] = protocol_versions(root)
-        args["SANDBOX_CLIENT_VERSION"] = project_version(root)
+        labels[LABEL_PROTOCOL_VERSIONS] = protocol_versions(root)
+        labels[LABEL_SANDBOX_CLIENT_VERSION] = project_version(root)
     else:
         base = build("base", offline=offline, if_stale=True, repo=root, progress=progress)
         args["BASE_IMAGE"] = DEFAULT_IMAGE
-        args["BASE_REF"] = f"{DEFAULT_IMAGE}@{base.image_id}"
-    return args
+        labels[LABEL_BASE] = f"{DEFAULT_IMAGE}@{base.image_id}"
+    return args, labels
 
 
 def _default_base(containerfile: Path) -> str:
@@ -243,7 +251,7 @@ def _build_in(
     variant = recipe.variant
     revision, epoch = source_revision(root, recipe.inputs), build_epoch()
     _copy_context(root, recipe, context)
-    args = _build_args(
+    args, labels = _build_args(
         root,
         recipe,
         context,
@@ -266,12 +274,25 @@ def _build_in(
         *([] if (variant == "base" and not offline) else ["--network=none"]),
         *(["--no-cache"] if no_cache else []),
         *(f"--build-arg={k}={v}" for k, v in sorted(args.items())),
+        # Labels as flags, not LABEL "${ARG}": only flags are part of buildah's cache key.
+        *(f"--label={k}={v}" for k, v in sorted(labels.items())),
         str(context),
     ]
     if progress:
         progress(f"building {target} ({variant}, {'offline' if offline else 'normal'} path)")
-    run_streamed(argv, progress=progress, what=f"podman build of {target}")
-    return _result(podman, target, built=True, started=started)
+    previous = image_inspect(podman, target)
+    try:
+        run_streamed(argv, progress=progress, what=f"podman build of {target}")
+    except BuildFailed as exc:
+        if variant == "base" and not offline:
+            raise BuildFailed(f"{exc}\n(no registry reachable? build with --offline)") from exc
+        raise
+    result = _result(podman, target, built=True, started=started)
+    if previous and f"sha256:{previous['Id']}" != result.image_id:
+        # The replaced image is now untagged: remove it, unless a container or image uses it
+        # (podman refuses then), so repeated rebuilds do not pile up old images.
+        subprocess.run([podman, "rmi", previous["Id"]], capture_output=True, check=False)
+    return result
 
 
 def verify(
