@@ -3,6 +3,7 @@ import sys
 import pytest
 from bridge_image import DATASCIENCE_IMAGE, DEFAULT_IMAGE
 from bridge_image._run import run_streamed
+from bridge_image.builder import OFFLINE_ENV, default_offline
 from bridge_image.cli import main
 from bridge_image.errors import BuildFailed
 
@@ -43,3 +44,19 @@ def test_a_failing_step_names_itself_and_quotes_its_last_output() -> None:
             progress=None,
             what="frobnicating",
         )
+
+
+def test_an_explicit_path_wins_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(OFFLINE_ENV, "1")
+    assert default_offline(False) is False
+    monkeypatch.setenv(OFFLINE_ENV, "0")
+    assert default_offline(True) is True
+
+
+def test_the_environment_selects_the_path_when_no_flag_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(OFFLINE_ENV, "1")
+    assert default_offline() is True
+    monkeypatch.setenv(OFFLINE_ENV, "0")
+    assert default_offline() is False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -29,7 +30,19 @@ from bridge_image.names import (
     LABEL_VERSION,
 )
 
-__all__ = ["BuildResult", "ImageStatus", "build", "inputs_hash", "status", "verify"]
+__all__ = [
+    "OFFLINE_ENV",
+    "BuildResult",
+    "ImageStatus",
+    "build",
+    "default_offline",
+    "inputs_hash",
+    "status",
+    "verify",
+]
+
+OFFLINE_ENV = "BRIDGE_IMAGE_OFFLINE"
+"""``1`` selects the offline path, ``0`` the normal path, for every command."""
 
 _PODMAN_HINT = "install podman (apt-get install podman) or run scripts/prepare-host"
 
@@ -70,6 +83,20 @@ def _podman() -> str:
     return require_tool("podman", _PODMAN_HINT)
 
 
+def default_offline(offline: bool | None = None) -> bool:
+    """Resolve the build path: ``offline`` if given, else ``BRIDGE_IMAGE_OFFLINE`` (1/0), else
+    the path the existing base image was built with (so a plain ``build --if-stale`` never
+    switches paths), else the normal path."""
+    if offline is not None:
+        return offline
+    env = os.environ.get(OFFLINE_ENV, "").strip().lower()
+    if env:
+        return env in {"1", "true", "yes"}
+    found = image_inspect(_podman(), DEFAULT_IMAGE)
+    base = str(((found or {}).get("Labels") or {}).get(LABEL_BASE, ""))
+    return base.startswith(BOOTSTRAP_IMAGE)
+
+
 def inputs_hash(
     variant: Variant = "base", *, offline: bool = False, repo: Path | None = None
 ) -> str:
@@ -97,11 +124,14 @@ def inputs_hash(
 
 
 def status(
-    variant: Variant = "base", *, offline: bool = False, repo: Path | None = None
+    variant: Variant = "base", *, offline: bool | None = None, repo: Path | None = None
 ) -> ImageStatus:
-    """Inspect the variant's image and compare its inputs-hash label with the current inputs."""
+    """Inspect the variant's image and compare its inputs-hash label with the current inputs.
+
+    ``offline=None``: the path of :func:`default_offline`.
+    """
     recipe = RECIPES[variant]
-    expected = inputs_hash(variant, offline=offline, repo=repo)
+    expected = inputs_hash(variant, offline=default_offline(offline), repo=repo)
     found = image_inspect(_podman(), recipe.tag)
     labels = dict((found or {}).get("Labels") or {})
     return ImageStatus(recipe.tag, expected, found is not None, labels)
@@ -200,7 +230,7 @@ def _default_base(containerfile: Path) -> str:
 def build(
     variant: Variant = "base",
     *,
-    offline: bool = False,
+    offline: bool | None = None,
     if_stale: bool = False,
     no_cache: bool = False,
     tag: str | None = None,
@@ -213,7 +243,9 @@ def build(
     no network; otherwise FROM the public python image pinned by digest in the Containerfile.
     ``if_stale`` returns the existing image untouched when its inputs-hash label is current.
     ``tag`` overrides the variant's standard tag (``verify`` builds under a scratch tag).
+    ``offline=None`` takes the path of :func:`default_offline`.
     """
+    offline = default_offline(offline)
     started = time.monotonic()
     root = repo or find_repo()
     recipe = RECIPES[variant]
@@ -298,7 +330,7 @@ def _build_in(
 def verify(
     variant: Variant = "base",
     *,
-    offline: bool = False,
+    offline: bool | None = None,
     repo: Path | None = None,
     progress: Progress | None = None,
 ) -> BuildResult:
@@ -307,6 +339,7 @@ def verify(
     Builds the tagged image first if it is missing or stale. Raises :class:`DigestMismatch`
     naming both IDs when the rebuild differs; returns the (identical) result otherwise.
     """
+    offline = default_offline(offline)
     reference = build(variant, offline=offline, if_stale=True, repo=repo, progress=progress)
     scratch = f"{RECIPES[variant].tag}-verify"
     try:

@@ -6,7 +6,6 @@ Progress goes to stderr; the result (tag, image ID, digest) to stdout.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,8 +16,6 @@ from bridge_image._recipes import RECIPES, Variant
 from bridge_image.errors import ImageError
 
 __all__ = ["main"]
-
-_OFFLINE_ENV = "BRIDGE_IMAGE_OFFLINE"
 
 
 def _progress(line: str) -> None:
@@ -43,9 +40,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     common.add_argument(
         "--offline",
-        action="store_true",
-        default=os.environ.get(_OFFLINE_ENV, "") in {"1", "true", "yes"},
-        help=f"build FROM a local Debian bootstrap base, no registry (env {_OFFLINE_ENV}=1)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="build FROM a local Debian bootstrap base, no registry (--no-offline: the python "
+        f"image). Default: ${builder.OFFLINE_ENV}, else the path of the existing image",
     )
     common.add_argument("--repo", type=Path, help="repository root (default: found upwards)")
     build = commands.add_parser("build", parents=[common], help="build an image, print its digest")
