@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -20,13 +21,23 @@ BOOTSTRAP_EPOCH = DEFAULT_EPOCH
 is reproducible with SOURCE_DATE_EPOCH: two runs gave the same tarball)."""
 
 
+_DPKG_OPTIONS = (
+    # Documentation nobody reads in a sandbox, as in Debian's slim images (copyrights stay).
+    "path-exclude=/usr/share/man/*",
+    "path-exclude=/usr/share/info/*",
+    "path-exclude=/usr/share/doc/*",
+    "path-include=/usr/share/doc/*/copyright",
+    "path-exclude=/usr/share/locale/*",
+)
+
+
 def _inputs(repo: Path, mirror: str | None) -> tuple[list[str], list[str], str]:
     listed = (repo / "images/base/system-packages.txt").read_text().splitlines()
     packages = _debian.include_list(p.strip() for p in listed if p.strip() and p[0] != "#")
     debian, security = _debian.find_mirrors()
     sources = _debian.source_lines(mirror or debian, security)
     digest = hashlib.sha256()
-    for part in [*packages, *sources, str(BOOTSTRAP_EPOCH)]:
+    for part in [*packages, *sources, *_DPKG_OPTIONS, str(BOOTSTRAP_EPOCH)]:
         digest.update(part.encode() + b"\0")
     digest.update((repo / "images/bootstrap/Containerfile").read_bytes())
     return packages, sources, digest.hexdigest()
@@ -69,6 +80,7 @@ def ensure_bootstrap(
                 mmdebstrap,
                 "--variant=essential",
                 f"--include={','.join(packages)}",
+                *(f"--dpkgopt={option}" for option in _DPKG_OPTIONS),
                 _debian.SUITE,
                 str(work / "rootfs.tar"),
                 *sources,
@@ -98,4 +110,7 @@ def ensure_bootstrap(
         shutil.rmtree(work, ignore_errors=True)
     built = image_inspect(podman, BOOTSTRAP_IMAGE)
     assert built is not None
+    if found and found["Id"] != built["Id"]:
+        # Untagged now; podman refuses (harmlessly) while images built FROM it remain.
+        subprocess.run([podman, "rmi", found["Id"]], capture_output=True, check=False)
     return str(built["Id"])
