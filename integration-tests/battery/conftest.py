@@ -1,0 +1,66 @@
+"""Shared fixtures of the battery (hostile code, host-side faults, chaos).
+
+Everything here drives the real bridge — ``python -m mcp_code_execution_mode`` over stdio with the
+official MCP SDK client — through the helpers of ``integration-tests/server/conftest.py``, which
+are imported, not copied:
+
+* :func:`open_bridge` — start a bridge (private state dir, our servers file, extra env) and yield
+  a connected :class:`BridgeClient`; afterwards no container of that bridge may be left.
+* :func:`text_of` — the first text block of a ``CallToolResult``.
+* :func:`host_marker` — a path on the host that sandbox code names in an escape attempt; the
+  test asserts it was never created.
+
+Other battery modules may add fixtures here: keep additions small, documented and independent.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+
+# The server tests' conftest holds the bridge-over-stdio helpers. Under --import-mode=importlib it
+# is a module named after its path below the rootdir; a relative import from a parent package is
+# banned by the lint rules (TID252) and the hyphenated folder cannot be imported absolutely.
+_server = importlib.import_module("integration-tests.server.conftest")
+
+BridgeClient = _server.BridgeClient
+CALL_TIMEOUT: float = _server.CALL_TIMEOUT
+bridge_pids = _server.bridge_pids
+open_bridge = _server.open_bridge
+owned_containers = _server.owned_containers
+
+__all__ = [
+    "CALL_TIMEOUT",
+    "BridgeClient",
+    "bridge_pids",
+    "host_marker",
+    "open_bridge",
+    "owned_containers",
+    "payload_of",
+    "text_of",
+]
+
+
+def text_of(result: types.CallToolResult) -> str:
+    """The first content block of ``result``, which must be text."""
+    block = result.content[0]
+    assert isinstance(block, types.TextContent), f"first block is not text: {block!r}"
+    return block.text
+
+
+def payload_of(result: types.CallToolResult) -> dict[str, Any]:
+    """The structured content of ``result`` (the run_python result object)."""
+    assert result.structured_content is not None, f"no structured content: {result!r}"
+    return dict(result.structured_content)
+
+
+@pytest.fixture
+def host_marker(tmp_path: Path) -> Path:
+    """A path on the host that must never come into existence (sandbox code tries to write it)."""
+    marker = tmp_path / "escaped-marker"
+    assert not marker.exists()
+    return marker
