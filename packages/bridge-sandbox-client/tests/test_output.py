@@ -89,3 +89,12 @@ def test_streams_broken_by_one_execution_are_repaired_for_the_next(host: Any) ->
     run = host.execute("import os, sys\nprint('out again')\nos.write(2, b'err again')")
     assert run.stdout == "out again\n"
     assert run.stderr == "err again"
+
+
+def test_streams_set_to_none_end_the_execution_normally_and_are_repaired(host: Any) -> None:
+    broken = host.execute("import sys\nsys.stdout = None\nsys.stderr = None\nprint('gone')\n7")
+    run = host.execute("print('out again')\n6 * 7")
+    assert broken.result.status == "ok"
+    assert broken.result.value == "7"
+    assert run.stdout == "out again\n"
+    assert run.result.value == "42"

@@ -178,11 +178,14 @@ class OutputCapture:
 
         Called before the ``Result`` frame so every byte the execution wrote precedes it.
         """
-        for stream in (sys.stdout, sys.stderr):
+        for stream in (self._stdout, self._stderr, sys.stdout, sys.stderr):
             try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass  # user code closed or replaced it; fd-level capture still works
+                stream.flush()  # type: ignore[union-attr]
+            except Exception:
+                # User code may have closed the stream or replaced it with None or any object
+                # (`sys.stdout = None`): that must never take the client down, and fd-level
+                # capture still delivers whatever reached fds 1 and 2.
+                pass
         with self.lock:
             for pump in self._pumps:
                 try:
