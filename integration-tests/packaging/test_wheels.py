@@ -1,0 +1,160 @@
+"""The released artefacts work for someone who never saw the repository.
+
+Builds every member with ``scripts/release.py build`` (``hatch build``), installs the server wheel
+with its sibling wheels from that folder into a fresh venv (third-party dependencies from the
+package index), runs ``python -m mcp_code_execution_mode --help`` from it, then serves a real MCP
+client's ``run_python`` call in a real podman sandbox. Nothing from the checkout is importable in
+the venv: the bridge runs from the installed wheels only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+from bridge_core.runtime.base import OWNER_LABEL
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+pytestmark = pytest.mark.container
+
+REPO = Path(__file__).resolve().parents[2]
+SIBLINGS = ("mcp-bridge-protocol", "mcp-bridge-core", "mcp-code-execution-mode")
+INSTALL_TIMEOUT = 600
+"""Seconds for the venv install: the third-party dependencies come from the package index."""
+
+
+def _run(
+    command: list[str], *, timeout: float, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, capture_output=True, text=True, check=False, timeout=timeout, cwd=cwd
+    )
+
+
+@pytest.fixture(scope="module")
+def installed_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The python of a fresh venv holding the server as installed from the built wheels."""
+    work = tmp_path_factory.mktemp("wheels")
+    dist = work / "dist"
+    built = _run(
+        [sys.executable, str(REPO / "scripts" / "release.py"), "build", "--out", str(dist)],
+        timeout=INSTALL_TIMEOUT,
+    )
+    assert built.returncode == 0, built.stderr
+    venv.create(work / "venv", with_pip=True, clear=True)
+    python = work / "venv" / "bin" / "python"
+    # Siblings only from the folder (a same-named release on the index must never be picked),
+    # then the server with its third-party dependencies from the index.
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--find-links", str(dist)]
+    siblings = _run(
+        [*pip, "--no-index", "--no-deps", *SIBLINGS],
+        timeout=INSTALL_TIMEOUT,
+    )
+    assert siblings.returncode == 0, siblings.stderr
+    server = _run(
+        [*pip, "mcp-code-execution-mode"],
+        timeout=INSTALL_TIMEOUT,
+    )
+    assert server.returncode == 0, server.stderr
+    return python
+
+
+def test_installed_wheels_come_from_the_built_folder_not_the_checkout(
+    installed_python: Path,
+) -> None:
+    code = (
+        "import json, importlib.metadata as m, mcp_code_execution_mode as s; "
+        "print(json.dumps({'file': s.__file__, 'versions': "
+        f"{{n: m.version(n) for n in {SIBLINGS!r}}}}}))"
+    )
+    probe = _run(
+        [str(installed_python), "-I", "-c", code],
+        cwd=installed_python.parents[2],
+        timeout=60,
+    )
+    assert probe.returncode == 0, probe.stderr
+    found = json.loads(probe.stdout)
+    assert "site-packages" in found["file"]
+    assert set(found["versions"].values()) == {"0.1.0"}
+
+
+def test_installed_server_prints_its_help(installed_python: Path) -> None:
+    helped = _run(
+        [str(installed_python), "-m", "mcp_code_execution_mode", "--help"],
+        cwd=installed_python.parents[2],
+        timeout=120,
+    )
+    assert helped.returncode == 0, helped.stderr
+    assert "usage:" in helped.stdout
+    assert "serve" in helped.stdout  # the subcommands of the installed CLI are listed
+
+
+def _owned_containers(pid: int) -> list[str]:
+    """Containers (running or not) whose owner label names bridge process ``pid``."""
+    listed = _run(
+        ["podman", "ps", "--all", "--filter", f"label={OWNER_LABEL}", "--format", "json"],
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    return [
+        c["Names"][0]
+        for c in json.loads(listed.stdout or "[]")
+        if str((c.get("Labels") or {}).get(OWNER_LABEL, "")).startswith(f"{pid}:")
+    ]
+
+
+def _bridge_pid(state_dir: Path) -> int | None:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"mcp_code_execution_mode" in argv and str(state_dir).encode() in argv:
+            return int(entry.name)
+    return None
+
+
+async def test_installed_server_answers_run_python_in_a_real_sandbox(
+    installed_python: Path, tmp_path: Path, sandbox_image: str
+) -> None:
+    state_dir = tmp_path / "state"
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {}}), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_BRIDGE_")}
+    env.update(
+        {
+            "MCP_BRIDGE_IMAGE": sandbox_image,
+            "MCP_BRIDGE_DISCOVER": "false",
+            "MCP_BRIDGE_CONFIG": str(config),
+        }
+    )
+    params = StdioServerParameters(
+        command=str(installed_python),
+        args=["-m", "mcp_code_execution_mode", "--state-dir", str(state_dir)],
+        env=env,
+        cwd=str(tmp_path),
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        with anyio.fail_after(60):
+            await session.initialize()
+        pid = _bridge_pid(state_dir)
+        assert pid is not None
+        with anyio.fail_after(180):
+            result = await session.call_tool(
+                "run_python", {"code": "print(1+1)"}, read_timeout_seconds=170
+            )
+    assert result.is_error is False
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    assert block.text.strip() == "2"
+    assert _owned_containers(pid) == [], "the installed bridge left containers behind"
