@@ -172,7 +172,7 @@ def _errors_section(root: types.ModuleType) -> list[str]:
         "| exception | base | wire code | meaning |",
         "|---|---|---|---|",
     ]
-    by_class = {cls: code for code, cls in _error_codes().items()}
+    by_class: dict[type, int] = {cls: code for code, cls in _error_codes().items()}
     for name in root.__all__:
         cls = getattr(root, name)
         if not (isinstance(cls, type) and issubclass(cls, BaseException)):
