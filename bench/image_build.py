@@ -8,7 +8,7 @@ warm       nothing changed: every layer from the cache (wheels are still built o
 client     a copy of the repository with one sandbox-client file changed: only the last layers
 status     the up-to-date check prepare-host runs on every call
 
-Builds go to scratch tags, untagged at the end; the standard tags are left alone.
+Builds go to scratch tags, removed at the end; the standard tags are left alone.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def main() -> None:
             )
     finally:
         for tag in tags:
-            subprocess.run(["podman", "untag", tag, tag], capture_output=True, check=False)
+            subprocess.run(["podman", "rmi", tag], capture_output=True, check=False)
 
 
 if __name__ == "__main__":

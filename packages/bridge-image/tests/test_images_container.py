@@ -224,16 +224,23 @@ def test_two_builds_from_the_same_inputs_give_the_same_digest(
     # A frozen copy of the inputs: the working tree may change between two long builds.
     for path in INPUT_PATHS:
         shutil.copytree(REPO / path, tmp_path / path, ignore=shutil.ignore_patterns("tests"))
-    tags = [f"localhost/bridge-image-test-repro:{uuid.uuid4().hex[:12]}" for _ in range(2)]
+    tags = [f"localhost/bridge-image-test-repro:{uuid.uuid4().hex[:12]}" for _ in range(4)]
     try:
-        first, second = (
-            build("base", offline=offline, no_cache=True, tag=tag, repo=tmp_path) for tag in tags
-        )
+        first = build("base", offline=offline, no_cache=True, tag=tags[0], repo=tmp_path)
+        second = build("base", offline=offline, no_cache=True, tag=tags[1], repo=tmp_path)
         assert second.image_id == first.image_id, _differences(first, second)
         assert second.digest == first.digest
+
+        # New labels on cached layers must give what a build from scratch gives.
+        names = tmp_path / "packages/bridge-image/src/bridge_image/names.py"
+        names.write_text(names.read_text() + "\n# a builder-only change\n")
+        cached = build("base", offline=offline, tag=tags[2], repo=tmp_path)
+        scratch = build("base", offline=offline, no_cache=True, tag=tags[3], repo=tmp_path)
+        assert cached.layers == first.layers
+        assert scratch.image_id == cached.image_id, _differences(cached, scratch)
     finally:
         for tag in tags:
-            subprocess.run([podman, "untag", tag, tag], capture_output=True, check=False)
+            subprocess.run([podman, "rmi", tag], capture_output=True, check=False)
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bridge_image import _debian
 from bridge_image._inputs import DEFAULT_EPOCH
-from bridge_image._run import Progress, image_inspect, require_tool, run_streamed
+from bridge_image._run import Progress, append_labels, image_inspect, require_tool, run_streamed
 from bridge_image.names import BOOTSTRAP_IMAGE, LABEL_INPUTS_HASH
 
 __all__ = ["BOOTSTRAP_EPOCH", "bootstrap_inputs_hash", "ensure_bootstrap"]
@@ -40,6 +40,8 @@ def _inputs(repo: Path, mirror: str | None) -> tuple[list[str], list[str], str]:
     for part in [*packages, *sources, *_DPKG_OPTIONS, str(BOOTSTRAP_EPOCH)]:
         digest.update(part.encode() + b"\0")
     digest.update((repo / "images/bootstrap/Containerfile").read_bytes())
+    # This module is the rest of the recipe (mmdebstrap options, how the image is made).
+    digest.update(Path(__file__).read_bytes())
     return packages, sources, digest.hexdigest()
 
 
@@ -90,6 +92,7 @@ def ensure_bootstrap(
             env={**os.environ, "SOURCE_DATE_EPOCH": str(BOOTSTRAP_EPOCH)},
         )
         shutil.copy2(repo / "images/bootstrap/Containerfile", work / "Containerfile")
+        append_labels(work / "Containerfile", {LABEL_INPUTS_HASH: inputs_hash})
         run_streamed(
             [
                 podman,
@@ -98,7 +101,6 @@ def ensure_bootstrap(
                 "--network=none",
                 "--identity-label=false",
                 f"--timestamp={BOOTSTRAP_EPOCH}",
-                f"--label={LABEL_INPUTS_HASH}={inputs_hash}",
                 f"--tag={BOOTSTRAP_IMAGE}",
                 str(work),
             ],

@@ -11,7 +11,7 @@ from typing import Any
 
 from bridge_image.errors import BuildFailed, MissingTool
 
-__all__ = ["Progress", "image_inspect", "require_tool", "run_streamed"]
+__all__ = ["Progress", "append_labels", "image_inspect", "require_tool", "run_streamed"]
 
 Progress = Callable[[str], None]
 """Receives one line of build output at a time (the CLI prints them to stderr)."""
@@ -62,6 +62,21 @@ def run_streamed(
         tail = "\n".join(lines[-_TAIL_LINES:])
         raise BuildFailed(f"{what} failed (exit {code}): {' '.join(argv[:3])} ...\n{tail}")
     return lines
+
+
+def append_labels(containerfile: Path, labels: Mapping[str, str]) -> None:
+    """Append a ``LABEL`` instruction with literal ``labels`` to a build context's Containerfile.
+
+    Literal values, because buildah's layer cache gets the label wrong both other ways (podman
+    4.3): a ``LABEL x="${ARG}"`` step is reused when only the build arg changed (stale value),
+    and ``podman build --label`` is stamped on every intermediate image, so a cached
+    intermediate from a build with other labels changes the final history (and image ID).
+    """
+    pairs = " \\\n      ".join(
+        f"{json.dumps(k)}={json.dumps(v)}" for k, v in sorted(labels.items())
+    )
+    with containerfile.open("a") as out:
+        out.write(f"\n# Added by bridge-image for this build.\nLABEL {pairs}\n")
 
 
 def image_inspect(podman: str, ref: str) -> dict[str, Any] | None:

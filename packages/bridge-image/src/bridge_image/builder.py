@@ -15,7 +15,13 @@ from pathlib import Path
 from bridge_image import _bootstrap
 from bridge_image._inputs import build_epoch, find_repo, hash_files, hash_tree, source_revision
 from bridge_image._recipes import RECIPES, Recipe, Variant, project_version, protocol_versions
-from bridge_image._run import Progress, image_inspect, require_tool, run_streamed
+from bridge_image._run import (
+    Progress,
+    append_labels,
+    image_inspect,
+    require_tool,
+    run_streamed,
+)
 from bridge_image._wheels import build_repo_wheels, fetch_pinned_wheels, wheel_arch
 from bridge_image.errors import BuildFailed, DigestMismatch, MissingInput
 from bridge_image.names import (
@@ -72,11 +78,17 @@ class ImageStatus:
     expected_inputs_hash: str
     present: bool
     labels: Mapping[str, str] = field(default_factory=dict)
+    expected_revision: str | None = None
+    """The revision label a build would carry now (None: not compared)."""
 
     @property
     def stale(self) -> bool:
-        """True if the image is absent or was built from other inputs."""
-        return not self.present or self.labels.get(LABEL_INPUTS_HASH) != self.expected_inputs_hash
+        """True if the image is absent, was built from other inputs, or carries another revision
+        (the same content first built uncommitted, then committed: relabelling is cheap)."""
+        if not self.present or self.labels.get(LABEL_INPUTS_HASH) != self.expected_inputs_hash:
+            return True
+        revision = self.labels.get(LABEL_REVISION)
+        return self.expected_revision is not None and revision != self.expected_revision
 
 
 def _podman() -> str:
@@ -131,10 +143,12 @@ def status(
     ``offline=None``: the path of :func:`default_offline`.
     """
     recipe = RECIPES[variant]
-    expected = inputs_hash(variant, offline=default_offline(offline), repo=repo)
+    root = repo or find_repo()
+    expected = inputs_hash(variant, offline=default_offline(offline), repo=root)
     found = image_inspect(_podman(), recipe.tag)
     labels = dict((found or {}).get("Labels") or {})
-    return ImageStatus(recipe.tag, expected, found is not None, labels)
+    revision = source_revision(root, recipe.inputs)
+    return ImageStatus(recipe.tag, expected, found is not None, labels, revision)
 
 
 def _result(podman: str, tag: str, *, built: bool, started: float) -> BuildResult:
@@ -254,7 +268,9 @@ def build(
     expected = inputs_hash(variant, offline=offline, repo=root)
     if if_stale:
         found = image_inspect(podman, target)
-        if found and (found.get("Labels") or {}).get(LABEL_INPUTS_HASH) == expected:
+        labels = dict((found or {}).get("Labels") or {})
+        revision = source_revision(root, recipe.inputs)
+        if not ImageStatus(target, expected, found is not None, labels, revision).stale:
             if progress:
                 progress(f"{target} is up to date (inputs {expected[:12]})")
             return _result(podman, target, built=False, started=started)
@@ -293,6 +309,7 @@ def _build_in(
         progress=progress,
         podman=podman,
     )
+    append_labels(context / "Containerfile", labels)
     argv = [
         podman,
         "build",
@@ -306,8 +323,6 @@ def _build_in(
         *([] if (variant == "base" and not offline) else ["--network=none"]),
         *(["--no-cache"] if no_cache else []),
         *(f"--build-arg={k}={v}" for k, v in sorted(args.items())),
-        # Labels as flags, not LABEL "${ARG}": only flags are part of buildah's cache key.
-        *(f"--label={k}={v}" for k, v in sorted(labels.items())),
         str(context),
     ]
     if progress:
