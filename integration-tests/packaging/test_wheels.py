@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import venv
 from pathlib import Path
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -112,37 +114,45 @@ def _owned_containers(pid: int) -> list[str]:
 
 
 def _bridge_pid(state_dir: Path) -> int | None:
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+    """The bridge process started with ``MCP_BRIDGE_STATE_DIR=state_dir`` (from /proc)."""
+    marker = f"MCP_BRIDGE_STATE_DIR={state_dir}".encode()
+    for process in Path("/proc").iterdir():
+        if not process.name.isdigit():
             continue
         try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            argv = (process / "cmdline").read_bytes().split(b"\0")
+            environ = (process / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"mcp_code_execution_mode" in argv and str(state_dir).encode() in argv:
-            return int(entry.name)
+        if b"mcp_code_execution_mode" in argv and marker in environ:
+            return int(process.name)
     return None
 
 
-async def test_installed_server_answers_run_python_in_a_real_sandbox(
+def _readme_client_config() -> dict[str, Any]:
+    """The ``code-execution`` entry of the client config snippet in README.md."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- client-config -->\s*```json\n(.*?)```", readme, re.DOTALL)
+    assert block is not None, "README.md lost its <!-- client-config --> JSON snippet"
+    entry: dict[str, Any] = json.loads(block.group(1))["mcpServers"]["code-execution"]
+    return entry
+
+
+async def test_installed_server_answers_run_python_with_the_readme_client_config(
     installed_python: Path, tmp_path: Path, sandbox_image: str
 ) -> None:
+    entry = _readme_client_config()
+    # As written, except the venv path (the README's is a placeholder for the reader's) and two
+    # additions that keep the test hermetic: no discovery of this machine's client configs, and
+    # a private state dir.
+    assert entry["command"].endswith("/bin/python")
+    assert entry["env"]["MCP_BRIDGE_IMAGE"] == sandbox_image
     state_dir = tmp_path / "state"
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": {}}), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_BRIDGE_")}
-    env.update(
-        {
-            "MCP_BRIDGE_IMAGE": sandbox_image,
-            "MCP_BRIDGE_DISCOVER": "false",
-            "MCP_BRIDGE_CONFIG": str(config),
-        }
-    )
+    env.update(entry["env"])
+    env.update({"MCP_BRIDGE_DISCOVER": "false", "MCP_BRIDGE_STATE_DIR": str(state_dir)})
     params = StdioServerParameters(
-        command=str(installed_python),
-        args=["-m", "mcp_code_execution_mode", "--state-dir", str(state_dir)],
-        env=env,
-        cwd=str(tmp_path),
+        command=str(installed_python), args=entry["args"], env=env, cwd=str(tmp_path)
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         with anyio.fail_after(60):
