@@ -1,0 +1,210 @@
+"""Sandbox code abusing its channel and its output streams, through the real bridge (stdio, MCP SDK
+client) and real podman.
+
+The channel socket is an open descriptor of the sandbox process, so user code can always write to
+it. The host must treat whatever arrives as untrusted: junk ends that sandbox (clearly reported,
+replaced), forged frames for other executions are dropped, and the bridge keeps serving.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import bridge_pids, open_bridge, payload_of, text_of
+
+pytestmark = pytest.mark.container
+
+CHANNEL = """
+import os, socket
+def channel_fd():
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            probe = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue
+        try:
+            if probe.family == socket.AF_UNIX and str(probe.getpeername()).endswith("channel.sock"):
+                return int(name)
+        except OSError:
+            pass
+        finally:
+            probe.close()
+    raise LookupError("no channel socket")
+chan = channel_fd()
+"""
+
+
+async def _next_call_works(bridge: Any) -> Any:
+    after = await bridge.run("6 * 7")
+    assert after.is_error is False
+    assert text_of(after).endswith("42")
+    return after
+
+
+async def test_garbage_on_the_channel_ends_that_sandbox_with_a_protocol_violation(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    async with open_bridge(tmp_path) as bridge:
+        await bridge.run("kept = 1", session="bystander")
+        junk = await bridge.run(
+            CHANNEL + "os.write(chan, b'\\xff' * 64)\nimport time\ntime.sleep(30)"
+        )
+        after = await _next_call_works(bridge)
+        bystander = await bridge.run("kept", session="bystander")
+    payload = payload_of(junk)
+    assert payload["status"] == "crashed"
+    assert "protocol violation by the sandbox" in payload["error"]["message"]
+    assert any("replaced" in notice for notice in payload["notices"])
+    assert any("reset" in notice for notice in payload_of(after)["notices"])
+    assert text_of(bystander) == "1"
+
+
+FORGED = """
+from bridge_protocol.codec import encode
+from bridge_protocol.messages import Output, Result
+os.write(chan, encode(Output(execution_id="someone-else", stream="stdout", text="forged")))
+os.write(chan, encode(Result(execution_id="someone-else", status="ok", value="'forged'")))
+'genuine'
+"""
+
+
+async def test_forged_frames_for_another_execution_are_dropped(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    async with open_bridge(tmp_path) as bridge:
+        await bridge.run("kept = 'state'")
+        forged = await bridge.run(CHANNEL + FORGED)
+        after = await bridge.run("kept")
+    assert forged.is_error is False
+    assert text_of(forged) == "'genuine'"
+    assert "forged" not in str(payload_of(forged))
+    assert text_of(after) == "'state'"  # the same sandbox: nothing was reset
+
+
+async def test_a_half_written_frame_ends_in_the_timeout_and_a_replaced_sandbox(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # A length prefix promising more than ever comes: the host waits for the rest of the frame
+    # (it cannot tell a slow writer from a liar), so the execution's timeout decides.
+    async with open_bridge(tmp_path) as bridge:
+        half = await bridge.run(CHANNEL + "os.write(chan, b'\\x00\\x00\\x10\\x00abc')", timeout=3)
+        await _next_call_works(bridge)
+    payload = payload_of(half)
+    assert payload["status"] == "timeout"
+    assert any("killed" in notice for notice in payload["notices"])
+
+
+async def test_shutting_down_the_channel_is_reported_as_a_crash_and_replaced(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    code = CHANNEL + "socket.socket(fileno=os.dup(chan)).shutdown(socket.SHUT_RDWR)"
+    async with open_bridge(tmp_path) as bridge:
+        shut = await bridge.run(code)
+        await _next_call_works(bridge)
+    assert payload_of(shut)["status"] == "crashed"
+
+
+async def test_closed_stdout_and_stderr_fail_that_execution_only(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    async with open_bridge(tmp_path) as bridge:
+        await bridge.run("kept = 'state'")
+        closed = await bridge.run("import os, sys\nos.close(1)\nos.close(2)\nprint('lost')")
+        after = await bridge.run("import sys\nprint('out')\nprint('err', file=sys.stderr)\nkept")
+    assert payload_of(closed)["status"] == "error"
+    assert payload_of(closed)["error"]["type"] == "OSError"
+    assert payload_of(after)["stdout"].endswith("out\n")
+    assert payload_of(after)["stderr"] == "err\n"
+    assert text_of(after).endswith("'state'")
+
+
+async def test_streams_replaced_by_none_end_normally_and_are_restored(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    async with open_bridge(tmp_path) as bridge:
+        await bridge.run("kept = 'state'")
+        replaced = await bridge.run("import sys\nsys.stdout = None\nsys.stderr = None\nprint(1)\n7")
+        after = await bridge.run("print('out')\nkept")
+    assert payload_of(replaced)["status"] == "ok"
+    assert payload_of(replaced)["result"] == "7"
+    assert payload_of(after)["stdout"] == "out\n"
+    assert payload_of(after)["result"] == "'state'"
+    assert "notices" not in payload_of(after)  # the same sandbox, not a replacement
+
+
+FLOOD = (
+    "import sys\nchunk = 'x' * 65536\nfor _ in range(3000):\n    sys.stdout.write(chunk)\n'flooded'"
+)
+
+
+def _peak_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise LookupError(f"no VmHWM for {pid}")
+
+
+async def test_an_output_flood_is_capped_and_the_bridge_memory_stays_bounded(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    async with open_bridge(tmp_path) as bridge:
+        (pid,) = bridge_pids(bridge.state_dir)
+        await bridge.run("1")
+        before = _peak_rss_mib(pid)
+        flood = await bridge.run(FLOOD, timeout=60)
+        peak = _peak_rss_mib(pid)
+        await _next_call_works(bridge)
+    payload = payload_of(flood)
+    print(f"bridge peak RSS {before:.0f} MiB before, {peak:.0f} MiB after 196 MB of output")
+    assert payload["status"] == "ok"
+    assert payload["result"] == "'flooded'"
+    assert len(payload["stdout"]) <= 128 * 1024
+    assert any("truncated" in notice for notice in payload["notices"])
+    assert peak - before < 150  # far below the 196 MB written: the output is streamed, not held
+
+
+THREADS = """
+import threading, time
+stop = threading.Event()
+def chatter():
+    n = 0
+    while not stop.is_set():
+        print("bg", n, flush=True)
+        n += 1
+        time.sleep(0.005)
+worker = threading.Thread(target=chatter, daemon=True)
+worker.start()
+'started'
+"""
+
+
+async def test_threads_printing_after_their_execution_ended_never_break_later_results(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    async with open_bridge(tmp_path) as bridge:
+        started = await bridge.run(THREADS)
+        during = await bridge.run("import time\ntime.sleep(0.5)\n'next'")
+        stopped = await bridge.run("stop.set()\nworker.join()\n'stopped'")
+        clean = await bridge.run("print('clean')\n'done'")
+    assert text_of(started).endswith("'started'")
+    assert payload_of(during)["result"] == "'next'"
+    assert "bg " in payload_of(during)["stdout"]  # late output goes to the execution running now
+    assert payload_of(stopped)["result"] == "'stopped'"
+    assert payload_of(clean)["stdout"] == "clean\n"
+    assert payload_of(clean)["result"] == "'done'"
+
+
+async def test_input_gets_eof_at_once_instead_of_hanging(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    async with open_bridge(tmp_path) as bridge:
+        asked = await bridge.run("answer = input('your name: ')")
+        read = await bridge.run("import sys\nsys.stdin.read()")
+        await _next_call_works(bridge)
+    assert payload_of(asked)["error"]["type"] == "EOFError"
+    assert payload_of(asked)["stdout"] == "your name: "
+    assert payload_of(read)["result"] == "''"  # stdin is /dev/null
