@@ -17,6 +17,7 @@ import anyio
 from bridge_protocol import ErrorInfo
 
 from bridge_core.sessions._output import OutputCollector
+from bridge_core.sessions._progress import PROGRESS_RATE
 from bridge_core.sessions._sandbox import Execution, LiveSandbox
 from bridge_core.sessions._session import Session, Turn, status_of
 from bridge_core.sessions._spill import OUTPUT_DIR, save_full_output
@@ -175,6 +176,11 @@ class ExecutionRunner:
             stdout, stderr = output.render("")
         if execution.dropped_images:
             notices.append(f"{execution.dropped_images} image(s) were dropped (limit reached)")
+        if dropped := execution.progress_gate.dropped:
+            notices.append(
+                f"{dropped} progress update(s) were not relayed (more than "
+                f"{PROGRESS_RATE:g} per second)"
+            )
         return ExecutionResult(
             status=status,
             session=name,

@@ -42,6 +42,7 @@ from bridge_core.channel import Channel, ChannelClosed, UnexpectedMessage
 from bridge_core.gateway import CallContext, CallFailed, Gateway
 from bridge_core.runtime.base import Sandbox
 from bridge_core.sessions._output import OutputCollector
+from bridge_core.sessions._progress import ProgressGate, cut_message
 from bridge_core.sessions.types import ExecutionListener, Image
 
 __all__ = ["Execution", "LiveSandbox"]
@@ -73,6 +74,7 @@ class Execution:
         self.calls: dict[int, anyio.CancelScope] = {}
         self.sent = False
         """True once the Execute frame was written (only then is there code to interrupt)."""
+        self.progress_gate = ProgressGate()
 
     async def on_output(self, stream: Stream, text: str) -> None:
         await self.output.add(stream, text)
@@ -80,10 +82,11 @@ class Execution:
             await self._notify(self.listener.on_output(stream, text))
 
     async def on_progress(self, message: Progress) -> None:
-        if self.listener is not None:
+        # Sandbox code can forge Progress frames past the client's own limit: the host limits too.
+        if self.listener is not None and self.progress_gate.admit():
             listener = self.listener
             await self._notify(
-                listener.on_progress(message.progress, message.total, message.message)
+                listener.on_progress(message.progress, message.total, cut_message(message.message))
             )
 
     async def _notify(self, event: Coroutine[Any, Any, None]) -> None:
@@ -282,7 +285,12 @@ class LiveSandbox:
             # The encoder refused the reply (a value the wire cannot carry, or above the frame
             # limit): the sandbox gets a fault instead, the stream stays in sync.
             logger.warning("reply to call %s cannot be sent: %s", message.call_id, exc)
-            fault = Fault(ErrorCode.INTERNAL, f"the reply could not be sent to the sandbox: {exc}")
+            what = (
+                f"the result of {message.server}.{message.tool}"
+                if isinstance(message, Call)
+                else f"the answer to {message.method}"
+            )
+            fault = Fault(ErrorCode.INTERNAL, f"{what} could not be sent to the sandbox: {exc}")
             try:
                 await self.channel.send(Reply(message.call_id, fault=fault))
             except ChannelClosed:
