@@ -50,8 +50,7 @@
               src = ./packages + "/${dir}";
               build-system = [ py.hatchling ];
               dependencies = map dependencyOf (project.dependencies or [ ]);
-              # The unit tests live beside each package and run through hatch and tox; here the
-              # built package must at least import.
+              # The built package must at least import; `checks` runs its unit tests.
               pythonImportsCheck = [ (importNameOf dir) ];
               meta = {
                 description = project.description or project.name;
@@ -60,6 +59,29 @@
             };
         in
         { inherit python members; };
+
+      # The unit tests of one member against its built package (what tox does with the wheels):
+      # tests are copied out of the source so the package, not the checkout, is imported.
+      # pytest options that live in the root pyproject.toml are passed explicitly.
+      # bridge-core and bridge-server tests start the sandbox client as a plain process.
+      testedWith = {
+        "bridge-core" = [ "mcp-bridge-sandbox-client" ];
+        "bridge-server" = [ "mcp-bridge-sandbox-client" ];
+      };
+      checkFor = pkgs: dir:
+        let
+          m = membersFor pkgs;
+          testEnv = m.python.withPackages (py:
+            map (name: m.members.${name}) ([ (distNameOf dir) ] ++ (testedWith.${dir} or [ ]))
+            ++ [ py.pytest py.pytest-timeout py.hypothesis py.anyio ]);
+        in
+        pkgs.runCommand "${distNameOf dir}-unit-tests" { nativeBuildInputs = [ testEnv ]; } ''
+          cp -r ${./packages + "/${dir}/tests"} tests
+          chmod -R u+w tests
+          HOME=$TMPDIR python -m pytest tests -p no:cacheprovider --import-mode=importlib \
+            -o anyio_mode=auto -o timeout=300 -m "not slow and not container"
+          touch $out
+        '';
 
       serverEnvFor = pkgs:
         let m = membersFor pkgs;
@@ -72,6 +94,12 @@
             exec ${serverEnvFor pkgs}/bin/python -m mcp_code_execution_mode "$@"
           '';
         });
+
+      # `nix flake check`: each member's unit tests against its built package.
+      checks = forAllSystems (pkgs: builtins.listToAttrs (map (dir: {
+        name = distNameOf dir;
+        value = checkFor pkgs dir;
+      }) memberDirs));
 
       apps = forAllSystems (pkgs: {
         default = {
