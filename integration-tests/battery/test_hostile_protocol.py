@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from .conftest import bridge_pids, open_bridge, payload_of, text_of
+from .conftest import CALL_TIMEOUT, bridge_pids, open_bridge, payload_of, text_of
 
 pytestmark = pytest.mark.container
 
@@ -82,6 +83,44 @@ async def test_forged_frames_for_another_execution_are_dropped(
     assert text_of(forged) == "'genuine'"
     assert "forged" not in str(payload_of(forged))
     assert text_of(after) == "'state'"  # the same sandbox: nothing was reset
+
+
+PROGRESS_FLOOD = """
+import gc
+from bridge_protocol.codec import encode
+from bridge_protocol.messages import Progress
+(client,) = [o for o in gc.get_objects() if type(o).__name__ == "SandboxClient"]
+mine = client._execution_id  # the id of this very execution, as the host knows it
+sock = socket.socket(fileno=os.dup(chan))
+for n in range(1, 2001):
+    sock.sendall(encode(Progress(execution_id=mine, progress=n, message="z" * 10_000)))
+'sent'
+"""
+
+
+async def test_forged_progress_frames_past_the_client_limit_are_not_all_relayed(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    received: list[str | None] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        received.append(message)
+
+    async with open_bridge(tmp_path) as bridge:
+        with anyio.fail_after(CALL_TIMEOUT):
+            flood = await bridge.session.call_tool(
+                "run_python",
+                {"code": CHANNEL + PROGRESS_FLOOD},
+                read_timeout_seconds=CALL_TIMEOUT,
+                progress_callback=on_progress,
+            )
+        await _next_call_works(bridge)
+    payload = payload_of(flood)
+    print(f"{len(received)} of 2000 forged progress frames relayed")
+    assert payload["result"] == "'sent'"
+    assert 0 < len(received) < 2000
+    assert all(message is not None and len(message) <= 1000 for message in received)
+    assert any("progress update(s) were not relayed" in notice for notice in payload["notices"])
 
 
 async def test_a_half_written_frame_ends_in_the_timeout_and_a_replaced_sandbox(
