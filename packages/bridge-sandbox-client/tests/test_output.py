@@ -98,3 +98,11 @@ def test_streams_set_to_none_end_the_execution_normally_and_are_repaired(host: A
     assert broken.result.value == "7"
     assert run.stdout == "out again\n"
     assert run.result.value == "42"
+
+
+def test_text_left_buffered_by_a_closed_stdout_belongs_to_its_own_execution(host: Any) -> None:
+    closed = host.execute("import os\nos.close(1)\nprint('written before the error')")
+    run = host.execute("print('next')")
+    assert closed.result.error.type == "OSError"
+    assert closed.stdout == "written before the error\n"
+    assert run.stdout == "next\n"

@@ -178,14 +178,12 @@ class OutputCapture:
 
         Called before the ``Result`` frame so every byte the execution wrote precedes it.
         """
-        for stream in (self._stdout, self._stderr, sys.stdout, sys.stderr):
-            try:
-                stream.flush()  # type: ignore[union-attr]
-            except Exception:
-                # User code may have closed the stream or replaced it with None or any object
-                # (`sys.stdout = None`): that must never take the client down, and fd-level
-                # capture still delivers whatever reached fds 1 and 2.
-                pass
+        self._flush_streams()
+        # A flush that failed on a closed fd 1 or 2 keeps its text buffered: repair the fds and
+        # flush again, so that text is this execution's output, not the next one's.
+        for pump in self._pumps:
+            os.dup2(pump.write_fd, pump.fd)
+        self._flush_streams()
         with self.lock:
             for pump in self._pumps:
                 try:
@@ -194,6 +192,16 @@ class OutputCapture:
                     pass  # the pipe was closed under us; what was read is still flushed
                 pump.flush()
             self._execution_id = None
+
+    def _flush_streams(self) -> None:
+        for stream in (self._stdout, self._stderr, sys.stdout, sys.stderr):
+            try:
+                stream.flush()  # type: ignore[union-attr]
+            except Exception:
+                # User code may have closed the stream or replaced it with None or any object
+                # (`sys.stdout = None`): that must never take the client down, and fd-level
+                # capture still delivers whatever reached fds 1 and 2.
+                pass
 
     def emit(self, stream: Stream, text: str) -> None:
         """Send ``text`` for the current execution, or hold it (caller holds :attr:`lock`)."""
