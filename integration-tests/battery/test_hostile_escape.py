@@ -211,6 +211,8 @@ print("umount", errno_of(libc.umount2(b"/run/bridge", 2)))
 print("ptrace_attach_bridge", errno_of(libc.ptrace(16, {bridge_pid}, None, None)))
 print("add_key", errno_of(libc.syscall(248, b"user", b"k", b"secret", 6, -3)))
 print("request_key", errno_of(libc.syscall(249, b"user", b"k", None, -3)))
+print("keyctl_user_keyring", errno_of(libc.syscall(250, 0, -4, 0, 0, 0)))
+print("keyctl_join", errno_of(libc.syscall(250, 1, b"covert-channel", 0, 0, 0)))
 try:
     os.mknod("/tmp/null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
     print("mknod 0")
@@ -237,7 +239,11 @@ async def test_mount_ptrace_keyrings_mknod_and_chroot_are_refused(
     # ptrace is the runtime default's to allow, but only the sandbox's own processes exist in its
     # PID namespace: the bridge's host pid is not there.
     assert found["ptrace_attach_bridge"] == "3"  # ESRCH
-    assert found["add_key"] == "38"  # ENOSYS: the seccomp filter has no key creation
+    assert found["add_key"] == "38"  # ENOSYS: the seccomp filter refuses the keyring calls
     assert found["request_key"] == "38"
+    # keyctl too (podman's default allows it): the user keyring of uid 65534 is one kernel object
+    # shared by every sandbox, so a keyring linked there by one session could be read by another.
+    assert found["keyctl_user_keyring"] == "38"
+    assert found["keyctl_join"] == "38"
     assert found["mknod"] == "1"
     assert found["chroot"] == "1"

@@ -119,9 +119,18 @@ def security_opt_fields(options: Sequence[str]) -> dict[str, Any]:
 
 
 def create_kwargs(
-    spec: SandboxSpec, *, name: str, labels: Mapping[str, str], channel_dir: Path
+    spec: SandboxSpec,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    channel_dir: Path,
+    seccomp_profile: Path | None = None,
 ) -> dict[str, Any]:
-    """Keyword arguments for ``containers.create`` giving the full hardening of the sandbox."""
+    """Keyword arguments for ``containers.create`` giving the full hardening of the sandbox.
+
+    ``seccomp_profile`` (see :mod:`._seccomp`) replaces the runtime's default filter unless the
+    spec's own ``seccomp=`` option names another.
+    """
     limits = spec.limits
     kwargs: dict[str, Any] = {
         "name": name,
@@ -162,7 +171,9 @@ def create_kwargs(
     if limits.cpu_quota is not None:
         kwargs["cpu_quota"] = limits.cpu_quota
         kwargs["cpu_period"] = limits.cpu_period
-    kwargs.update(security_opt_fields(spec.security_opt))
+    if seccomp_profile is not None:
+        kwargs["seccomp_profile_path"] = str(seccomp_profile)
+    kwargs.update(security_opt_fields(spec.security_opt))  # a seccomp= option of the user wins
     return kwargs
 
 

@@ -30,6 +30,7 @@ from bridge_core.runtime._hardening import container_labels, container_name
 from bridge_core.runtime._ownership import ContainerRecord, current_owner, select_leftovers
 from bridge_core.runtime._podman_service import PrivateService
 from bridge_core.runtime._sandbox import ContainerSandbox
+from bridge_core.runtime._seccomp import keyring_free_profile
 from bridge_core.runtime._verify import hardening_violations
 from bridge_core.runtime.base import RuntimeInfo, Sandbox, SandboxExit, SandboxSpec
 
@@ -68,6 +69,9 @@ class PodmanBackend:
         """This bridge process, as written in the ownership label of every container it starts."""
         self.url = url
         """The API URL in use."""
+        self.seccomp_profile: Path | None = None
+        """Podman's default system-call filter without the keyring calls (:mod:`._seccomp`), for
+        a local service; ``None`` keeps the runtime's default."""
         self.track_oom = False
         """Whether sandboxes get a cgroup parent the bridge reads to detect OOM kills (see
         :mod:`._oom`); set by :meth:`connect` for rootful, cgroupfs-managed, local podman."""
@@ -100,6 +104,8 @@ class PodmanBackend:
             backend = await cls._with_private_service(binary, state_dir, urls)
         try:
             backend.track_oom = await backend._can_track_oom()
+            if backend.url.startswith("unix://"):  # the profile path must exist for the service
+                backend.seccomp_profile = await _run(keyring_free_profile, state_dir)
             await backend.remove_leftovers()
         except (api.PodmanError, api.APIError, OSError) as exc:
             await backend.aclose()
@@ -183,7 +189,13 @@ class PodmanBackend:
 
     def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
         labels = container_labels(spec, self.owner)
-        kwargs = api.create_kwargs(spec, name=name, labels=labels, channel_dir=channel_dir)
+        kwargs = api.create_kwargs(
+            spec,
+            name=name,
+            labels=labels,
+            channel_dir=channel_dir,
+            seccomp_profile=self.seccomp_profile,
+        )
         if self.track_oom:
             kwargs["cgroup_parent"] = _oom.cgroup_parent(name)
         try:
