@@ -155,7 +155,8 @@ async def test_closed_stdout_and_stderr_fail_that_execution_only(
         after = await bridge.run("import sys\nprint('out')\nprint('err', file=sys.stderr)\nkept")
     assert payload_of(closed)["status"] == "error"
     assert payload_of(closed)["error"]["type"] == "OSError"
-    assert payload_of(after)["stdout"].endswith("out\n")
+    assert payload_of(closed)["stdout"] == "lost\n"  # delivered to the execution that wrote it
+    assert payload_of(after)["stdout"] == "out\n"
     assert payload_of(after)["stderr"] == "err\n"
     assert text_of(after).endswith("'state'")
 
