@@ -30,7 +30,8 @@ def test_an_unknown_variant_is_a_usage_error(capsys: pytest.CaptureFixture[str])
 def test_streamed_output_reaches_progress_line_by_line() -> None:
     seen: list[str] = []
     lines = run_streamed(
-        [sys.executable, "-c", "import sys; print('one'); print('two', file=sys.stderr)"],
+        # -u: unbuffered stdout, so the child itself writes 'one' before 'two'.
+        [sys.executable, "-u", "-c", "import sys; print('one'); print('two', file=sys.stderr)"],
         progress=seen.append,
         what="printing",
     )
