@@ -7,10 +7,12 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 import anyio
 from mcp.server.stdio import stdio_server
 
+from mcp_code_execution_mode._stdin import interruptible_stdin
 from mcp_code_execution_mode.server import ExecutorFactory, create_server
 from mcp_code_execution_mode.settings import Settings
 
@@ -41,8 +43,11 @@ async def serve_stdio(settings: Settings, executor_factory: ExecutorFactory) -> 
     server = create_server(settings, executor_factory)
 
     async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        async with (
+            interruptible_stdin() as lines,
+            stdio_server(stdin=cast("anyio.AsyncFile[str] | None", lines)) as (read, write),
+        ):
+            await server.run(read, write, server.create_initialization_options())
 
     await _until_signal(main)
 

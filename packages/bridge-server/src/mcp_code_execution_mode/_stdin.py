@@ -1,0 +1,79 @@
+"""The client's stdin as async lines that a shutdown can interrupt.
+
+Why not the SDK's default: ``stdio_server`` reads stdin with a blocking ``readline`` in a worker
+thread that cancellation cannot stop, so a SIGTERM while the client still holds the pipe open
+(a supervisor stopping the bridge) cleaned up and then hung forever waiting for one more line.
+Reading the pipe non-blocking on the event loop lets cancellation end the read at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import stat
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+
+__all__ = ["interruptible_stdin"]
+
+_READ_CHUNK = 64 * 1024
+
+
+class _Lines:
+    """Async iteration over the lines of a non-blocking fd (the shape ``stdio_server`` reads)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buffer = bytearray()
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        while True:
+            newline = self._buffer.find(b"\n")
+            if newline >= 0:
+                line = bytes(self._buffer[: newline + 1])
+                del self._buffer[: newline + 1]
+                yield line.decode("utf-8", errors="replace")
+                continue
+            await anyio.wait_readable(self._fd)
+            try:
+                chunk = os.read(self._fd, _READ_CHUNK)
+            except BlockingIOError:
+                continue
+            if not chunk:  # the client closed its end
+                if self._buffer:
+                    yield self._buffer.decode("utf-8", errors="replace")
+                return
+            self._buffer += chunk
+
+
+@asynccontextmanager
+async def interruptible_stdin() -> AsyncIterator[_Lines | None]:
+    """Claim fd 0 (it points at the null device meanwhile, as the SDK does, so children and
+    handlers read EOF) and yield its lines; ``None`` when stdin cannot be polled (a regular
+    file), in which case the SDK's own reader is the right one."""
+    try:
+        mode = os.fstat(0).st_mode
+    except OSError:
+        yield None
+        return
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+        yield None
+        return
+    private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    was_blocking = os.get_blocking(private)
+    os.set_blocking(private, False)
+    try:
+        yield _Lines(private)
+    finally:
+        # The flag lives on the shared open file: give the restored fd 0 its old mode back.
+        os.set_blocking(private, was_blocking)
+        os.dup2(private, 0)
+        os.close(private)
