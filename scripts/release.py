@@ -3,11 +3,12 @@
     hatch run release:check             # versions, sibling pins and CHANGELOG agree, or exit 1
     hatch run release:build [--out DIR] # the check, then wheels + sdists of all members in DIR
 
-Every member of packages/ carries the same version, every dependency on a sibling pins it
-exactly (``==<version>``), and CHANGELOG.md has a section for it; otherwise the script refuses
-and names each disagreement. The built wheels are checked again (their ``Requires-Dist``), so
-what is shipped is what was checked. ``--root`` points at another checkout (the tests use a
-temporary copy).
+Every member of packages/ carries the same version (in its pyproject.toml, and wherever its
+sources spell it: ``__version__``, the image tag ``IMAGE_VERSION``), every dependency on a sibling
+pins it exactly (``==<version>``), and CHANGELOG.md has a section for it; otherwise the script
+refuses and names each disagreement. The built wheels are checked again (their
+``Requires-Dist``), so what is shipped is what was checked. ``--root`` points at another checkout
+(the tests use a temporary copy).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from pathlib import Path
 __all__ = ["Member", "main", "problems", "read_members"]
 
 _REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9._-]+")
+# Versions also written in the sources: each package's __version__, and the sandbox image tag
+# (bridge_image.names.IMAGE_VERSION), which follows the release.
+_SOURCE_VERSION = re.compile(r'^(__version__|IMAGE_VERSION)\s*=\s*"([^"]*)"', re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,14 @@ def problems(root: Path) -> list[str]:
         found += _sibling_pin_problems(
             f"{member.folder.name}/pyproject.toml", list(member.dependencies), version, siblings
         )
+    for member in members:
+        for source in sorted((member.folder / "src").rglob("*.py")):
+            for match in _SOURCE_VERSION.finditer(source.read_text(encoding="utf-8")):
+                if match.group(2) != version:
+                    where = source.relative_to(root / "packages")
+                    found.append(
+                        f"{where} sets {match.group(1)} = {match.group(2)!r}, not {version!r}"
+                    )
     changelog = root / "CHANGELOG.md"
     if not changelog.is_file():
         found.append("CHANGELOG.md is missing")

@@ -16,10 +16,14 @@ RELEASE = REPO / "scripts" / "release.py"
 
 
 def _copy_release_inputs(target: Path) -> Path:
+    """The members' pyproject.toml files and sources, and the changelog, under ``target``."""
     for pyproject in (REPO / "packages").glob("*/pyproject.toml"):
-        destination = target / "packages" / pyproject.parent.name / "pyproject.toml"
-        destination.parent.mkdir(parents=True)
-        shutil.copyfile(pyproject, destination)
+        member = target / "packages" / pyproject.parent.name
+        member.mkdir(parents=True)
+        shutil.copyfile(pyproject, member / "pyproject.toml")
+        shutil.copytree(
+            pyproject.parent / "src", member / "src", ignore=shutil.ignore_patterns("__pycache__")
+        )
     shutil.copyfile(REPO / "CHANGELOG.md", target / "CHANGELOG.md")
     return target
 
@@ -70,6 +74,24 @@ def test_release_refuses_when_a_sibling_pin_is_loose_or_stale(tmp_path: Path) ->
     assert checked.returncode == 1
     assert "bridge-server/pyproject.toml requires 'mcp-bridge-core>=0.1.0'" in checked.stderr
     assert "bridge-sandbox-client/pyproject.toml" in checked.stderr
+
+
+def test_release_refuses_when_a_source_spells_another_version(tmp_path: Path) -> None:
+    root = _copy_release_inputs(tmp_path)
+    _edit(
+        root / "packages/bridge-server/src/mcp_code_execution_mode/__init__.py",
+        '__version__ = "0.1.0"',
+        '__version__ = "0.2.0"',
+    )
+    _edit(
+        root / "packages/bridge-image/src/bridge_image/names.py",
+        'IMAGE_VERSION = "0.1.0"',
+        'IMAGE_VERSION = "0.0.9"',
+    )
+    checked = _release_check(root)
+    assert checked.returncode == 1
+    assert "mcp_code_execution_mode/__init__.py sets __version__ = '0.2.0'" in checked.stderr
+    assert "bridge_image/names.py sets IMAGE_VERSION = '0.0.9'" in checked.stderr
 
 
 def test_release_refuses_without_a_changelog_section_for_the_version(tmp_path: Path) -> None:
