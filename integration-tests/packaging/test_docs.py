@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,3 +31,21 @@ def test_sandbox_api_reference_names_every_runtime_helper_and_exception() -> Non
     for name in errors.__all__:
         if name != "error_from_fault":
             assert f"| `{name}` |" in page
+
+
+def test_configuration_page_states_the_default_of_every_setting_as_the_code_has_it() -> None:
+    from mcp_code_execution_mode.settings import SETTINGS
+
+    page = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    documented = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^\| `(MCP_BRIDGE_\w+)` \| `--[\w-]+` \| ([^|]+?) \|", page, re.M)
+    }
+    for setting in SETTINGS:
+        shown = documented.get(setting.env)
+        assert shown is not None, f"{setting.env} is not in docs/configuration.md"
+        if setting.default is None:
+            # Unset, or for the state dir the place used when it is unset.
+            assert shown == "unset" or setting.env == "MCP_BRIDGE_STATE_DIR", setting.env
+        else:
+            assert shown == f"`{setting.default}`", setting.env
