@@ -91,7 +91,9 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
             functools.partial(state_dir.mkdir, parents=True, exist_ok=True)
         )
         options = ProxyOptions(
-            call_timeout=settings.call_timeout, start_timeout=settings.server_start_timeout
+            call_timeout=settings.call_timeout,
+            start_timeout=settings.server_start_timeout,
+            process_dir=state_dir / "upstream",
         )
         policy = Policy.from_settings(
             allow_servers=settings.allow_servers,

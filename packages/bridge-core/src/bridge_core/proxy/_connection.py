@@ -15,6 +15,7 @@ import signal
 import sys
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -34,6 +35,7 @@ from bridge_core.proxy.errors import UpstreamCrashed, UpstreamUnavailable
 from bridge_core.proxy.options import ProxyOptions
 from bridge_core.servers import ServerSpec
 
+from ._leftovers import forget_group, record_group
 from ._stderr import StderrTail
 
 __all__ = ["Connection"]
@@ -207,12 +209,16 @@ class Connection:
         self, params: StdioServerParameters, tail: StderrTail
     ) -> AsyncIterator[Transport]:
         transport = stdio_client(params, errlog=tail.writer)
+        record: Path | None = None
         try:
             async with transport as streams:
                 self._process = _spawned_process(transport)
+                # Synchronous on purpose: one tiny file, and it must exist before any await.
+                record = record_group(self._options.process_dir, self.pid)
                 yield streams
         finally:
             _kill_leftovers(self.pid)
+            forget_group(record)
 
     async def _relay(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import anyio
 
@@ -28,5 +29,8 @@ class ProxyOptions:
     cooldown: float = 30.0
     stderr_tail_bytes: int = 16 * 1024
     """How much of each stdio server's stderr is kept (a ring buffer) for crash reports."""
+    process_dir: Path | None = None
+    """Where each stdio server's process group is recorded, so that a bridge starting later can
+    end the groups a killed bridge left (``None``: not recorded)."""
     clock: Callable[[], float] = field(default=anyio.current_time, compare=False)
     """Time source for backoff and cooldown (tests inject a fake one)."""

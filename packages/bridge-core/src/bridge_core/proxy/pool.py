@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from rapidfuzz import process as fuzz_process
 
 from bridge_core.proxy._connection import Connection
+from bridge_core.proxy._leftovers import kill_dead_owners_groups
 from bridge_core.proxy.errors import (
     UnknownServer,
     UpstreamRPCError,
@@ -145,6 +146,7 @@ class UpstreamPool:
         self.closing = False
 
     async def __aenter__(self) -> UpstreamPool:
+        await anyio.to_thread.run_sync(kill_dead_owners_groups, self.options.process_dir)
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
