@@ -79,6 +79,11 @@ BUILTIN_TOOLS = [
         name="env", description="Report this server's environment and pid.", input_schema=_schema()
     ),
     types.Tool(
+        name="spawn_child",
+        description="Start a child process that outlives the call; returns its pid.",
+        input_schema=_schema(),
+    ),
+    types.Tool(
         name="add_tool",
         description="Add a tool named `name` and notify the client that the tool list changed.",
         input_schema=_schema(name="string"),

@@ -142,7 +142,7 @@ async def test_search_answers_from_the_persisted_cache_without_starting_the_serv
         assert not gateway.pool.is_running("probe")
     assert hits[0]["server"] == "probe"
     assert hits[0]["tool"] == "echo"
-    assert servers[0]["tool_count"] == 11
+    assert servers[0]["tool_count"] == 12
 
 
 async def test_tools_list_changed_reaches_the_catalog(probe: ProbeFactory) -> None:
