@@ -29,6 +29,7 @@ _server = importlib.import_module("integration-tests.server.conftest")
 
 BridgeClient = _server.BridgeClient
 CALL_TIMEOUT: float = _server.CALL_TIMEOUT
+bridge_env = _server.bridge_env
 bridge_pids = _server.bridge_pids
 open_bridge = _server.open_bridge
 owned_containers = _server.owned_containers
@@ -36,6 +37,7 @@ owned_containers = _server.owned_containers
 __all__ = [
     "CALL_TIMEOUT",
     "BridgeClient",
+    "bridge_env",
     "bridge_pids",
     "host_marker",
     "open_bridge",

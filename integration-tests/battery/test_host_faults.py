@@ -13,8 +13,9 @@ import os
 import signal
 import sys
 import tempfile
+from ast import literal_eval
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.shared.exceptions import MCPError
 
-from ..server.conftest import bridge_env, bridge_pids, open_bridge, owned_containers
+from .conftest import bridge_env, bridge_pids, open_bridge, owned_containers
 
 pytestmark = pytest.mark.container
 
@@ -59,7 +60,7 @@ def _caught(result: types.CallToolResult) -> list[str]:
     """The ``[class name, server, message]`` the CATCH snippet returns."""
     assert result.is_error is False, result.structured_content
     assert result.structured_content["stdout"] == "before the call\n"
-    value = eval(result.structured_content["result"])  # a list literal rendered by repr()
+    value = literal_eval(result.structured_content["result"])  # a list literal rendered by repr()
     assert isinstance(value, list)
     return value
 
@@ -102,7 +103,9 @@ async def test_upstream_crash_mid_call_is_upstream_unavailable_naming_server_and
         after = await bridge.run("await mcp_servers['probe'].echo(text='back')")
     kind, server, message = _caught(caught)
     assert (kind, server) == ("UpstreamUnavailable", "probe")
-    assert "'probe'" in message and "7" in message and "probe is dying" in message
+    assert "'probe'" in message
+    assert "status 7" in message
+    assert "probe is dying" in message  # the stderr tail
     assert uncaught.is_error is True
     assert uncaught.structured_content["stdout"] == "kept\n"
     assert uncaught.structured_content["error"]["type"].endswith("UpstreamUnavailable")
@@ -135,7 +138,8 @@ async def test_server_that_never_answers_initialize_is_unavailable_and_others_st
         health = await bridge.run("6 * 7")
     kind, server, message = _caught(mute)
     assert (kind, server) == ("UpstreamUnavailable", "mute")
-    assert "'mute'" in message and "initialize" in message
+    assert "'mute'" in message
+    assert "initialize" in message
     assert _text(other).endswith("'fine'")
     assert _text(health).endswith("42")
 
@@ -168,7 +172,7 @@ async def test_enormous_upstream_result_is_a_clear_error_or_exact_and_bridge_sta
         result = await bridge.run(code)
         after = await bridge.run("await mcp_servers['probe'].echo(text='ok')")
     assert result.is_error is False, result.structured_content
-    size, outcome = eval(result.structured_content["result"])
+    size, outcome = literal_eval(result.structured_content["result"])
     assert size == 4 * 1024 * 1024
     assert outcome[1] == "probe", outcome
     assert "probe" in outcome[2]
@@ -184,7 +188,8 @@ async def test_server_missing_from_path_is_unavailable_naming_server_and_command
         other = await bridge.run("await mcp_servers['probe'].echo(text='fine')")
     kind, server, message = _caught(ghost)
     assert (kind, server) == ("UpstreamUnavailable", "ghost")
-    assert "'ghost'" in message and "mcp-server-that-is-not-installed" in message
+    assert "'ghost'" in message
+    assert "mcp-server-that-is-not-installed" in message
     assert _text(other).endswith("'fine'")
 
 
@@ -229,75 +234,57 @@ async def test_container_killed_from_outside_keeps_output_and_next_call_gets_a_n
     assert _text(after).endswith("False")  # a new sandbox, and the answer says so
 
 
-@asynccontextmanager
-async def _podman_service(socket: Path) -> AsyncIterator[list[Process]]:
-    """A ``podman system service`` on ``socket``, started like scripts/prepare-host starts the
-    shared one; yields a one-item list the test may replace after restarting it. Always stopped.
-    """
-    holder: list[Process] = []
+class _PodmanService:
+    """A ``podman system service`` on a private socket, started the way scripts/prepare-host
+    starts the machine's shared one (``--time=0``, its own session)."""
 
-    async def start() -> None:
-        socket.unlink(missing_ok=True)
-        holder[:] = [
-            await anyio.open_process(
-                ["podman", "system", "service", "--time=0", f"unix://{socket}"],
-                stdin=None,
-                stdout=None,
-                stderr=None,
-                start_new_session=True,
-            )
-        ]
+    def __init__(self, socket: Path) -> None:
+        self.socket = anyio.Path(socket)
+        self.process: Process | None = None
+
+    async def start(self) -> None:
+        await self.socket.unlink(missing_ok=True)  # a dead service's socket blocks the bind
+        self.process = await anyio.open_process(
+            ["podman", "system", "service", "--time=0", f"unix://{self.socket}"],
+            stdin=None,
+            stdout=None,
+            stderr=None,
+            start_new_session=True,
+        )
         with anyio.fail_after(60):
-            while not socket.exists():  # the service gives no readiness signal but the socket
+            # The service signals readiness only by creating its socket.
+            while not await self.socket.exists():  # noqa: ASYNC110
                 await anyio.sleep(0.05)
 
-    await start()
-    try:
-        yield holder
-    finally:
-        for process in holder:
-            with suppress(ProcessLookupError):
-                process.kill()
+    async def kill(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
             with anyio.fail_after(30, shield=True):
-                await process.wait()
-        socket.unlink(missing_ok=True)
+                await self.process.wait()
 
 
 async def test_podman_api_service_restarted_mid_session_keeps_session_and_new_ones_start(
     sandbox_image: str, tmp_path: Path
 ) -> None:
-    # A private service (not the machine's shared one, which other test runs use at the same
-    # time), killed and restarted the same way prepare-host starts the shared one.
+    # A private service, not the machine's shared one that other test runs use at the same time;
+    # a short directory because unix socket paths are limited to 107 bytes.
     short = Path(tempfile.mkdtemp(prefix="svc", dir="/tmp"))
-    socket = short / "podman.sock"
+    service = _PodmanService(short / "podman.sock")
+    await service.start()
     try:
-        async with _podman_service(socket) as service:
-            env = {"CONTAINER_HOST": f"unix://{socket}", "MCP_BRIDGE_POOL_SIZE": "0"}
-            async with open_bridge(tmp_path, env=env) as bridge:
-                await bridge.run("kept = 'value'")
-                (old,) = service
-                old.kill()
-                with anyio.fail_after(30):
-                    await old.wait()
-                during = await bridge.run("kept")  # the channel does not go through the API
-                down = await bridge.run("1", session="while-down")
-                socket.unlink(missing_ok=True)
-                restart = await anyio.open_process(
-                    ["podman", "system", "service", "--time=0", f"unix://{socket}"],
-                    stdin=None,
-                    stdout=None,
-                    stderr=None,
-                    start_new_session=True,
-                )
-                service[:] = [restart]
-                with anyio.fail_after(60):
-                    while not socket.exists():
-                        await anyio.sleep(0.05)
-                fresh = await bridge.run("2 + 2", session="after-restart")
-                still = await bridge.run("kept")
+        env = {"CONTAINER_HOST": f"unix://{service.socket}", "MCP_BRIDGE_POOL_SIZE": "0"}
+        async with open_bridge(tmp_path, env=env) as bridge:
+            await bridge.run("kept = 'value'")
+            await service.kill()
+            during = await bridge.run("kept")  # the channel does not go through the API
+            down = await bridge.run("1", session="while-down")
+            await service.start()
+            fresh = await bridge.run("2 + 2", session="after-restart")
+            still = await bridge.run("kept")
     finally:
-        with suppress(OSError):
-            short.rmdir()
+        await service.kill()  # whatever happened, the service started here is stopped
+        await service.socket.unlink(missing_ok=True)
+        await anyio.to_thread.run_sync(short.rmdir)
     assert _text(during).endswith("'value'")
     assert down.is_error is True
     assert "podman" in _text(down).lower()
@@ -323,7 +310,7 @@ async def test_client_cancel_mid_tool_call_cancels_it_upstream_and_bridge_stays_
         seen = await bridge.run("await mcp_servers['probe'].wait_cancelled(count=1)")
         after = await bridge.run("6 * 7")
     assert seen.is_error is False, seen.structured_content
-    assert int(eval(seen.structured_content["result"])) >= 1
+    assert int(literal_eval(seen.structured_content["result"])) >= 1
     assert _text(after).endswith("42")
 
 
@@ -381,9 +368,9 @@ class RawBridge:
 
 @asynccontextmanager
 async def _raw_bridge(work: Path, servers: dict[str, Any]) -> AsyncIterator[RawBridge]:
-    work.mkdir(parents=True, exist_ok=True)
+    await anyio.Path(work).mkdir(parents=True, exist_ok=True)
     config = work / "servers.json"
-    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    await anyio.Path(config).write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
     state_dir = work / "state"
     command = [sys.executable, "-m", "mcp_code_execution_mode", "--state-dir", str(state_dir)]
     process = await anyio.open_process(
@@ -407,7 +394,7 @@ async def test_client_disconnect_mid_call_ends_bridge_cleanly_without_containers
         await bridge.send(bridge.run_request(1, "await mcp_servers['probe'].env()"))
         with anyio.fail_after(120):
             reply = await bridge.answer(1)
-        server_pid = eval(reply["result"]["structuredContent"]["result"])["pid"]
+        server_pid = literal_eval(reply["result"]["structuredContent"]["result"])["pid"]
         code = "print('waiting', flush=True)\nawait mcp_servers['probe'].hang()"
         await bridge.send(bridge.run_request(2, code, progressToken="p2"))
         with anyio.fail_after(60):
@@ -474,8 +461,8 @@ async def test_sigkilled_bridge_leaves_no_upstream_server_process_after_next_sta
     ) as bridge:
         info = await bridge.run("await mcp_servers['probe'].env()")
         child = await bridge.run("await mcp_servers['probe'].spawn_child()")
-        server_pid = eval(info.structured_content["result"])["pid"]
-        child_pid = int(eval(child.structured_content["result"]))
+        server_pid = literal_eval(info.structured_content["result"])["pid"]
+        child_pid = int(literal_eval(child.structured_content["result"]))
         (killed,) = bridge_pids(bridge.state_dir)
         assert _alive(server_pid)
         assert _alive(child_pid)

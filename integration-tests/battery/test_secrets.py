@@ -1,0 +1,163 @@
+"""Secrets stay on the host: canaries in the bridge's environment and in proxied servers' ``env``
+are looked for from sandbox code everywhere it can read, through the real bridge and podman.
+
+Sandbox code gets the canaries in two halves and joins them at run time, so no file or argv of
+the sandbox holds a canary unless the product put it there. It reports only *where* it found
+one, never the value; the host side also checks every text it received.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+from ast import literal_eval
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+
+from .conftest import open_bridge
+
+pytestmark = pytest.mark.container
+
+PROBE = Path(__file__).resolve().parents[1] / "servers" / "probe_server.py"
+BRIDGE_SECRET_VAR = "BRIDGE_TEST_CANARY_SECRET"
+
+HUNT = """
+import json, os
+from mcp import mcp_servers, runtime, ToolError
+needles = [{halves}]
+needles = [a + b for a, b in needles]
+found = {{}}
+
+def note(where, data):
+    text = data.decode("latin-1") if isinstance(data, bytes) else str(data)
+    hits = [i for i, needle in enumerate(needles) if needle in text]
+    if hits:
+        found[where] = hits
+
+note("os.environ", json.dumps(dict(os.environ)))
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        for part in ("environ", "cmdline"):
+            try:
+                note(f"/proc/{{pid}}/{{part}}", open(f"/proc/{{pid}}/{{part}}", "rb").read())
+            except OSError:
+                pass
+with open("/tmp/canary-control", "w") as handle:  # proves the walk would see a canary
+    handle.write(needles[0])
+scanned = 0
+for root, dirs, files in os.walk("/"):
+    if root == "/":
+        dirs[:] = [d for d in dirs if d not in ("proc", "sys", "dev")]
+    for name in files:
+        path = os.path.join(root, name)
+        try:
+            if os.path.islink(path) or os.path.getsize(path) > 2_000_000:
+                continue
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        scanned += 1
+        note(path, data)
+control = found.pop("/tmp/canary-control", None)
+os.remove("/tmp/canary-control")
+errors = []
+for server in ("leaky", "broken"):
+    try:
+        await mcp_servers[server].crash(status=5, message="going down")
+    except ToolError as exc:
+        errors.append([server, type(exc).__name__, exc.server])
+        note(f"error of {{server}}", repr(exc) + str(exc) + repr(vars(exc)))
+note("other.env", json.dumps(await mcp_servers["other"].env()))
+note("discovered_servers", json.dumps(runtime.discovered_servers(detailed=True), default=str))
+note("query_tool_docs", json.dumps(await runtime.query_tool_docs("keeper"), default=str))
+hits = await runtime.search_tool_docs("token env", limit=20)
+note("search_tool_docs", json.dumps(hits, default=str))
+{{"found": found, "control": control, "scanned": scanned, "errors": errors}}
+"""
+
+
+def _halves(secret: str) -> str:
+    middle = len(secret) // 2
+    return f"({secret[:middle]!r}, {secret[middle:]!r})"
+
+
+def _servers(server_secret: str) -> dict[str, Any]:
+    probe = [str(PROBE)]
+    dump_env = f"env >&2; exec {sys.executable} {PROBE}"
+    return {
+        # Holds a literal secret in its env.
+        "keeper": {
+            "command": sys.executable,
+            "args": probe,
+            "env": {"KEEPER_TOKEN": server_secret},
+        },
+        # Gets the bridge's secret through ${VAR} expansion and prints its env to stderr at start,
+        # so a crash report (which quotes stderr) would carry it.
+        "leaky": {
+            "command": "/bin/sh",
+            "args": ["-c", dump_env],
+            "env": {"LEAKY_TOKEN": "${" + BRIDGE_SECRET_VAR + "}"},
+        },
+        # Prints its env (with a secret) to stderr and fails to start.
+        "broken": {
+            "command": "/bin/sh",
+            "args": ["-c", "env >&2; exit 3"],
+            "env": {"BROKEN_TOKEN": server_secret},
+        },
+        "other": {"command": sys.executable, "args": probe},
+    }
+
+
+def _all_text(result: types.CallToolResult) -> str:
+    return json.dumps(result.model_dump(by_alias=True, mode="json"))
+
+
+async def test_no_canary_is_readable_from_sandbox_env_proc_files_errors_or_other_servers(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    bridge_secret = "bridge-canary-" + secrets.token_hex(16)
+    server_secret = "server-canary-" + secrets.token_hex(16)
+    code = HUNT.format(halves=", ".join([_halves(bridge_secret), _halves(server_secret)]))
+    env = {BRIDGE_SECRET_VAR: bridge_secret}
+    async with open_bridge(tmp_path, servers=_servers(server_secret), env=env) as bridge:
+        await bridge.run("await mcp_servers['keeper'].echo(text='started')")  # live, env loaded
+        result = await bridge.run(code, timeout=110)
+    assert result.is_error is False, result.structured_content
+    report = literal_eval(result.structured_content["result"])  # a dict literal rendered by repr()
+    assert report["found"] == {}
+    assert report["control"] == [0]  # the hunt finds a canary where one is
+    assert report["scanned"] > 1000  # the walk really read the image's files
+    assert report["errors"] == [
+        ["leaky", "UpstreamUnavailable", "leaky"],
+        ["broken", "UpstreamUnavailable", "broken"],
+    ]
+    assert bridge_secret not in _all_text(result)
+    assert server_secret not in _all_text(result)
+
+
+async def test_crash_report_quoting_server_env_masks_the_secret_and_names_the_server(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    bridge_secret = "bridge-canary-" + secrets.token_hex(16)
+    server_secret = "server-canary-" + secrets.token_hex(16)
+    env = {BRIDGE_SECRET_VAR: bridge_secret}
+    async with open_bridge(tmp_path, servers=_servers(server_secret), env=env) as bridge:
+        crashed = await bridge.run(
+            "print('before', flush=True)\n"
+            "await mcp_servers['leaky'].crash(status=4, message='going down')"
+        )
+        failed = await bridge.run("await mcp_servers['broken'].echo(text='x')")
+    for result, server in ((crashed, "leaky"), (failed, "broken")):
+        error = result.structured_content["error"]
+        assert result.is_error is True
+        assert error["type"].endswith("UpstreamUnavailable")
+        assert f"'{server}'" in error["message"]
+        assert "_TOKEN=***" in error["message"]  # the env dump is quoted, its value masked
+        assert bridge_secret not in _all_text(result)
+        assert server_secret not in _all_text(result)
+    assert crashed.structured_content["stdout"] == "before\n"
