@@ -8,6 +8,9 @@ replaced), forged frames for other executions are dropped, and the bridge keeps 
 
 from __future__ import annotations
 
+import json
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +124,41 @@ async def test_forged_progress_frames_past_the_client_limit_are_not_all_relayed(
     assert 0 < len(received) < 2000
     assert all(message is not None and len(message) <= 1000 for message in received)
     assert any("progress update(s) were not relayed" in notice for notice in payload["notices"])
+
+
+PROBE_SERVER = Path(__file__).resolve().parents[1] / "servers" / "probe_server.py"
+
+FORGED_CALL = """
+import gc, time
+from bridge_protocol.codec import encode
+from bridge_protocol.messages import Call
+(client,) = [o for o in gc.get_objects() if type(o).__name__ == "SandboxClient"]
+call = Call(call_id=4242, execution_id=client._execution_id, server="probe", tool="echo",
+            arguments={"text": "forged"})
+socket.socket(fileno=os.dup(chan)).sendall(encode(call))
+time.sleep(1)  # the forged call's Reply arrives meanwhile; nothing in the sandbox waits for it
+'sent'
+"""
+
+
+async def test_a_forged_call_to_a_denied_server_is_refused_by_the_host_policy(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    started = tmp_path / "probe-started"  # created by the server's command if it ever runs
+    command = f"touch {shlex.quote(str(started))}; exec {sys.executable} {PROBE_SERVER}"
+    servers = {"probe": {"command": "sh", "args": ["-c", command]}}
+    audit = tmp_path / "audit.jsonl"
+    env = {"MCP_BRIDGE_DENY_SERVERS": "probe", "MCP_BRIDGE_AUDIT_LOG": str(audit)}
+    async with open_bridge(tmp_path, servers=servers, env=env) as bridge:
+        forged = await bridge.run(CHANNEL + FORGED_CALL)
+        await _next_call_works(bridge)
+    records = [json.loads(line) for line in (await anyio.Path(audit).read_text()).splitlines()]
+    assert payload_of(forged)["result"] == "'sent'"
+    assert [(r["server"], r["tool"], r["outcome"]) for r in records] == [
+        ("probe", "echo", "denied")
+    ]
+    assert "MCP_BRIDGE_DENY_SERVERS" in records[0]["detail"]
+    assert not await anyio.Path(started).exists()
 
 
 async def test_a_half_written_frame_ends_in_the_timeout_and_a_replaced_sandbox(
