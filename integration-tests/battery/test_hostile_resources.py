@@ -3,7 +3,7 @@ memory, processes and threads, disk, file descriptors, CPU, deep recursion.
 
 Each bomb hits a limit of its own sandbox (an error inside the code, or the sandbox killed and
 replaced with a clear notice); the bridge stays healthy, the next call works, other sessions keep
-answering, and the host's process table is not left fuller than before.
+answering, and no process of a bomb outlives it.
 """
 
 from __future__ import annotations
@@ -90,6 +90,9 @@ async def test_fork_and_thread_bombs_stop_at_the_pids_limit_and_leave_no_process
     async with open_bridge(tmp_path, env={"MCP_BRIDGE_PIDS_LIMIT": "48"}) as bridge:
         forks = await bridge.run(FORK, timeout=60)
         threads = await bridge.run(THREADS, timeout=60)
+        left = await bridge.run(
+            "import os\nsorted(int(p) for p in os.listdir('/proc') if p.isdigit())"
+        )
         await _next_call_works(bridge)
         during = _host_processes()
     refused, errno, children = payload_of(forks)["stdout"].split()
@@ -97,10 +100,10 @@ async def test_fork_and_thread_bombs_stop_at_the_pids_limit_and_leave_no_process
     assert 0 < int(children) < 48
     assert payload_of(threads)["stdout"].startswith("refused ")
     assert int(payload_of(threads)["stdout"].split()[1]) < 48
-    # Every child was reaped inside the sandbox: the host has the bridge and its one sandbox
-    # more than before (podman's conmon, the container's init and the client, a few helpers).
+    # Every child was reaped: the sandbox holds its init and the client again, nothing else (the
+    # host's count is printed only: other jobs on the machine make it move).
+    assert text_of(left) == "[1, 2]"
     print(f"host processes: {before} before, {during} with the bridge, {_host_processes()} after")
-    assert during - before < 40
 
 
 DISK = """
