@@ -171,6 +171,7 @@ async def test_a_half_written_frame_ends_in_the_timeout_and_a_replaced_sandbox(
         await _next_call_works(bridge)
     payload = payload_of(half)
     assert payload["status"] == "timeout"
+    assert "stuck behind an incomplete frame on its channel" in payload["error"]["message"]
     assert any("killed" in notice for notice in payload["notices"])
 
 

@@ -82,6 +82,11 @@ class Channel:
         """True once :meth:`aclose` was called."""
         return self._closed
 
+    @property
+    def partial_frame(self) -> int:
+        """Bytes received of a frame whose rest has not arrived (0 between frames)."""
+        return self._decoder.buffered
+
     async def send(self, message: Message) -> None:
         """Send one message. Raises :class:`ChannelClosed` if the sandbox is gone.
 

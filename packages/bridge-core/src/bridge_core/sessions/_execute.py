@@ -133,11 +133,17 @@ class ExecutionRunner:
                 )
         elif timed_out and live.alive:
             status = "timeout"
-            error = ErrorInfo(
-                "TimeoutError",
+            message = (
                 f"the execution exceeded its timeout of {limit:g} s and did not stop within "
-                f"{grace:g} s of the interrupt",
+                f"{grace:g} s of the interrupt"
             )
+            if held := live.channel.partial_frame:
+                # Its answer may have come, stuck behind a frame the code wrote and never ended.
+                message += (
+                    f", or its answer is stuck behind an incomplete frame on its channel "
+                    f"({held} bytes received of it)"
+                )
+            error = ErrorInfo("TimeoutError", message)
             self._replace(sess, live, kill=True)
             if not ephemeral:
                 notices.append(
