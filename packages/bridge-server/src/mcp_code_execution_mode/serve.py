@@ -12,6 +12,7 @@ from typing import cast
 import anyio
 from mcp.server.stdio import stdio_server
 
+from mcp_code_execution_mode._malformed import AnswerMalformed
 from mcp_code_execution_mode._stdin import interruptible_stdin
 from mcp_code_execution_mode.server import ExecutorFactory, create_server
 from mcp_code_execution_mode.settings import Settings
@@ -47,7 +48,8 @@ async def serve_stdio(settings: Settings, executor_factory: ExecutorFactory) -> 
             interruptible_stdin() as lines,
             stdio_server(stdin=cast("anyio.AsyncFile[str] | None", lines)) as (read, write),
         ):
-            await server.run(read, write, server.create_initialization_options())
+            answered = AnswerMalformed(read, write)
+            await server.run(answered, write, server.create_initialization_options())
 
     await _until_signal(main)
 
