@@ -437,18 +437,23 @@ async def test_malformed_json_rpc_gets_error_answers_and_bridge_keeps_serving(
         await bridge.send(b"[" * 100_000)  # deep nesting as one line
         await bridge.send({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
         answers: dict[str, dict[str, Any]] = {}
+        unnamed: list[dict[str, Any]] = []
         with anyio.fail_after(60):
             while "list" not in answers:
                 message = await bridge.receive()
                 if isinstance(message.get("id"), str):
                     answers[message["id"]] = message
+                elif "id" in message and message["id"] is None:
+                    unnamed.append(message)
         await bridge.send(bridge.run_request("run", "6 * 7"))
         with anyio.fail_after(120):
             run = await bridge.answer("run")
-    # Lines that are not JSON-RPC at all (bad JSON, binary, nesting, a non-object `params`)
-    # cannot be answered by id: the SDK drops them with a log line and reads on.
-    assert "types" not in answers
-    assert answers["args"].get("result", {}).get("isError") is True or "error" in answers["args"]
+    # Not JSON (bad text, binary, nesting past the parser's depth): parse errors, id null.
+    assert [m["error"]["code"] for m in unnamed] == [-32700, -32700, -32700]
+    assert answers["types"]["error"]["code"] == -32600  # JSON, but not a valid request
+    assert answers["unknown"]["error"]["code"] == -32601
+    assert answers["huge"]["result"] == {}
+    assert answers["args"]["result"]["isError"] is True  # a tool-level error naming `code`
     assert [t["name"] for t in answers["list"]["result"]["tools"]] == ["run_python"]
     assert run["result"]["structuredContent"]["result"] == "42"
 
