@@ -106,7 +106,8 @@ def _servers(server_secret: str) -> dict[str, Any]:
         # Prints its env (with a secret) to stderr and fails to start.
         "broken": {
             "command": "/bin/sh",
-            "args": ["-c", "env >&2; exit 3"],
+            # A token on the command line too ($0 of the script): never shown to the sandbox.
+            "args": ["-c", "env >&2; exit 3", f"--token={server_secret}"],
             "env": {"BROKEN_TOKEN": server_secret},
         },
         "other": {"command": sys.executable, "args": probe},
