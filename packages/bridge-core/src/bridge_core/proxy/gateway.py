@@ -164,7 +164,7 @@ def _upstream_failure(spec: ServerSpec, exc: UpstreamError) -> CallFailed:
     def clean(text: str) -> str:
         for secret in (*spec.env.values(), *spec.headers.values()):
             if len(secret) >= _MIN_SECRET_LENGTH:
-                text = text.replace(secret, "***")
+                text = _mask_cut_secret(text.replace(secret, "***"), secret)
         return text
 
     message = clean(str(exc))
@@ -184,6 +184,29 @@ def _upstream_failure(spec: ServerSpec, exc: UpstreamError) -> CallFailed:
         data["suggestions"] = list(exc.suggestions)
         return CallFailed(ErrorCode.UNKNOWN_SERVER, message, data)
     return CallFailed(ErrorCode.INTERNAL, message, data)
+
+
+_TAIL_MARK = "stderr tail:\n"
+"""What precedes the stderr tail in a crash message (see ``_connection``)."""
+_MIN_CUT_PART = 3
+"""Shorter ends of a secret are left: masking them would garble ordinary text for nothing."""
+
+
+def _mask_cut_secret(text: str, secret: str) -> str:
+    """Mask the end of ``secret`` where a stderr tail begins: the tail is cut from the front of
+    the server's output, so a secret straddling the cut shows as its last part only, which a
+    plain replacement of the whole secret misses."""
+    starts = [0] if not text.startswith(_TAIL_MARK) else []
+    index = text.find(_TAIL_MARK)
+    while index >= 0:
+        starts.append(index + len(_TAIL_MARK))
+        index = text.find(_TAIL_MARK, index + 1)
+    for start in reversed(starts):  # from the back, so earlier positions stay valid
+        for size in range(len(secret) - 1, _MIN_CUT_PART - 1, -1):  # the longest end first
+            if text.startswith(secret[-size:], start):
+                text = f"{text[:start]}***{text[start + size :]}"
+                break
+    return text
 
 
 @asynccontextmanager
