@@ -162,3 +162,31 @@ async def test_crash_report_quoting_server_env_masks_the_secret_and_names_the_se
         assert bridge_secret not in _all_text(result)
         assert server_secret not in _all_text(result)
     assert crashed.structured_content["stdout"] == "before\n"
+
+
+async def test_stderr_tail_cut_inside_a_secret_does_not_show_its_end(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # A crash report keeps only the end of stderr; when the cut falls inside a secret, the part
+    # after the cut is no longer a whole secret, and plain replacement would miss it.
+    server_secret = "server-canary-" + secrets.token_hex(16)
+    shown = 10  # characters of the secret after the cut
+    servers = {
+        "longline": {
+            "command": "/bin/sh",
+            "args": [
+                "-c",
+                'printf "%s%s%s" "$1" "$LONG_TOKEN" "$2" >&2; exit 3',
+                "sh",
+                "p" * 3000,
+                "e" * (2000 - shown),
+            ],
+            "env": {"LONG_TOKEN": server_secret},
+        }
+    }
+    async with open_bridge(tmp_path, servers=servers) as bridge:
+        failed = await bridge.run("await mcp_servers['longline'].echo(text='x')")
+    message = failed.structured_content["error"]["message"]
+    assert "'longline'" in message
+    assert "e" * 100 in message  # the tail is there
+    assert server_secret[-shown:] not in _all_text(failed)
