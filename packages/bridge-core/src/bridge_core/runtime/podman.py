@@ -176,9 +176,16 @@ class PodmanBackend:
                 with anyio.move_on_after(CLEANUP_TIMEOUT):
                     if listener is not None:
                         await listener.aclose()
-                    await anyio.to_thread.run_sync(
-                        api.remove_quietly, self._client, name, abandon_on_cancel=True
-                    )
+                    try:
+                        await anyio.to_thread.run_sync(
+                            api.remove_quietly, self._client, name, abandon_on_cancel=True
+                        )
+                    except (api.PodmanError, api.APIError, OSError) as cleanup:
+                        # The API being down is often why the start failed: the cleanup's error
+                        # must not replace the start's (the next start's sweep removes it).
+                        logger.warning(
+                            "could not remove half-started sandbox %s: %s", name, cleanup
+                        )
                 await self._forget(name)
             raise
         await listener.aclose()
@@ -206,7 +213,10 @@ class PodmanBackend:
                 "`bridge-image build` (scripts/prepare-host does it)"
             ) from None
         except (api.PodmanError, api.APIError) as exc:
-            raise SandboxStartError(f"podman cannot look up image {spec.image!r}: {exc}") from exc
+            raise SandboxStartError(
+                f"podman at {self.url} cannot look up image {spec.image!r} (is its API service "
+                f"running?): {exc}"
+            ) from exc
         try:
             container = self._client.containers.create(spec.image, **kwargs)
             problems = hardening_violations(
