@@ -22,7 +22,7 @@ MEMORY_BOUND = 48 * 1024 * 1024
 is capped at 4 KiB and images at 32 MiB, so anything above this is memory the host kept."""
 
 FAST = settings(
-    max_examples=150,
+    max_examples=500,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
