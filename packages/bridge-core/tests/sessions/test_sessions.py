@@ -7,10 +7,10 @@ from typing import Any
 import anyio
 import pytest
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError, SessionLimitExceeded
-from bridge_core.runtime.base import RuntimeBackend
+from bridge_core.runtime.base import RuntimeBackend, SandboxSpec
 from bridge_core.sessions import DEFAULT_SESSION, ExecutionResult, validate_session_name
 
-from .conftest import FakeRuntime, Harness, settle
+from .conftest import FakeRuntime, FakeSandbox, Harness, settle
 
 
 async def test_variables_persist_between_executions_of_a_session(harness: Harness) -> None:
@@ -191,6 +191,28 @@ async def test_runtime_factory_is_lazy_and_its_failure_is_an_unavailable_result(
     assert "install podman" in failed.notices[-1]
     assert retried.stdout == "x\n"
     assert harness.runtime.closed  # made by the factory, so closed by the manager
+
+
+async def test_a_sandbox_killed_while_starting_is_replaced_once_and_the_call_answers(
+    harness: Harness,
+) -> None:
+    # Found by the chaos run: a warm-pool sandbox killed from outside while it started failed
+    # the next caller with "unavailable" although a second start would have worked.
+    start = harness.runtime.start
+    attempts: list[str] = []
+
+    async def killed_once(spec: SandboxSpec) -> FakeSandbox:
+        attempts.append(spec.name)
+        if len(attempts) == 1:
+            raise SandboxStartError(f"sandbox {spec.name} exited before connecting its channel")
+        return await start(spec)
+
+    harness.runtime.start = killed_once  # type: ignore[method-assign]
+    async with harness.manager() as manager:
+        result = await manager.execute("print:x")
+    assert result.status == "ok"
+    assert result.stdout == "x\n"
+    assert len(attempts) == 2
 
 
 async def test_start_failure_is_an_unavailable_result(harness: Harness) -> None:

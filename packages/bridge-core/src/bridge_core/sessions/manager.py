@@ -19,7 +19,7 @@ from typing import Any, Self
 import anyio
 from anyio.abc import TaskGroup
 
-from bridge_core.errors import BridgeError, SessionLimitExceeded
+from bridge_core.errors import BridgeError, SandboxStartError, SessionLimitExceeded
 from bridge_core.gateway import Gateway
 from bridge_core.runtime.base import RuntimeBackend
 from bridge_core.sessions._execute import ExecutionRunner
@@ -34,6 +34,9 @@ __all__ = ["SessionManager", "SessionStats"]
 
 logger = logging.getLogger("bridge_core.sessions")
 
+START_ATTEMPTS = 2
+"""A sandbox that failed to start (e.g. killed from outside while starting) is replaced once
+before the caller gets ``unavailable``; a broken image still fails fast, after two starts."""
 EXPIRED_NAMES_KEPT = 1024
 """Names of expired sessions remembered to tell their next caller; bounded against churn."""
 
@@ -318,9 +321,18 @@ class SessionManager:
         assert self._pool is not None
         try:
             with anyio.move_on_at(deadline):
-                live = await self._pool.take()
-                live.session = name
-                return live
+                for attempt in range(1, START_ATTEMPTS + 1):
+                    try:
+                        live = await self._pool.take()
+                    except SandboxStartError as exc:
+                        # The failed start may not even be this caller's: a warm-pool refill
+                        # killed from outside hands its error to whoever waits first.
+                        if attempt == START_ATTEMPTS or self._pool.closed:
+                            raise
+                        logger.warning("sandbox start failed, trying once more: %s", exc)
+                        continue
+                    live.session = name
+                    return live
         except BridgeError as exc:
             return unavailable(name, str(exc), notices)
         return unavailable(name, "no sandbox could be started within the timeout", notices)
