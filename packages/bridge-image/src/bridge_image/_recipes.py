@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import ast
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,14 +81,21 @@ def project_version(repo: Path, project: str = _CLIENT) -> str:
 def protocol_versions(repo: Path) -> str:
     """``SUPPORTED_VERSIONS`` of the repository's protocol, as ``"1"`` or ``"1,2"``.
 
-    Loaded from ``versions.py`` alone (it imports only the standard library), so the builder
-    reads the versions of the sources it is building, not of whatever protocol is installed.
+    Read from the source of ``versions.py`` (the literal assignment, parsed, never executed), so
+    the builder reports the versions of the sources it is building, not of whatever protocol is
+    installed, and works where ``bridge_protocol`` is not installed at all.
     """
     path = repo / _PROTOCOL / "src/bridge_protocol/versions.py"
-    spec = importlib.util.spec_from_file_location("_bridge_protocol_versions", path)
-    if spec is None or spec.loader is None or not path.is_file():
+    if not path.is_file():
         raise MissingInput(f"protocol version registry not found at {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    versions: tuple[int, ...] = module.SUPPORTED_VERSIONS
+    versions: tuple[int, ...] | None = None
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        target: ast.expr | None = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and target.id == "SUPPORTED_VERSIONS" and value:
+            versions = tuple(ast.literal_eval(value))
+    if not versions or not all(isinstance(v, int) for v in versions):
+        raise MissingInput(f"no literal SUPPORTED_VERSIONS tuple of integers in {path}")
     return ",".join(str(v) for v in sorted(versions))
