@@ -64,8 +64,6 @@ class Outcome:
     error: str = ""
     elapsed: float = 0.0
     killed_meanwhile: bool = False
-    killed_while_starting: bool = False
-    """A kill landed shortly before the call began, when its sandbox may have been starting."""
 
 
 def _value_code(rng: random.Random) -> tuple[str, str]:
@@ -142,10 +140,11 @@ def judge(step: Step, outcome: Outcome) -> str | None:
         return None  # a container was killed from outside while this ran: a clear, right answer
     if (
         outcome.status == "unavailable"
-        and outcome.killed_while_starting
+        and outcome.killed_meanwhile
         and "exited before connecting" in outcome.error
     ):
-        return None  # the sandbox it was to run in was killed while starting: said clearly
+        # Killed from outside while starting, twice (the bridge replaces a failed start once).
+        return None
     if step.kind == "cancel":
         if outcome.status == "cancelled":
             return None

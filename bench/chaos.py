@@ -49,9 +49,6 @@ PROBE = REPO / "integration-tests" / "servers" / "probe_server.py"
 SERVERS_ENV = Path(os.environ.get("MCP_TEST_SERVERS_DIR", REPO / ".cache" / "servers")) / "env"
 SLACK = 2.0
 """A call may take its timeout plus this long (the issue's bound) before it counts as late."""
-START_WINDOW = 10.0
-"""A sandbox killed while it starts (in the warm pool, for a later call) fails that later call:
-a kill this long before a call began may explain an ``unavailable`` answer."""
 SHUTDOWN_TIMEOUT = 60.0
 """How long the bridge gets to exit and clean up after the client closes stdin."""
 
@@ -170,9 +167,6 @@ async def execute(
     ended = time.monotonic()
     outcome.elapsed = ended - started
     outcome.killed_meanwhile = any(s <= ended and e >= started for s, e in tally.kill_windows)
-    outcome.killed_while_starting = any(
-        s <= ended and e >= started - START_WINDOW for s, e in tally.kill_windows
-    )
     record(tally, step, outcome)
 
 
