@@ -156,13 +156,13 @@ async def test_junk_on_stdout_before_json_rpc_does_not_stop_the_server_from_answ
 async def test_enormous_upstream_result_is_a_clear_error_or_exact_and_bridge_stays_healthy(
     tmp_path: Path, sandbox_image: str
 ) -> None:
-    # 4 MiB fits a frame and must arrive exactly; 40 MiB exceeds the 16 MiB frame limit and must
+    # 4 MiB fits a frame and must arrive exactly; 20 MiB exceeds the 16 MiB frame limit and must
     # be refused by the host with an error naming the server, not end the session.
     code = (
         "from mcp import ToolError\n"
         "size = len(await mcp_servers['probe'].huge(size=4 * 1024 * 1024))\n"
         "try:\n"
-        "    await mcp_servers['probe'].huge(size=40 * 1024 * 1024)\n"
+        "    await mcp_servers['probe'].huge(size=20 * 1024 * 1024)\n"
         "    outcome = 'returned'\n"
         "except ToolError as exc:\n"
         "    outcome = [type(exc).__name__, exc.server, str(exc)[:300]]\n"
@@ -175,7 +175,8 @@ async def test_enormous_upstream_result_is_a_clear_error_or_exact_and_bridge_sta
     size, outcome = literal_eval(result.structured_content["result"])
     assert size == 4 * 1024 * 1024
     assert outcome[1] == "probe", outcome
-    assert "probe" in outcome[2]
+    assert "probe.huge" in outcome[2]  # the message names the server and tool
+    assert "exceeds the maximum" in outcome[2]
     assert _text(after).endswith("'ok'")
 
 
