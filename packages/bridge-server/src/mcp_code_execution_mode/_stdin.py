@@ -55,13 +55,14 @@ class _Lines:
 async def interruptible_stdin() -> AsyncIterator[_Lines | None]:
     """Claim fd 0 (it points at the null device meanwhile, as the SDK does, so children and
     handlers read EOF) and yield its lines; ``None`` when stdin cannot be polled (a regular
-    file), in which case the SDK's own reader is the right one."""
+    file, ``/dev/null``), where the SDK's own reader is the right one: it never blocks there."""
     try:
         mode = os.fstat(0).st_mode
     except OSError:
         yield None
         return
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+    # epoll refuses regular files and most character devices (/dev/null): EPERM.
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(0)):
         yield None
         return
     private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)

@@ -1,0 +1,56 @@
+"""The interruptible stdin reader: lines from a pipe, a read that cancellation ends, and the SDK's
+reader kept where stdin cannot be polled."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+from mcp_code_execution_mode._stdin import _Lines
+
+
+async def test_lines_from_a_pipe_arrive_whole_and_the_end_is_kept() -> None:
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.write(write_fd, b'{"a": 1}\n{"b":')
+    os.write(write_fd, b" 2}\nno newline at the end")
+    os.close(write_fd)
+    try:
+        with anyio.fail_after(5):
+            lines = [line async for line in _Lines(read_fd)]
+    finally:
+        os.close(read_fd)
+    assert lines == ['{"a": 1}\n', '{"b": 2}\n', "no newline at the end"]
+
+
+async def test_a_read_waiting_on_an_open_pipe_ends_when_cancelled() -> None:
+    # The SDK's thread-based reader cannot be cancelled: a SIGTERM with the client attached hung.
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    try:
+        with anyio.move_on_after(0.2) as scope:
+            async for _line in _Lines(read_fd):
+                pass
+        assert scope.cancelled_caught
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def test_bridge_with_stdin_from_dev_null_exits_cleanly(tmp_path: Path) -> None:
+    # /dev/null cannot be polled (epoll says EPERM): the SDK's reader takes it and reads EOF.
+    config = tmp_path / "servers.json"
+    config.write_text('{"mcpServers": {}}', encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_BRIDGE_")}
+    env.update(MCP_BRIDGE_DISCOVER="false", MCP_BRIDGE_CONFIG=str(config), MCP_BRIDGE_POOL_SIZE="0")
+    done = subprocess.run(
+        [sys.executable, "-m", "mcp_code_execution_mode", "--state-dir", str(tmp_path / "s")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
