@@ -30,14 +30,19 @@ with atheris.instrument_imports():
 
 SPILL = Path(tempfile.mkdtemp(prefix="fuzz-host-"))
 FRAMES = 0
+INPUTS = 0
+REPORT_EVERY = 10_000
 PORTAL: BlockingPortal | None = None
 """One event loop for the whole run: a fresh ``anyio.run`` per input costs more than the input."""
 
 
 def one_input(data: bytes) -> None:
-    global FRAMES
+    global FRAMES, INPUTS
     frames = frames_from(data)
     FRAMES += len(frames)
+    INPUTS += 1
+    if INPUTS % REPORT_EVERY == 0:  # libFuzzer ends the process with exit(): no report at the end
+        print(f"inputs: {INPUTS}, frames fed: {FRAMES}", file=sys.stderr, flush=True)
     assert PORTAL is not None
     observed = PORTAL.call(drive, frames, SPILL)
     if not observed.sibling_answered:
@@ -49,10 +54,7 @@ def main() -> None:
     global PORTAL
     atheris.Setup(sys.argv, one_input)
     with start_blocking_portal() as PORTAL:
-        try:
-            atheris.Fuzz()
-        finally:
-            print(f"frames fed: {FRAMES}", file=sys.stderr)
+        atheris.Fuzz()
 
 
 if __name__ == "__main__":
