@@ -10,7 +10,6 @@ import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import anyio
 from bridge_core.audit import AuditLog
@@ -52,25 +51,9 @@ def session_config(settings: Settings) -> SessionConfig:
     )
 
 
-def _shown(path: Path) -> str:
-    # Discovery names sources relative to the home directory ("~/..."), else absolute.
-    try:
-        return "~/" + path.relative_to(Path.home()).as_posix()
-    except ValueError:
-        return str(path)
-
-
 def _discover_sync(settings: Settings) -> DiscoveryReport:
-    report = discover(explicit=settings.config)
-    if not settings.discover:
-        # Only the explicit file counts: drop what the client config files contributed.
-        explicit = _shown(settings.config) if settings.config is not None else None
-        report.servers = {
-            name: spec
-            for name, spec in report.servers.items()
-            if explicit is not None and spec.source.split("#", 1)[0] == explicit
-        }
-    return report
+    # MCP_BRIDGE_DISCOVER=false: only the explicit file counts, no client configuration files.
+    return discover(explicit=settings.config, clients=settings.discover)
 
 
 async def discover_servers(settings: Settings) -> DiscoveryReport:
