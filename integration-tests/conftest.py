@@ -6,6 +6,8 @@
 * Tests marked ``container`` get that check automatically (podman binary + the sandbox image);
   tests marked ``docker`` are skipped when no docker daemon answers (docker is optional, also
   in CI).
+* ``third_party`` — paths of the real third-party MCP servers installed by
+  ``scripts/prepare-servers`` (same skip/fail rule when they are missing).
 * ``sandbox_image`` — ``$MCP_BRIDGE_IMAGE``, default ``bridge_image``'s default tag.
 * ``podman_backend`` — a :class:`~bridge_core.runtime.podman.PodmanBackend` with a private state
   dir, closed after the test, which also fails the test if a container it created is left.
@@ -14,6 +16,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 from collections.abc import AsyncIterator
@@ -129,3 +132,39 @@ async def podman_backend(tmp_path: Path) -> AsyncIterator[PodmanBackend]:
     for name in left:  # clean up first, then fail: a failed test must not leak either
         await anyio.run_process(["podman", "rm", "--force", name], check=False)
     assert not left, f"containers left behind by the test: {sorted(left)}"
+
+
+REPO = Path(__file__).resolve().parents[1]
+SERVERS_ENV = Path(os.environ.get("MCP_TEST_SERVERS_DIR", REPO / ".cache" / "servers")) / "env"
+"""Written by ``scripts/prepare-servers``: one ``export NAME=path`` line per third-party server."""
+
+
+def _read_env_file(path: Path) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("export "):
+            name, _, raw = line.removeprefix("export ").partition("=")
+            parts = shlex.split(raw)
+            values[name] = parts[0] if parts else ""
+    return values
+
+
+@pytest.fixture(scope="session")
+def third_party() -> dict[str, str]:
+    """``{"MCP_SERVER_EVERYTHING": path, ...}`` as written by scripts/prepare-servers."""
+    problem = None
+    if not SERVERS_ENV.is_file():
+        problem = f"{SERVERS_ENV} is missing: run scripts/prepare-servers"
+    else:
+        values = _read_env_file(SERVERS_ENV)
+        missing = [name for name, path in values.items() if not Path(path).exists()]
+        if missing:
+            problem = (
+                f"{', '.join(missing)} from {SERVERS_ENV} do not exist: "
+                "re-run scripts/prepare-servers"
+            )
+    if problem is not None:
+        if os.environ.get("BRIDGE_REQUIRE_RUNTIME") == "1":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return values

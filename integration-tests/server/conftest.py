@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -19,43 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 from bridge_core.runtime.base import OWNER_LABEL
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 REPO = Path(__file__).resolve().parents[2]
-SERVERS_ENV = Path(os.environ.get("MCP_TEST_SERVERS_DIR", REPO / ".cache" / "servers")) / "env"
 CALL_TIMEOUT = 120.0
 """Bound on one call (the first one starts a sandbox and maybe upstream servers)."""
-
-
-def _read_env_file(path: Path) -> dict[str, str]:
-    values: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        if line.startswith("export "):
-            name, _, raw = line.removeprefix("export ").partition("=")
-            parts = shlex.split(raw)
-            values[name] = parts[0] if parts else ""
-    return values
-
-
-@pytest.fixture(scope="session")
-def third_party() -> dict[str, str]:
-    """Paths of the real third-party servers from scripts/prepare-servers (skip/fail if absent)."""
-    problem = None
-    if not SERVERS_ENV.is_file():
-        problem = f"{SERVERS_ENV} is missing: run scripts/prepare-servers"
-    else:
-        values = _read_env_file(SERVERS_ENV)
-        missing = [name for name, path in values.items() if not Path(path).exists()]
-        if missing:
-            problem = f"{', '.join(missing)} do not exist: re-run scripts/prepare-servers"
-    if problem is not None:
-        if os.environ.get("BRIDGE_REQUIRE_RUNTIME") == "1":
-            pytest.fail(problem)
-        pytest.skip(problem)
-    return values
 
 
 def real_servers(third_party: Mapping[str, str], work: Path) -> dict[str, Any]:
