@@ -81,6 +81,10 @@ class Channel:
         self._sock = sock
         self._send_lock = threading.Lock()
         self._decoder = FrameDecoder(accept=HOST_TO_SANDBOX)
+        # Reused by every read of the reader thread: sock.recv(_RECV_SIZE) would allocate (and
+        # the allocator mmap, shrink and unmap) a fresh 256 KiB buffer per frame, several
+        # system calls on the round-trip path of every execution and tool call.
+        self._buffer = bytearray(_RECV_SIZE)
         self._early: list[Message] = []
         self._closed = False
         self._forked = False
@@ -172,16 +176,18 @@ class Channel:
         """
         yield from self._early
         self._early.clear()
+        view = memoryview(self._buffer)
         while True:
             try:
-                data = self._sock.recv(_RECV_SIZE)
+                size = self._sock.recv_into(self._buffer)
             except OSError:
                 if self._closed:
                     return
                 raise
-            if not data:
+            if not size:
                 return
-            yield from self._decoder.feed(data)
+            # A copy: the decoder may keep a partial frame while the buffer is read into again.
+            yield from self._decoder.feed(bytes(view[:size]))
 
     def close(self) -> None:
         """Close the socket; pending and later sends fail with :class:`ChannelClosed`."""
