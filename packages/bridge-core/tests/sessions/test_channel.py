@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 from bridge_core.channel import Channel, ChannelClosed, UnexpectedMessage
 from bridge_protocol import (
@@ -81,3 +82,37 @@ async def test_end_of_stream_is_channel_closed() -> None:
         await Channel(host).receive()
     with pytest.raises(ChannelClosed):
         await Channel(host).send(Welcome(version=1))
+
+
+async def test_a_send_never_read_ends_as_channel_closed_after_the_send_timeout() -> None:
+    host, _sandbox = byte_stream_pair()
+    channel = Channel(host, send_timeout=0.05)
+    for _ in range(64):  # fills the in-memory stream: the next send waits for a reader
+        await channel.send(Welcome(version=1))
+    with anyio.fail_after(5), pytest.raises(ChannelClosed, match="did not read its channel"):
+        await channel.send(Welcome(version=1))
+    assert channel.closed
+
+
+async def test_a_send_cancelled_from_outside_still_delivers_its_whole_frame() -> None:
+    host, sandbox = byte_stream_pair()
+    channel = Channel(host)
+    for _ in range(64):
+        await channel.send(Welcome(version=1))
+    frames: list[bytes] = []
+
+    async def cancel_then_read(scope: anyio.CancelScope) -> None:
+        await anyio.wait_all_tasks_blocked()
+        scope.cancel()  # the send is shielded: it waits on, then completes once read
+        await anyio.wait_all_tasks_blocked()
+        for _ in range(65):
+            frames.append(await sandbox.receive())
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tasks:
+            with anyio.CancelScope() as outer:
+                tasks.start_soon(cancel_then_read, outer)
+                await channel.send(Welcome(version=2))
+    messages = FrameDecoder(accept=HOST_TO_SANDBOX).feed(b"".join(frames))
+    assert len(messages) == 65
+    assert messages[-1] == Welcome(version=2)
