@@ -15,39 +15,15 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+from _echo_targets import echo_targets  # bench/ is on sys.path when run as a script
 from bridge_core.proxy import UpstreamPool
 from bridge_core.servers import ServerSpec
 from mcp import ClientSession, StdioServerParameters, stdio_client
-
-REPO = Path(__file__).resolve().parents[1]
-PROBE = REPO / "integration-tests" / "servers" / "probe_server.py"
-ENV_FILE = REPO / ".cache" / "servers" / "env"
-
-
-def _targets() -> list[tuple[ServerSpec, str, dict[str, Any]]]:
-    targets = [
-        (
-            ServerSpec(name="probe", transport="stdio", command=sys.executable, args=(str(PROBE),)),
-            "echo",
-            {"text": "ping"},
-        )
-    ]
-    if ENV_FILE.is_file():
-        for line in ENV_FILE.read_text().splitlines():
-            if line.startswith("export MCP_SERVER_EVERYTHING="):
-                command = line.split("=", 1)[1].strip("'\"")
-                spec = ServerSpec(
-                    name="everything", transport="stdio", command=command, args=("stdio",)
-                )
-                targets.append((spec, "echo", {"message": "ping"}))
-    return targets
 
 
 def _devnull() -> TextIO:
@@ -124,7 +100,7 @@ async def main() -> None:
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--parallel", type=int, default=100)
     opts = parser.parse_args()
-    for spec, tool, args in _targets():
+    for spec, tool, args in echo_targets():
         await _bench(spec, tool, args, opts.calls, opts.parallel)
 
 

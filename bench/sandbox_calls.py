@@ -20,22 +20,19 @@ from __future__ import annotations
 import argparse
 import ast
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
+from _echo_targets import echo_targets  # bench/ is on sys.path when run as a script
 from bridge_core.proxy import open_proxy
 from bridge_core.runtime import detect_runtime
 from bridge_core.servers import ServerSpec
 from bridge_core.sessions import SessionConfig, SessionManager
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-REPO = Path(__file__).resolve().parents[1]
-PROBE = REPO / "integration-tests" / "servers" / "probe_server.py"
-ENV_FILE = REPO / ".cache" / "servers" / "env"
 IMAGE = os.environ.get("MCP_BRIDGE_IMAGE", "localhost/mcp-bridge-sandbox:0.1.0")
 
 SANDBOX_SEQUENTIAL = """
@@ -59,25 +56,6 @@ _t = time.perf_counter()
 await asyncio.gather(*[_tool(**{args!r}) for _ in range({n})])
 (_seq, time.perf_counter() - _t)
 """
-
-
-def _targets() -> list[tuple[ServerSpec, str, dict[str, Any]]]:
-    targets = [
-        (
-            ServerSpec(name="probe", transport="stdio", command=sys.executable, args=(str(PROBE),)),
-            "echo",
-            {"text": "ping"},
-        )
-    ]
-    if ENV_FILE.is_file():
-        for line in ENV_FILE.read_text().splitlines():
-            if line.startswith("export MCP_SERVER_EVERYTHING="):
-                command = line.split("=", 1)[1].strip("'\"")
-                spec = ServerSpec(
-                    name="everything", transport="stdio", command=command, args=("stdio",)
-                )
-                targets.append((spec, "echo", {"message": "ping"}))
-    return targets
 
 
 def bar(label: str, value: float, scale: float, unit: str) -> None:
@@ -115,7 +93,7 @@ async def main() -> None:
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--parallel", type=int, default=100)
     opts = parser.parse_args()
-    targets = _targets()
+    targets = echo_targets()
     specs = [spec for spec, _, _ in targets]
 
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-calls-") as tmp:
