@@ -272,14 +272,28 @@ async def test_closing_the_manager_during_a_start_leaves_no_container(harness: H
     assert harness.runtime.running == {}
 
 
-async def test_closing_the_manager_during_a_handshake_stops_that_container(
+async def test_closing_the_manager_during_a_handshake_kills_that_container(
     harness: Harness,
 ) -> None:
     harness.runtime.hello_gate = anyio.Event()  # the container runs but has not said hello
     async with harness.manager(pool_size=1):
         await settle(lambda: len(harness.runtime.running) == 1)
     assert harness.runtime.running == {}
-    assert len(harness.runtime.stopped) == 1
+    assert len(harness.runtime.killed) == 1
+
+
+async def test_closing_the_manager_kills_live_sandboxes_instead_of_stopping_them(
+    harness: Harness,
+) -> None:
+    # MCP clients SIGKILL a server ~4 s after closing its stdin: shutdown must not spend a
+    # graceful stop per container.
+    async with harness.manager(pool_size=0) as manager:
+        await manager.execute("print:1", session="a")
+        await manager.execute("print:1", session="b")
+        names = sorted(harness.runtime.running)
+    assert harness.runtime.running == {}
+    assert sorted(harness.runtime.killed) == names
+    assert harness.runtime.stopped == []
 
 
 async def test_cancelling_the_manager_exit_still_stops_every_container(harness: Harness) -> None:

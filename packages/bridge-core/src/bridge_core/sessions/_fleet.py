@@ -176,14 +176,20 @@ class SandboxFleet:
                     logger.exception("could not kill sandbox %s", live.name)
 
     async def stop_all(self) -> None:
-        """Stop every sandbox still recorded, concurrently; then close a runtime we made."""
+        """Kill every sandbox still recorded, concurrently; then close a runtime we made.
+
+        Killed, not stopped gracefully: nothing in a sandbox survives shutdown anyway, and MCP
+        clients give a server about 2 s after closing its stdin before SIGTERM and 2 s more
+        before SIGKILL — a graceful stop per container under load can outlast that and leave
+        containers behind for the next start to clean up.
+        """
         self.closed = True
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(SHUTDOWN_TIMEOUT):
                 async with anyio.create_task_group() as stops:
                     for live in list(self.live):
                         live.close()
-                        stops.start_soon(self.stop, live, False)
+                        stops.start_soon(self.stop, live, True)
             if self.live:
                 logger.error(
                     "could not stop sandboxes %s within %g s",
