@@ -6,7 +6,7 @@ import subprocess
 import sys
 from typing import Any
 
-from bridge_protocol import SUPPORTED_VERSIONS, ErrorCode, Refusal, Shutdown, Welcome
+from bridge_protocol import SUPPORTED_VERSIONS, ErrorCode, Output, Refusal, Shutdown, Welcome
 
 WAIT = 20
 
@@ -49,6 +49,34 @@ def test_threads_left_running_by_user_code_do_not_keep_the_process_alive(host: A
 
 def test_eof_during_execution_interrupts_it_and_exits(host: Any) -> None:
     host.submit("while True:\n    pass")
+    host.disconnect()
+    assert host.process.wait(timeout=WAIT) == 0
+
+
+STUBBORN = """
+import signal
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+print("stubborn", flush=True)
+while True:
+    try:
+        pass
+    except BaseException:
+        pass
+"""
+
+
+def test_eof_ends_the_process_even_when_the_running_code_ignores_interrupts(host: Any) -> None:
+    # A sandbox whose host is gone (a SIGKILLed bridge) must not run on: nobody can stop it.
+    host.submit(STUBBORN)
+    host.wait_for(Output)  # the code runs: the interrupt is what it will ignore
+    host.disconnect()
+    assert host.process.wait(timeout=WAIT) == 0
+
+
+def test_eof_ends_the_process_even_when_user_code_replaced_os_exit(host: Any) -> None:
+    host.execute("import os\nos._exit = lambda status: None")
+    host.submit(STUBBORN)
+    host.wait_for(Output)
     host.disconnect()
     assert host.process.wait(timeout=WAIT) == 0
 

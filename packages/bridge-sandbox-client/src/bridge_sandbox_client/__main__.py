@@ -3,6 +3,11 @@
 Exit status: 0 after ``Shutdown`` or when the host closes the channel; 1 when the channel cannot
 be opened or breaks during the handshake; 2 for bad command-line arguments; 3 when the host
 refuses this client (no common protocol version).
+
+When the host's end of the channel is gone (the bridge exited, was killed, or closed the channel)
+the process exits at once from the channel's reader thread, even while user code runs and
+whatever it does with interrupts: nothing a sandbox holds can reach anyone any more, and the
+container (started with auto-removal) then disappears without the bridge's help.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from functools import partial
 from typing import NoReturn
 
 from bridge_protocol import ProtocolError
@@ -25,6 +31,9 @@ __all__ = ["EXIT_CHANNEL_FAILED", "EXIT_REFUSED", "main"]
 
 EXIT_CHANNEL_FAILED = 1
 EXIT_REFUSED = 3
+_hard_exit = os._exit
+"""Bound before any user code runs, so code that replaces ``os._exit`` cannot keep the process
+alive after its host is gone."""
 CONNECT_TIMEOUT = 30.0
 """Seconds to connect and to get the host's answer to ``Hello``: the host is already listening
 when the container starts, so only a broken host takes this long."""
@@ -68,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     except (OSError, ProtocolError) as exc:
         channel.close()
         _fail(f"handshake with the host failed: {exc}", EXIT_CHANNEL_FAILED)
-    client = SandboxClient(channel)
+    client = SandboxClient(channel, host_gone=partial(_hard_exit, 0))
     try:
         status = client.serve()
     except BaseException:

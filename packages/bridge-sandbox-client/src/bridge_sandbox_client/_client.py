@@ -15,6 +15,7 @@ import sys
 import threading
 import traceback
 import types
+from collections.abc import Callable
 from typing import Any
 
 from bridge_protocol import (
@@ -48,10 +49,16 @@ _STOP = None
 
 
 class SandboxClient:
-    """Serves executions over a connected, handshaken :class:`Channel` until shutdown or EOF."""
+    """Serves executions over a connected, handshaken :class:`Channel` until shutdown or EOF.
 
-    def __init__(self, channel: Channel) -> None:
+    ``host_gone`` is called on the reader thread once the channel has ended (EOF, a broken
+    socket, a bad frame): the process entry point passes an immediate exit, so a sandbox never
+    outlives its host, whatever the code running at that moment does with the interrupt.
+    """
+
+    def __init__(self, channel: Channel, *, host_gone: Callable[[], object] | None = None) -> None:
         self._channel = channel
+        self._host_gone = host_gone
         self._inbox: Inbox[Execute | Shutdown | None] = Inbox()
         self._execution_id = ""
         self.capture = OutputCapture(channel.send)
@@ -143,6 +150,8 @@ class SandboxClient:
             self.registry.close(reason)
             self.interpreter.stop()
             self._inbox.put(_STOP)
+            if self._host_gone is not None:
+                self._host_gone()
 
     def _dispatch(self, message: Message) -> None:
         if isinstance(message, Reply):
