@@ -11,29 +11,37 @@
 * ``sandbox_image`` — ``$MCP_BRIDGE_IMAGE``, default ``bridge_image``'s default tag.
 * ``podman_backend`` — a :class:`~bridge_core.runtime.podman.PodmanBackend` with a private state
   dir, closed after the test, which also fails the test if a container it created is left.
+* :func:`wait_until_removed` — wait for podman to delete containers (sandboxes are auto-removed
+  once killed, which podman finishes after the backend or bridge has gone).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
 import subprocess
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterable
 from functools import cache
 from pathlib import Path
 from typing import NoReturn
 
 import anyio
 import pytest
+from anyio.streams.text import TextReceiveStream
 from bridge_core.runtime.base import OWNER_LABEL
 from bridge_core.runtime.podman import PodmanBackend
 from bridge_image.names import DEFAULT_IMAGE
 
-__all__ = ["require_runtime"]
+__all__ = ["REMOVAL_TIMEOUT", "require_runtime", "wait_until_removed"]
 
 REQUIRE_ENV = "BRIDGE_REQUIRE_RUNTIME"
 _PROBE_TIMEOUT = 30  # seconds for `podman image exists` / `docker version` (first use is slow)
+REMOVAL_TIMEOUT = 120.0
+"""Bound on podman deleting killed sandboxes: auto-removal of 128 took ~10 s on a loaded
+2-core VM; a container still there after this is a leftover."""
 
 
 def require_runtime(reason: str) -> NoReturn:
@@ -116,6 +124,41 @@ async def _our_containers(owner_label: str) -> set[str]:
     return set(listed.stdout.decode().split())
 
 
+async def _existing(names: set[str]) -> set[str]:
+    with anyio.fail_after(_PROBE_TIMEOUT):
+        listed = await anyio.run_process(["podman", "ps", "--all", "--format={{.Names}}"])
+    return names & set(listed.stdout.decode().split())
+
+
+async def wait_until_removed(names: Iterable[str], *, since: float) -> None:
+    """Return once podman has removed every container in ``names`` (or after
+    :data:`REMOVAL_TIMEOUT`); ``since``: a time before the first of them could be removed.
+
+    Waits on podman's own ``remove`` events (replayed from ``since``), not on a sleep. ``podman
+    events`` ends when podman rotates its event log: then it is started again.
+    """
+    pending = set(names)
+    command = [
+        "podman",
+        "events",
+        f"--since={int(since) - 1}",
+        "--filter=event=remove",
+        "--format={{.Name}}",
+    ]
+    with anyio.move_on_after(REMOVAL_TIMEOUT):
+        while pending := await _existing(pending):
+            async with await anyio.open_process(command, stderr=subprocess.DEVNULL) as events:
+                assert events.stdout is not None
+                buffered = ""
+                async for chunk in TextReceiveStream(events.stdout):
+                    *lines, buffered = (buffered + chunk).split("\n")
+                    pending.difference_update(line.strip() for line in lines)
+                    if not pending:
+                        break
+                with contextlib.suppress(ProcessLookupError):
+                    events.kill()
+
+
 @pytest.fixture
 async def podman_backend(tmp_path: Path) -> AsyncIterator[PodmanBackend]:
     """A connected podman backend (private state dir); no container of it may outlive the test."""
@@ -127,7 +170,9 @@ async def podman_backend(tmp_path: Path) -> AsyncIterator[PodmanBackend]:
     try:
         yield backend
     finally:
+        closed = time.time()
         await backend.aclose()
+    await wait_until_removed(await _our_containers(owner) - before, since=closed)
     left = await _our_containers(owner) - before
     for name in left:  # clean up first, then fail: a failed test must not leak either
         await anyio.run_process(["podman", "rm", "--force", name], check=False)

@@ -31,6 +31,7 @@ BridgeClient = _server.BridgeClient
 CALL_TIMEOUT: float = _server.CALL_TIMEOUT
 bridge_env = _server.bridge_env
 bridge_pids = _server.bridge_pids
+containers_left = _server.containers_left
 open_bridge = _server.open_bridge
 owned_containers = _server.owned_containers
 
@@ -39,6 +40,7 @@ __all__ = [
     "BridgeClient",
     "bridge_env",
     "bridge_pids",
+    "containers_left",
     "host_marker",
     "open_bridge",
     "owned_containers",

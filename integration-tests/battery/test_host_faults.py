@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 from ast import literal_eval
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,7 +27,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.shared.exceptions import MCPError
 
-from .conftest import bridge_env, bridge_pids, open_bridge, owned_containers
+from .conftest import bridge_env, bridge_pids, containers_left, open_bridge, owned_containers
 
 pytestmark = pytest.mark.container
 
@@ -377,6 +378,7 @@ async def _raw_bridge(work: Path, servers: dict[str, Any]) -> AsyncIterator[RawB
     process = await anyio.open_process(
         command, env=bridge_env({"MCP_BRIDGE_CONFIG": str(config)}), stderr=None
     )
+    started = time.time()
     try:
         yield RawBridge(process, state_dir)
     finally:
@@ -384,7 +386,7 @@ async def _raw_bridge(work: Path, servers: dict[str, Any]) -> AsyncIterator[RawB
             process.terminate()
             with anyio.fail_after(EXIT_TIMEOUT, shield=True):
                 await process.wait()
-        assert owned_containers(process.pid) == []
+        assert await containers_left(process.pid, since=started) == []
 
 
 async def test_client_disconnect_mid_call_ends_bridge_cleanly_without_containers_or_servers(
@@ -402,11 +404,12 @@ async def test_client_disconnect_mid_call_ends_bridge_cleanly_without_containers
             while (await bridge.receive()).get("params", {}).get("message") != "waiting":
                 pass
         assert bridge.process.stdin is not None
+        closed = time.time()
         await bridge.process.stdin.aclose()  # the client goes away mid-call
         with anyio.fail_after(EXIT_TIMEOUT):
             status = await bridge.process.wait()
         assert status == 0
-        assert owned_containers(bridge.process.pid) == []
+        assert await containers_left(bridge.process.pid, since=closed) == []
         assert not _alive(server_pid)
 
 
@@ -472,6 +475,7 @@ async def test_sigkilled_bridge_leaves_no_upstream_server_process_after_next_sta
         (killed,) = bridge_pids(bridge.state_dir)
         assert _alive(server_pid)
         assert _alive(child_pid)
+        killed_at = time.time()
         os.kill(killed, signal.SIGKILL)
         with pytest.raises(MCPError):
             await bridge.run("1")
@@ -481,7 +485,7 @@ async def test_sigkilled_bridge_leaves_no_upstream_server_process_after_next_sta
         with anyio.fail_after(EXIT_TIMEOUT):
             await _wait_gone(server_pid)
             await _wait_gone(child_pid)
-        assert owned_containers(killed) == []
+        assert await containers_left(killed, since=killed_at) == []
 
 
 async def test_sigterm_while_the_client_keeps_stdin_open_exits_promptly_without_containers(
@@ -495,8 +499,9 @@ async def test_sigterm_while_the_client_keeps_stdin_open_exits_promptly_without_
         with anyio.fail_after(120):
             await bridge.answer(1)
         assert owned_containers(bridge.process.pid)
+        terminated = time.time()
         bridge.process.terminate()
         with anyio.fail_after(EXIT_TIMEOUT):
             status = await bridge.process.wait()
         assert status == 0
-        assert owned_containers(bridge.process.pid) == []
+        assert await containers_left(bridge.process.pid, since=terminated) == []

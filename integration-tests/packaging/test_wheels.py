@@ -9,11 +9,13 @@ the venv: the bridge runs from the installed wheels only.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 from typing import Any
@@ -99,6 +101,10 @@ def test_installed_server_prints_its_help(installed_python: Path) -> None:
     assert "serve" in helped.stdout  # the subcommands of the installed CLI are listed
 
 
+# The shared conftest of integration-tests (a module named after its path under importlib mode).
+_shared = importlib.import_module("integration-tests.conftest")
+
+
 def _owned_containers(pid: int) -> list[str]:
     """Containers (running or not) whose owner label names bridge process ``pid``."""
     listed = _run(
@@ -163,6 +169,9 @@ async def test_installed_server_answers_run_python_with_the_readme_client_config
             result = await session.call_tool(
                 "run_python", {"code": "print(1+1)"}, read_timeout_seconds=170
             )
+        closing = time.time()
+    # Podman finishes removing the sandboxes the bridge killed on its way out.
+    await _shared.wait_until_removed(_owned_containers(pid), since=closing)
     assert result.is_error is False
     block = result.content[0]
     assert isinstance(block, types.TextContent)

@@ -32,12 +32,12 @@ async def _podman_names(*filters: str) -> set[str]:
 
 
 def _sandbox_dirs(backend: PodmanBackend, tmp_path: Path) -> list[Path]:
-    root = tmp_path / "state" / "sandboxes"
-    return list(root.iterdir()) if root.exists() else []
+    """What the host keeps for sandboxes (channel dirs, logs) in every owner's directory."""
+    return list((tmp_path / "state" / "sandboxes").glob("*/*"))
 
 
 def _sandbox_dir_exists(tmp_path: Path, name: str) -> bool:
-    return any(tmp_path.glob(f"*/sandboxes/{name}"))
+    return any(tmp_path.glob(f"*/sandboxes/*/{name}*"))
 
 
 def _cgroup_exists(name: str) -> bool:

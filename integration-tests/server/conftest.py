@@ -2,15 +2,18 @@
 
 ``open_bridge`` starts ``python -m mcp_code_execution_mode`` with a servers file of our choosing
 (client config discovery off, private state dir) and yields a connected :class:`BridgeClient`.
-When the bridge exits, no container it owned may remain: checked after every test.
+When the bridge exits, no container it owned may remain: checked after every test, once podman
+had time to finish the auto-removal of the sandboxes the bridge killed (:func:`containers_left`).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -21,6 +24,9 @@ import anyio
 from bridge_core.runtime.base import OWNER_LABEL
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+
+# The shared conftest of integration-tests (a module named after its path under importlib mode).
+_shared = importlib.import_module("integration-tests.conftest")
 
 REPO = Path(__file__).resolve().parents[2]
 CALL_TIMEOUT = 120.0
@@ -56,6 +62,13 @@ def owned_containers(pid: int) -> list[str]:
         for c in json.loads(listed.stdout or "[]")
         if str((c.get("Labels") or {}).get(OWNER_LABEL, "")).startswith(f"{pid}:")
     ]
+
+
+async def containers_left(pid: int, *, since: float) -> list[str]:
+    """Containers of bridge ``pid`` that podman still has once it finished removing the ones
+    the bridge killed; ``since``: a time before the bridge began to stop (or was killed)."""
+    await _shared.wait_until_removed(owned_containers(pid), since=since)
+    return owned_containers(pid)
 
 
 def bridge_pids(state_dir: Path) -> list[int]:
@@ -120,6 +133,8 @@ async def open_bridge(
             await session.initialize()
         pids = bridge_pids(state_dir)
         yield BridgeClient(session, state_dir)
+        closing = time.time()
     if check_orphans:
         for pid in pids:
-            assert owned_containers(pid) == [], f"bridge {pid} left containers behind"
+            left = await containers_left(pid, since=closing)
+            assert left == [], f"bridge {pid} left containers behind"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import anyio
@@ -12,7 +13,7 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from .conftest import bridge_pids, open_bridge, owned_containers
+from .conftest import bridge_pids, containers_left, open_bridge, owned_containers
 
 pytestmark = pytest.mark.container
 
@@ -155,6 +156,7 @@ async def test_sigkilled_bridge_leaves_no_container_after_next_start(
         killed = bridge_pids(bridge.state_dir)
         assert killed
         assert owned_containers(killed[0])
+        killed_at = time.time()
         for pid in killed:
             os.kill(pid, signal.SIGKILL)
         with pytest.raises(MCPError):
@@ -162,7 +164,7 @@ async def test_sigkilled_bridge_leaves_no_container_after_next_start(
     async with open_bridge(tmp_path / "second") as bridge:
         result = await bridge.run("1 + 1")  # connecting the runtime removes dead bridges' leftovers
         assert _text(result) == "2"
-        assert owned_containers(killed[0]) == []
+        assert await containers_left(killed[0], since=killed_at) == []
 
 
 async def test_output_past_the_cap_keeps_head_and_tail_and_names_the_full_output(
@@ -211,8 +213,9 @@ async def test_sigterm_stops_the_bridge_and_removes_its_containers(
         await bridge.run("x = 1")
         pids = bridge_pids(bridge.state_dir)
         assert owned_containers(pids[0])
+        terminated = time.time()
         for pid in pids:
             os.kill(pid, signal.SIGTERM)
         # Leaving the client context waits for the bridge process to exit.
     assert bridge_pids(tmp_path / "state") == []
-    assert owned_containers(pids[0]) == []
+    assert await containers_left(pids[0], since=terminated) == []

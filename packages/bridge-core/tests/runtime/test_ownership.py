@@ -7,6 +7,8 @@ from bridge_core.runtime._ownership import (
     ContainerRecord,
     Owner,
     current_owner,
+    dead_owner_dirs,
+    owner_dir_name,
     owner_is_alive,
     parse_owner,
     process_start_time,
@@ -75,3 +77,16 @@ def test_leftovers_are_only_containers_of_dead_owners() -> None:
 def test_leftover_selection_uses_the_given_liveness_check() -> None:
     records = [ContainerRecord("a", _labels("1:1")), ContainerRecord("b", _labels("2:2"))]
     assert select_leftovers(records, is_alive=lambda owner: owner.pid == 1) == ["b"]
+
+
+def test_only_directories_of_dead_owners_are_selected(tmp_path: Path) -> None:
+    live = tmp_path / owner_dir_name(current_owner())
+    dead = tmp_path / owner_dir_name(Owner(_dead_pid(), 1))
+    for directory in (live, dead, tmp_path / "not-an-owner", tmp_path / "12-x"):
+        directory.mkdir()
+    (tmp_path / owner_dir_name(Owner(_dead_pid(), 2))).write_text("a file, not a directory")
+    assert dead_owner_dirs(tmp_path) == [dead]
+
+
+def test_a_missing_parent_has_no_dead_owner_dirs(tmp_path: Path) -> None:
+    assert dead_owner_dirs(tmp_path / "none") == []

@@ -3,8 +3,10 @@ from pathlib import Path
 import pytest
 from bridge_core.errors import ConfigError
 from bridge_core.runtime._podman_api import (
+    LOG_MAX_BYTES,
     create_kwargs,
     limits_support,
+    log_tail,
     security_opt_fields,
     socket_candidates,
 )
@@ -19,7 +21,13 @@ SPEC = SandboxSpec(
 
 
 def _kwargs(spec: SandboxSpec = SPEC) -> dict:
-    return create_kwargs(spec, name="mcp-bridge-s-1", labels={"k": "v"}, channel_dir=Path("/d"))
+    return create_kwargs(
+        spec,
+        name="mcp-bridge-s-1",
+        labels={"k": "v"},
+        channel_dir=Path("/d"),
+        log_path=Path("/logs/mcp-bridge-s-1.log"),
+    )
 
 
 def test_create_avoids_the_options_podman_py_breaks_or_drops() -> None:
@@ -28,6 +36,28 @@ def test_create_avoids_the_options_podman_py_breaks_or_drops() -> None:
     assert "nano_cpus" not in kwargs  # silently dropped
     assert "security_opt" not in kwargs  # sent as SELinux options only
     assert kwargs["no_new_privileges"] is True
+    assert "remove" not in kwargs  # dropped by create(): only run() reads it
+    assert kwargs["auto_remove"] is True
+
+
+def test_the_container_log_goes_to_the_given_file_with_a_cap() -> None:
+    assert _kwargs()["log_config"] == {
+        "Type": "k8s-file",
+        "Config": {"path": "/logs/mcp-bridge-s-1.log", "size": LOG_MAX_BYTES},
+    }
+
+
+def test_log_tail_joins_partial_records_and_keeps_only_the_last_lines(tmp_path: Path) -> None:
+    log = tmp_path / "box.log"
+    records = [f"2026-12-01T12:00:00.{i:09d}+00:00 stderr F line {i}" for i in range(30)]
+    records.append("2026-12-01T12:00:01.000000000+00:00 stderr P cut ")
+    records.append("2026-12-01T12:00:01.000000001+00:00 stderr F in two")
+    log.write_text("\n".join(records) + "\n")
+    assert log_tail(log, lines=3) == "line 28\nline 29\ncut in two"
+
+
+def test_log_tail_of_a_missing_file_says_so(tmp_path: Path) -> None:
+    assert log_tail(tmp_path / "none.log").startswith("(logs unavailable:")
 
 
 def test_create_requests_every_hardening_option() -> None:

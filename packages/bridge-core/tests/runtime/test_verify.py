@@ -2,7 +2,12 @@ import copy
 from typing import Any
 
 import pytest
-from bridge_core.runtime._verify import hardening_violations, parse_size
+from bridge_core.runtime._verify import (
+    hardening_violations,
+    lifecycle_violations,
+    parse_human_size,
+    parse_size,
+)
 from bridge_core.runtime.base import OWNER_LABEL, PRODUCT_LABEL, SandboxLimits, SandboxSpec
 
 SPEC = SandboxSpec(name="s", image="img", limits=SandboxLimits(cpu_quota=50_000))
@@ -108,3 +113,43 @@ def test_sizes_parse_with_and_without_units() -> None:
     assert parse_size("64m") == 64 * 1024 * 1024
     assert parse_size("65536k") == 64 * 1024 * 1024
     assert parse_size("lots") is None
+
+
+LOG = "/state/sandboxes/1-2/box.log"
+# What podman 4.3 shows for auto_remove=True and a k8s-file log capped at 1 MiB.
+LIFECYCLE: dict[str, Any] = {
+    "HostConfig": {
+        "AutoRemove": True,
+        "LogConfig": {"Type": "k8s-file", "Path": LOG, "Tag": "", "Size": "1.049MB"},
+    }
+}
+
+
+def test_auto_removal_and_a_capped_log_pass() -> None:
+    assert lifecycle_violations(LIFECYCLE, log_path=LOG, log_max_bytes=1 << 20) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "named"),
+    [
+        ("AutoRemove", False, "auto-remove"),
+        ("LogConfig", {"Type": "k8s-file", "Path": LOG, "Size": "0B"}, "capped"),
+        ("LogConfig", {"Type": "k8s-file", "Path": LOG, "Size": "2.1MB"}, "capped"),
+        ("LogConfig", {"Type": "k8s-file", "Path": "/other.log", "Size": "1MB"}, "log path"),
+    ],
+)
+def test_a_container_that_would_outlive_its_end_or_log_without_bound_is_named(
+    key: str, value: Any, named: str
+) -> None:
+    data = copy.deepcopy(LIFECYCLE)
+    data["HostConfig"][key] = value
+    problems = lifecycle_violations(data, log_path=LOG, log_max_bytes=1 << 20)
+    assert any(named in problem for problem in problems), problems
+
+
+def test_podman_human_sizes_parse() -> None:
+    assert parse_human_size("65.54kB") == pytest.approx(65_540)
+    assert parse_human_size("1.049MB") == pytest.approx(1_049_000)
+    assert parse_human_size("0B") == 0
+    assert parse_human_size("") is None
+    assert parse_human_size("big") is None

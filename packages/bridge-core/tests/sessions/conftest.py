@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import base64
 import math
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -362,6 +362,10 @@ class FakeRuntime:
     async def kill(self, sandbox: FakeSandbox) -> None:  # type: ignore[override]
         self.killed.append(sandbox.name)
         self._remove(sandbox, SandboxExit(running=False, exit_code=137))
+
+    async def kill_all(self, sandboxes: Sequence[FakeSandbox]) -> None:  # type: ignore[override]
+        for sandbox in sandboxes:
+            await self.kill(sandbox)
 
     def kill_from_outside(self, sandbox: FakeSandbox) -> None:
         sandbox.end(SandboxExit(running=False, exit_code=137, error="killed from outside"))

@@ -7,6 +7,7 @@ value prints one line naming the variable or flag and exits with status 2, no tr
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Sequence
 
@@ -110,6 +111,7 @@ def _serve(settings: Settings, http: str | None) -> int:
     factory = executor_factory(settings)
     if http is None:
         anyio.run(serve_stdio, settings, factory)
+        _skip_final_collection()
         return 0
     try:
         host, port = parse_http_address(http)
@@ -117,4 +119,16 @@ def _serve(settings: Settings, http: str | None) -> int:
         print(f"mcp-code-execution-mode: --http={http!r}: {exc}", file=sys.stderr)
         return 2
     anyio.run(serve_http, settings, factory, host, port)
+    _skip_final_collection()
     return 0
+
+
+def _skip_final_collection() -> None:
+    """Leave out the interpreter's last garbage collection once the server has stopped.
+
+    Everything the bridge owns is closed by now; collecting the objects of every imported module
+    (the SDK, pydantic) took 0.6-1.5 s on a loaded 2-core VM, more than killing 128 sandboxes, and
+    MCP clients SIGTERM a server 2 s after closing its stdin. Frozen objects are never collected.
+    """
+    gc.disable()
+    gc.freeze()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from bridge_core.runtime.base import OWNER_LABEL, PRODUCT_LABEL
 
@@ -19,6 +20,8 @@ __all__ = [
     "ContainerRecord",
     "Owner",
     "current_owner",
+    "dead_owner_dirs",
+    "owner_dir_name",
     "owner_is_alive",
     "parse_owner",
     "process_start_time",
@@ -115,3 +118,27 @@ def select_leftovers(
         if owner is not None and not is_alive(owner):
             leftovers.append(record.name)
     return leftovers
+
+
+def owner_dir_name(owner: Owner) -> str:
+    """The name of ``owner``'s own directory under a shared parent (``<pid>-<start time>``)."""
+    return f"{owner.pid}-{owner.start_time}"
+
+
+def dead_owner_dirs(
+    parent: Path, *, is_alive: Callable[[Owner], bool] = owner_is_alive
+) -> list[Path]:
+    """Directories under ``parent`` named by :func:`owner_dir_name` whose owner is gone.
+
+    Other names are never selected: what cannot be attributed may belong to a live bridge.
+    """
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return []
+    dead = []
+    for entry in entries:
+        owner = parse_owner(entry.name.replace("-", ":", 1))
+        if owner is not None and entry.is_dir() and not is_alive(owner):
+            dead.append(entry)
+    return dead

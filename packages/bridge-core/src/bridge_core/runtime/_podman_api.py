@@ -8,6 +8,8 @@ podman-py 5.8 against podman 4.3 (measured, see the project's FACTS notes) — o
   to their specgen fields by :func:`security_opt_fields`.
 * ``nano_cpus`` (``--cpus``) is silently dropped → ``cpu_period`` / ``cpu_quota``.
 * ``containers.run()`` returns None with the k8s-file log driver → create, then start.
+* ``remove=True`` is silently dropped by ``containers.create`` (only ``run()`` reads it) →
+  ``auto_remove=True``, which becomes the specgen's ``remove`` (inspect: ``AutoRemove``).
 * ``attach()`` is not implemented and ``exec_run`` leaks frame headers and conmon processes → we
   never use them: the channel is our own unix socket.
 
@@ -17,7 +19,6 @@ Everything here is synchronous (``requests``): callers run it in ``anyio.to_thre
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,10 @@ __all__ = [
     "connect",
     "create_kwargs",
     "inspect",
+    "kill",
     "limits_support",
     "list_ours",
-    "logs_tail",
+    "log_tail",
     "remove_quietly",
     "security_opt_fields",
     "socket_candidates",
@@ -50,8 +52,13 @@ __all__ = [
 ]
 
 _EMPTY_ANSWER_RETRIES = 3
+_LOG_TAIL_BYTES = 64 * 1024
 API_TIMEOUT = 60
 """Seconds any single API call may take; bounds a hung service (stop adds its grace on top)."""
+LOG_MAX_BYTES = 1024 * 1024
+"""Cap of a sandbox's container log (conmon truncates it there). The sandbox client sends user
+output over its channel, but code can still write to the fds the log captures: without a cap
+(podman's default) a sandbox could fill the host's disk through its log."""
 
 
 def socket_candidates(env: Mapping[str, str], euid: int) -> list[str]:
@@ -124,12 +131,16 @@ def create_kwargs(
     name: str,
     labels: Mapping[str, str],
     channel_dir: Path,
+    log_path: Path | None = None,
     seccomp_profile: Path | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``containers.create`` giving the full hardening of the sandbox.
 
-    ``seccomp_profile`` (see :mod:`._seccomp`) replaces the runtime's default filter unless the
-    spec's own ``seccomp=`` option names another.
+    ``log_path`` is where the container's own output goes (capped at :data:`LOG_MAX_BYTES`): in
+    the bridge's state directory, so it outlives the auto-removed container for start-failure
+    messages (None: podman's default place). ``seccomp_profile`` (see :mod:`._seccomp`)
+    replaces the runtime's default filter unless the spec's own ``seccomp=`` option names
+    another.
     """
     limits = spec.limits
     kwargs: dict[str, Any] = {
@@ -148,6 +159,9 @@ def create_kwargs(
         "memswap_limit": limits.memory_bytes,
         "pids_limit": limits.pids,
         "init": True,
+        # A sandbox that ends (by itself, killed, or because its bridge is gone and it exited on
+        # EOF) leaves no container: conmon's exit command removes it, with or without a bridge.
+        "auto_remove": True,
         # Nothing from the host: podman adds only container=, TERM and the image's own variables.
         "environment": {},
         "ulimits": [{"Name": u.name, "Soft": u.soft, "Hard": u.hard} for u in ulimits(limits)],
@@ -168,6 +182,11 @@ def create_kwargs(
             },
         ],
     }
+    if log_path is not None:
+        kwargs["log_config"] = {
+            "Type": "k8s-file",
+            "Config": {"path": str(log_path), "size": LOG_MAX_BYTES},
+        }
     if limits.cpu_quota is not None:
         kwargs["cpu_quota"] = limits.cpu_quota
         kwargs["cpu_period"] = limits.cpu_period
@@ -192,20 +211,34 @@ def inspect(client: podman.PodmanClient, name: str) -> dict[str, Any]:
     raise NotFound(f"container {name} is being removed (podman answered with an empty body)")
 
 
-def logs_tail(client: podman.PodmanClient, name: str, lines: int = 20) -> str:
-    """The last ``lines`` lines of a stopped container's output, for start-failure messages.
+def log_tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines a container wrote, from its k8s-file log at ``path``.
 
-    Gap: podman 4.3's ``tail=`` returns NOTHING for the k8s-file log driver (measured), so the
-    log is streamed whole and only its end kept: bounded memory whatever the container wrote.
+    Read from the file, not the API: the container may already be auto-removed. Only the file's
+    end is read (bounded memory whatever the container wrote). A record is ``<time> <stream>
+    <P|F> <text>``; ``P`` marks a partial line continued by the next record.
     """
-    kept: deque[bytes] = deque(maxlen=lines * 4)  # frames are partial lines; keep enough of them
     try:
-        for frame in client.containers.get(name).logs(stdout=True, stderr=True, stream=True):
-            kept.append(frame if isinstance(frame, bytes) else b"")
-    except (PodmanError, OSError) as exc:
+        with path.open("rb") as log:
+            log.seek(0, 2)
+            log.seek(max(0, log.tell() - _LOG_TAIL_BYTES))
+            data = log.read()
+    except OSError as exc:
         return f"(logs unavailable: {exc})"
-    text = b"".join(kept).decode("utf-8", errors="replace")
-    return "\n".join(text.strip().splitlines()[-lines:])
+    text, partial = [], ""
+    for record in data.decode("utf-8", errors="replace").splitlines():
+        parts = record.split(" ", 3)
+        if len(parts) < 3:
+            continue  # the first record may be cut by the seek
+        content = parts[3] if len(parts) == 4 else ""
+        if parts[2] == "P":
+            partial += content
+            continue
+        text.append(partial + content)
+        partial = ""
+    if partial:
+        text.append(partial)
+    return "\n".join(line for line in text[-lines:]).strip()
 
 
 def remove_quietly(client: podman.PodmanClient, name: str) -> None:
@@ -248,6 +281,14 @@ def limits_support(rootless: bool, cgroup_version: str, controllers: Sequence[st
             "enable them (systemd: Delegate=memory pids cpu in user@.service)"
         )
     return ""
+
+
+def kill(client: podman.PodmanClient, name: str) -> None:
+    """SIGKILL through the API (auto-removal then deletes the container); gone is fine."""
+    try:
+        client.containers.get(name).kill(signal="SIGKILL")
+    except (NotFound, APIError, ValueError):
+        pass  # gone, already stopped, or the empty-body answer of :func:`inspect`
 
 
 def stop_and_remove(client: podman.PodmanClient, name: str, grace: float) -> None:

@@ -13,7 +13,13 @@ from typing import Any
 from bridge_core.runtime._hardening import SANDBOX_USER, TMPFS_MODE, ulimits
 from bridge_core.runtime.base import OWNER_LABEL, PRODUCT_LABEL, SandboxSpec
 
-__all__ = ["RUNTIME_INJECTED_ENV", "hardening_violations", "parse_size"]
+__all__ = [
+    "RUNTIME_INJECTED_ENV",
+    "hardening_violations",
+    "lifecycle_violations",
+    "parse_human_size",
+    "parse_size",
+]
 
 RUNTIME_INJECTED_ENV = frozenset({"container", "HOME", "HOSTNAME", "TERM", "PATH"})
 """Variables podman/docker add to every container by themselves (none comes from the host)."""
@@ -22,6 +28,7 @@ _NO_NEW_PRIVILEGES = frozenset({"no-new-privileges", "no-new-privileges:true"})
 _SANDBOX_TMP = "/tmp"
 _MUST_NOT_BE_WRITABLE = ("/run", "/var/tmp")
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_DECIMAL_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9}
 
 
 def parse_size(text: str) -> int | None:
@@ -32,6 +39,17 @@ def parse_size(text: str) -> int | None:
     if not number.isdigit() or unit not in _UNITS:
         return None
     return int(number) * _UNITS[unit]
+
+
+def parse_human_size(text: object) -> float | None:
+    """podman's rounded decimal sizes (``1.049MB``, ``65.54kB``) → bytes; None if unreadable."""
+    raw = str(text or "").strip().lower()
+    number = raw.rstrip("kmgb")
+    factor = _DECIMAL_UNITS.get(raw[len(number) :])
+    try:
+        return float(number) * factor if factor else None
+    except ValueError:
+        return None
 
 
 def _tmpfs_options(inspect: Mapping[str, Any]) -> dict[str, str] | None:
@@ -137,4 +155,25 @@ def hardening_violations(
     foreign = _env_names(config.get("Env") or ()) - _env_names(image_env) - injected_env
     if foreign:
         problems.append(f"empty environment (found {', '.join(sorted(foreign))})")
+    return problems
+
+
+def lifecycle_violations(
+    inspect: Mapping[str, Any], *, log_path: str, log_max_bytes: int
+) -> list[str]:
+    """What keeps a podman sandbox from leaving anything behind, NOT in effect.
+
+    Auto-removal: once the sandbox ends (killed, or exited because its bridge is gone) podman
+    deletes the container without the bridge. A capped log at ``log_path``: the output sandbox
+    code can write to its log fds stays bounded on the host's disk.
+    """
+    host = inspect["HostConfig"]
+    problems = []
+    if host.get("AutoRemove") is not True:
+        problems.append("auto-remove (--rm)")
+    log = host.get("LogConfig") or {}
+    size = parse_human_size(log.get("Size"))
+    # podman prints the cap rounded to 4 digits: allow that rounding, nothing more.
+    if log.get("Path") != log_path or size is None or not 0 < size <= log_max_bytes * 1.001:
+        problems.append(f"log path {log_path} capped at {log_max_bytes} bytes")
     return problems

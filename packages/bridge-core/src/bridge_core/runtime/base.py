@@ -8,7 +8,7 @@ A later Kubernetes or remote-podman backend implements the same interface, which
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -142,6 +142,12 @@ class RuntimeBackend(Protocol):
 
     async def kill(self, sandbox: Sandbox) -> None:
         """SIGKILL and remove, now."""
+        ...
+
+    async def kill_all(self, sandboxes: Sequence[Sandbox]) -> None:
+        """Kill and remove many sandboxes at once (shutdown): bounded, never raises, and as
+        fast as the runtime allows, since MCP clients SIGKILL a server a few seconds after
+        closing its stdin."""
         ...
 
     async def remove_leftovers(self) -> int:

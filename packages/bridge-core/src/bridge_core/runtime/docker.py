@@ -36,6 +36,8 @@ __all__ = ["CLI_TIMEOUT", "DockerBackend", "create_args"]
 CLI_TIMEOUT = 60.0
 """Seconds any single docker command may take (a hung daemon must not hang the bridge)."""
 CLEANUP_TIMEOUT = 15.0
+KILLS_AT_ONCE = 16
+"""Concurrent ``docker rm --force`` commands at shutdown."""
 
 
 class _CommandFailed(Exception):
@@ -237,6 +239,23 @@ class DockerBackend:
                 await self._docker("rm", "--force", sandbox.name, check=False)
             ChannelDir(self._sandboxes / sandbox.name).remove()
 
+    async def kill_all(self, sandboxes: Sequence[Sandbox]) -> None:
+        """Kill and remove every sandbox, :data:`KILLS_AT_ONCE` docker commands at a time.
+
+        No auto-removal and no pidfds here (yet): this is the podman backend's per-container
+        path, run concurrently. Cancel-safe.
+        """
+        limiter = anyio.CapacityLimiter(KILLS_AT_ONCE)
+
+        async def kill(sandbox: Sandbox) -> None:
+            async with limiter:
+                await self.kill(sandbox)
+
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as kills:
+                for sandbox in sandboxes:
+                    kills.start_soon(kill, sandbox)
+
     async def remove_leftovers(self) -> int:
         """Remove our containers whose owner bridge process is gone; return how many."""
         ids = (
@@ -257,5 +276,4 @@ class DockerBackend:
 
     async def aclose(self) -> None:
         """Kill sandboxes still running (normally the session manager stopped them all)."""
-        for sandbox in list(self._live.values()):
-            await self.kill(sandbox)
+        await self.kill_all(list(self._live.values()))

@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,14 +149,20 @@ class LocalBackend:
                 await _kill_group(local.process)
                 local.channel.remove()
 
+    async def kill_all(self, sandboxes: Sequence[Sandbox]) -> None:
+        """SIGKILL every process group at once, then reap them. Cancel-safe."""
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as kills:
+                for sandbox in sandboxes:
+                    kills.start_soon(self.kill, sandbox)
+
     async def remove_leftovers(self) -> int:
         """Always 0: local sandboxes die with the bridge (parent-death signal), none outlive it."""
         return 0
 
     async def aclose(self) -> None:
         """Kill every sandbox still running."""
-        for sandbox in list(self._running.values()):
-            await self.kill(sandbox)
+        await self.kill_all(list(self._running.values()))
 
 
 async def _death(process: Process) -> str | None:

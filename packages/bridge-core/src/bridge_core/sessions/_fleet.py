@@ -176,29 +176,39 @@ class SandboxFleet:
                     logger.exception("could not kill sandbox %s", live.name)
 
     async def stop_all(self) -> None:
-        """Kill every sandbox still recorded, concurrently; then close a runtime we made.
+        """Kill every sandbox still recorded, all at once; then close a runtime we made.
 
-        Killed, not stopped gracefully: nothing in a sandbox survives shutdown anyway, and MCP
-        clients give a server about 2 s after closing its stdin before SIGTERM and 2 s more
-        before SIGKILL — a graceful stop per container under load can outlast that and leave
-        containers behind for the next start to clean up.
+        Killed, not stopped gracefully, and in bulk (:meth:`RuntimeBackend.kill_all`): nothing
+        in a sandbox survives shutdown anyway, and MCP clients give a server about 2 s after
+        closing its stdin before SIGTERM and 2 s more before SIGKILL, whatever the number of
+        sessions it holds.
         """
         self.closed = True
         with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(SHUTDOWN_TIMEOUT):
-                async with anyio.create_task_group() as stops:
-                    for live in list(self.live):
-                        live.close()
-                        stops.start_soon(self.stop, live, True)
-            if self.live:
-                logger.error(
-                    "could not stop sandboxes %s within %g s",
-                    sorted(live.name for live in self.live),
-                    SHUTDOWN_TIMEOUT,
-                )
-            if self.owns_runtime and self.runtime is not None:
+            doomed = list(self.live)
+            for live in doomed:
+                live.close()
+            runtime = self.runtime
+            if runtime is not None and doomed:
+                began = anyio.current_time()
+                try:
+                    with anyio.fail_after(SHUTDOWN_TIMEOUT):
+                        await runtime.kill_all([live.sandbox for live in doomed])
+                    self.live.difference_update(doomed)
+                    logger.info(
+                        "killed %d sandbox(es) in %.2f s",
+                        len(doomed),
+                        anyio.current_time() - began,
+                    )
+                except Exception:
+                    logger.exception(
+                        "could not kill sandboxes %s within %g s",
+                        sorted(live.name for live in doomed),
+                        SHUTDOWN_TIMEOUT,
+                    )
+            if self.owns_runtime and runtime is not None:
                 with anyio.move_on_after(STOP_TIMEOUT):
-                    await self.runtime.aclose()
+                    await runtime.aclose()
 
     async def exit_reason(self, live: LiveSandbox) -> str:
         """Why ``live`` ended: a protocol violation, or what the runtime says about the
