@@ -8,6 +8,7 @@ import json
 import anyio
 import pytest
 from bridge_core.channel import ChannelClosed
+from bridge_core.runtime._podman_api import LOG_MAX_BYTES
 from bridge_core.runtime._verify import RUNTIME_INJECTED_ENV
 from bridge_core.runtime.base import MiB
 
@@ -184,3 +185,29 @@ async def test_the_environment_holds_nothing_from_the_host(
     image_env = {item.partition("=")[0] for item in json.loads(inspect.stdout)}
     assert "MCP_BRIDGE_TEST_SECRET" not in names
     assert set(names) <= image_env | RUNTIME_INJECTED_ENV, names
+
+
+LOG_FLOOD = """
+import gc, os
+from bridge_sandbox_client._client import SandboxClient
+client = next(o for o in gc.get_objects() if isinstance(o, SandboxClient))
+chunk = b"x" * MiB
+for _ in range(48):
+    os.write(client.capture.original_stderr_fd, chunk)
+0
+"""
+
+
+async def test_writing_past_the_output_capture_into_the_container_log_stays_capped(
+    start_shell: StartShell,
+) -> None:
+    shell = await start_shell()
+    if shell.backend.name != "podman":
+        pytest.skip("docker sandboxes have no capped log yet (docs/runtime.md)")
+    # The descriptor the container log captures is reachable from sandbox code.
+    assert await shell.value(LOG_FLOOD.replace("MiB", str(MiB))) == 0
+    inspect = await anyio.run_process(
+        ["podman", "inspect", "--format={{.HostConfig.LogConfig.Path}}", shell.sandbox.name]
+    )
+    log = anyio.Path(inspect.stdout.decode().strip())
+    assert (await log.stat()).st_size <= LOG_MAX_BYTES  # 48 MiB went in

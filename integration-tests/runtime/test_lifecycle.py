@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -20,6 +22,9 @@ from bridge_protocol import Execute, Shutdown
 from .conftest import StartShell
 
 pytestmark = pytest.mark.container
+
+# The shared conftest of integration-tests (a module named after its path under importlib mode).
+_shared = importlib.import_module("integration-tests.conftest")
 
 
 async def _container_names(runtime: str, *filters: str) -> set[str]:
@@ -145,8 +150,12 @@ async def test_cancelled_start_leaves_no_container_socket_or_directory(
         async with anyio.create_task_group() as tg:
             tg.start_soon(podman_backend.start, spec)
             await reached.wait()
-            assert any("cancelled" in name for name in await _podman_names(ours))
+            started = {name for name in await _podman_names(ours) if "cancelled" in name}
+            assert started
+            cancelled = time.time()
             tg.cancel_scope.cancel()
+    # Killed on cancellation; podman's auto-removal deletes it.
+    await _shared.wait_until_removed(started, since=cancelled)
     assert not any("cancelled" in name for name in await _podman_names(ours))
     assert _sandbox_dirs(podman_backend, tmp_path) == []
 
@@ -199,5 +208,8 @@ async def test_closing_the_backend_kills_sandboxes_still_running(
 ) -> None:
     spec = SandboxSpec(name="unstopped", image=sandbox_image, connect_timeout=60)
     sandbox = await podman_backend.start(spec)
+    closed = time.time()
     await podman_backend.aclose()
+    # Killed at once; podman's auto-removal deletes it (the backend does not wait for that).
+    await _shared.wait_until_removed({sandbox.name}, since=closed)
     assert await _podman_names(f"name={sandbox.name}") == set()
