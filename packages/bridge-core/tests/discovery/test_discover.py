@@ -334,7 +334,10 @@ def test_each_file_says_which_client_loads_it_and_whether_it_launches_the_bridge
         json.dumps(
             {
                 "mcpServers": {
-                    "code-execution": {"command": "/v/bin/python", "args": ["-m", "mcp_code_execution_mode"]},
+                    "code-execution": {
+                        "command": "/v/bin/python",
+                        "args": ["-m", "mcp_code_execution_mode"],
+                    },
                     "time": {"command": "mcp-server-time"},
                     "off": {"command": "x", "disabled": True},
                 }

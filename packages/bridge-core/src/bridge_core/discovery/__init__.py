@@ -16,6 +16,7 @@ from pathlib import Path
 from bridge_core.discovery import _claude, _codex, _cursor, _gemini, _generic, _vscode, _windsurf
 from bridge_core.discovery._entry import SELF_MARKERS, launches_bridge, parse_entry
 from bridge_core.discovery._expand import expand
+from bridge_core.discovery._files import strip_jsonc
 from bridge_core.discovery._generic import bridge_servers_file
 from bridge_core.discovery._model import (
     CheckedSource,
@@ -36,12 +37,14 @@ __all__ = [
     "SELF_MARKERS",
     "Severity",
     "Source",
+    "SourceUnreadable",
     "Where",
     "bridge_servers_file",
     "client_sources",
     "discover",
     "expand",
     "launches_bridge",
+    "strip_jsonc",
     "where",
 ]
 

@@ -72,8 +72,5 @@ def project_sources(where: Where) -> list[Source]:
 
 def user_sources(where: Where) -> list[Source]:
     """Claude Code's user scope: top-level ``mcpServers`` of ``~/.claude.json``."""
-    return [
-        Source(
-            "Claude Code (user)", _claude_json(where), _mcp_servers, section="user", app="claude-code"
-        )
-    ]
+    path = _claude_json(where)
+    return [Source("Claude Code (user)", path, _mcp_servers, section="user", app="claude-code")]
