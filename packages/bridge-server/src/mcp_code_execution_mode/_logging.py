@@ -31,7 +31,7 @@ class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
     def _open(self) -> io.TextIOWrapper:
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         os.fchmod(fd, 0o600)
-        stream = open(fd, "a", encoding=self.encoding, errors=self.errors)
+        stream = open(fd, "a", encoding=self.encoding, errors=self.errors)  # noqa: SIM115 - the handler owns it
         assert isinstance(stream, io.TextIOWrapper)
         return stream
 
