@@ -42,6 +42,7 @@ __all__ = [
     "bridge_servers_file",
     "client_sources",
     "discover",
+    "display_path",
     "expand",
     "launches_bridge",
     "strip_jsonc",
@@ -110,7 +111,8 @@ def _resolved(path: Path) -> Path:
         return path
 
 
-def _display(path: Path, home: Path) -> str:
+def display_path(path: Path, home: Path) -> str:
+    """A path as shown to users: ``~/...`` inside the home directory."""
     try:
         return "~/" + path.relative_to(home).as_posix()
     except ValueError:
@@ -142,14 +144,14 @@ def discover(
         if identity in seen:  # e.g. cwd == home: ~/.cursor/mcp.json is both project and user
             continue
         seen.add(identity)
-        shown = _display(source.path, machine.home)
+        shown = display_path(source.path, machine.home)
         try:
             found = source.path.is_file()
         except OSError:
             found = False
         if not found:
             report.sources_checked.append(
-                CheckedSource(source.client, source.path, False, app=source.app)
+                CheckedSource(source.client, source.path, False, app=source.app, scope=source.scope)
             )
             if explicit is not None and source.path == explicit:
                 report.problems.append(
@@ -164,7 +166,14 @@ def discover(
                 unreadable.add(identity[0])
                 report.problems.append(DiscoveryProblem(shown, None, message))
             report.sources_checked.append(
-                CheckedSource(source.client, source.path, True, problem=message, app=source.app)
+                CheckedSource(
+                    source.client,
+                    source.path,
+                    True,
+                    problem=message,
+                    app=source.app,
+                    scope=source.scope,
+                )
             )
             continue
         usable: list[str] = []
@@ -196,6 +205,7 @@ def discover(
                 True,
                 len(entries),
                 app=source.app,
+                scope=source.scope,
                 usable=tuple(usable),
                 bridge_entries=tuple(bridges),
             )

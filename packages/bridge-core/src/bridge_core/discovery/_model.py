@@ -67,6 +67,7 @@ class CheckedSource:
     """Why the file, although present, could not be used (bad JSON/TOML, wrong shape)."""
     app: str | None = None
     """The client application that loads this file itself (:attr:`Source.app`)."""
+    scope: Literal["user", "project"] = "user"
     usable: tuple[str, ...] = ()
     """Names of the enabled, valid entries other than the bridge's own."""
     bridge_entries: tuple[str, ...] = ()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bridge_core.discovery import SELF_MARKERS, SourceUnreadable, Where
+from bridge_core.discovery import SELF_MARKERS, SourceUnreadable, Where, display_path
 
 from mcp_code_execution_mode.setup._clients import Client
 from mcp_code_execution_mode.setup._documents import (
@@ -87,10 +87,7 @@ class Plan:
 
 def shown(path: Path, where: Where) -> str:
     """``~/...`` for paths in the home directory."""
-    try:
-        return "~/" + path.relative_to(where.home).as_posix()
-    except ValueError:
-        return str(path)
+    return display_path(path, where.home)
 
 
 def _launches_bridge(value: object) -> bool:
