@@ -23,6 +23,7 @@ from bridge_core.discovery._model import (
     Conflict,
     DiscoveryProblem,
     DiscoveryReport,
+    RawEntry,
     Severity,
     Source,
     SourceUnreadable,
@@ -45,6 +46,7 @@ __all__ = [
     "display_path",
     "expand",
     "launches_bridge",
+    "same_server",
     "strip_jsonc",
     "where",
 ]
@@ -109,6 +111,25 @@ def _resolved(path: Path) -> Path:
         return path.resolve()
     except (OSError, RuntimeError):  # a symlink loop: the file is unreadable anyway
         return path
+
+
+class _Unexpanded(dict[str, str]):
+    """An environment in which every variable is its own reference: ``${X}`` stays ``${X}``."""
+
+    def get(self, key: str, default: object = None) -> str:  # type: ignore[override]
+        return f"${{{key}}}"
+
+
+def same_server(name: str, first: object, second: object) -> bool:
+    """Whether two entries start the same server once client dialects are mapped (an explicit
+    ``"type": "stdio"``, Gemini's ``httpUrl``...), without expanding variables."""
+    specs = []
+    for value in (first, second):
+        spec = parse_entry(
+            RawEntry(name, value, name), source="", environ=_Unexpanded(), problems=[]
+        )
+        specs.append(spec)
+    return specs[0] is not None and specs[0] == specs[1]
 
 
 def display_path(path: Path, home: Path) -> str:

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bridge_core.discovery import SELF_MARKERS, SourceUnreadable, Where, display_path
+from bridge_core.discovery import (
+    SELF_MARKERS,
+    SourceUnreadable,
+    Where,
+    display_path,
+    same_server,
+)
 
 from mcp_code_execution_mode.setup._clients import Client
 from mcp_code_execution_mode.setup._documents import (
@@ -205,12 +211,12 @@ def make_plan(request: Request) -> Plan:
     clashes = [
         name
         for name, value in plan.moved.items()
-        if name in present and canonical_digest(present[name]) != canonical_digest(value)
+        if name in present and not same_server(name, present[name], value)
     ]
     if clashes:
         raise SetupError(
             f"{', '.join(map(repr, clashes))} already in {servers_label} with other settings: "
-            f"rename or remove one of the two, or keep it in {client.name} with "
+            f"rename or remove one of each pair, or keep them in {client.name} with "
             f"--keep {' '.join(clashes)}"
         )
 
