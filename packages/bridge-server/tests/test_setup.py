@@ -145,7 +145,8 @@ def test_dry_run_shows_the_change_with_secrets_masked_and_writes_nothing(
     status, out = setup(home, client, dry_run=True)
     assert status == 0, out
     assert files_under(home) == before
-    assert "moves 2 server(s)" in out and "github, time" in out
+    assert "moves 2 server(s)" in out
+    assert "github, time" in out
     assert sys.executable in out
     assert SECRET not in out
     assert '"GITHUB_TOKEN": "***"' in out
@@ -285,7 +286,8 @@ def test_undo_refuses_when_the_servers_changed_since_unless_forced(home: Path) -
     servers_file(home).write_text(json.dumps(moved))
     status, out = setup(home, "cursor", undo_last=True)
     assert status == 1
-    assert "time changed since setup" in out and "--force" in out
+    assert "time changed since setup" in out
+    assert "--force" in out
     status, out = setup(home, "cursor", undo_last=True, force=True)
     assert status == 0, out
     assert path.read_bytes() == original
@@ -297,7 +299,8 @@ def test_comments_and_layout_outside_the_servers_table_are_kept(home: Path) -> N
     assert setup(home, "vscode")[0] == 0
     # github is the same server in both (VS Code only spells out "type": "stdio"): no clash.
     assert setup(home, "codex", keep=["time"])[0] == 0
-    assert vscode.read_text().startswith('{\n\t// my servers\n\t"inputs": [],\n\t"servers": {\n\t\t')
+    kept = '{\n\t// my servers\n\t"inputs": [],\n\t"servers": {\n\t\t'
+    assert vscode.read_text().startswith(kept)
     text = codex.read_text()
     assert text.startswith('# my Codex settings\nmodel = "o3"\n')
     assert '[profiles.fast]\nmodel = "o4-mini"' in text

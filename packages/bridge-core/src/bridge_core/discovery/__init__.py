@@ -116,7 +116,7 @@ def _resolved(path: Path) -> Path:
 class _Unexpanded(dict[str, str]):
     """An environment in which every variable is its own reference: ``${X}`` stays ``${X}``."""
 
-    def get(self, key: str, default: object = None) -> str:  # type: ignore[override]
+    def get(self, key: str, default: object = None) -> str:
         return f"${{{key}}}"
 
 
