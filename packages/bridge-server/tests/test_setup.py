@@ -33,8 +33,12 @@ FILES = {
             {
                 "numStartups": 12,
                 "mcpServers": {
-                    "github": {"type": "stdio", "command": "npx", "args": ["server-github"],
-                               "env": {"GITHUB_TOKEN": SECRET}},
+                    "github": {
+                        "type": "stdio",
+                        "command": "npx",
+                        "args": ["server-github"],
+                        "env": {"GITHUB_TOKEN": SECRET},
+                    },
                     "time": {"type": "stdio", "command": "mcp-server-time", "args": [], "env": {}},
                 },
                 "projects": {"/somewhere": {"mcpServers": {}, "history": []}},
@@ -130,9 +134,12 @@ def files_under(root: Path) -> dict[str, bytes]:
 
 
 def test_every_client_that_discovery_knows_can_be_set_up() -> None:
-    apps = {s.app for s in __import__("bridge_core.discovery").discovery.client_sources(
-        machine(Path("/nonexistent"))  # type: ignore[arg-type]
-    )}
+    apps = {
+        s.app
+        for s in __import__("bridge_core.discovery").discovery.client_sources(
+            machine(Path("/nonexistent"))  # type: ignore[arg-type]
+        )
+    }
     assert apps == set(CLIENTS) == set(FILES)
 
 
