@@ -146,7 +146,7 @@ async def test_a_bad_setting_still_starts_the_server_and_every_call_names_the_pr
     message = result.structured_content["error"]["message"]
     assert named in message
     assert "Fix: correct" in message
-    assert ("\"env\"" if env else "\"args\"") in message
+    assert ('"env"' if env else '"args"') in message
 
 
 @pytest.mark.container
@@ -157,9 +157,12 @@ async def test_a_missing_image_is_a_result_naming_the_image_and_how_to_build_it(
         command=sys.executable,
         args=["-m", "mcp_code_execution_mode"],
         env=bridge_env(
-            {"MCP_BRIDGE_IMAGE": "localhost/no-such-image:0", "MCP_BRIDGE_POOL_SIZE": "0",
-             "MCP_BRIDGE_STATE_DIR": str(tmp_path)}
-        ),  # fmt: skip
+            {
+                "MCP_BRIDGE_IMAGE": "localhost/no-such-image:0",
+                "MCP_BRIDGE_POOL_SIZE": "0",
+                "MCP_BRIDGE_STATE_DIR": str(tmp_path),
+            }
+        ),
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         with anyio.fail_after(CALL_TIMEOUT):
@@ -190,9 +193,12 @@ def test_doctor_lists_every_file_once_and_fails_for_an_unusable_client_config(
     claude = "found      ~/.claude.json (Claude Code (local), Claude Code (user)): 0 server(s)"
     assert out.count("~/.claude.json") == 1
     assert claude in out
-    for place in ("~/.cursor/mcp.json (Cursor)", "~/.codex/config.toml (Codex)",
-                  f"{project}/.vscode/mcp.json (VS Code (workspace))",
-                  "~/.config/mcp-code-execution-mode/servers.json (bridge servers file)"):  # fmt: skip
+    for place in (
+        "~/.cursor/mcp.json (Cursor)",
+        "~/.codex/config.toml (Codex)",
+        f"{project}/.vscode/mcp.json (VS Code (workspace))",
+        "~/.config/mcp-code-execution-mode/servers.json (bridge servers file)",
+    ):
         assert f"not found  {place}" in out
     assert f"[ok]   log file: {tmp_path / 's' / 'logs' / 'bridge.log'}" in out
     assert "result: PROBLEMS FOUND" in out
