@@ -1,10 +1,13 @@
 """``mcp-code-execution-mode doctor``: check everything the bridge needs, say how to fix it.
 
-Checks, in order: the container runtime (version, rootless, API service), the sandbox image and
-its labels, a real sandbox running code with its memory/pids/cpu limits read back from inside,
-then every discovered MCP server (its source file, whether it starts, how many tools it lists).
-Exit status 1 when something needed (runtime, image, sandbox) is missing; a server that fails is
-reported but does not by itself fail the check, since the bridge works without it.
+Checks, in order: the log file, the container runtime (version, rootless, API service), the
+sandbox image and its labels, a real sandbox running code with its memory/pids/cpu limits read
+back from inside, then every config file looked at (found, not found, invalid) and every
+discovered MCP server (its source file, whether it starts, how many tools it lists), and the
+servers a client loads both directly and through the bridge, with what that costs.
+Exit status 1 when something needed (runtime, image, sandbox) is missing, a client config file is
+unusable or the explicit config file is missing; a server that fails is reported but does not by
+itself fail the check, since the bridge works without it.
 """
 
 from __future__ import annotations
@@ -16,18 +19,30 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+import mcp_types as types
+from bridge_core.discovery import CheckedSource, DiscoveryReport
+from bridge_core.discovery import display_path as shown_path
 from bridge_core.errors import BridgeError
 from bridge_core.gateway import NullGateway
-from bridge_core.proxy import ProxyOptions, UpstreamPool
+from bridge_core.policy import Policy
 from bridge_core.runtime.base import RuntimeBackend, RuntimeInfo
 from bridge_core.runtime.detect import detect_runtime
+from bridge_core.servers import ServerSpec
 from bridge_core.sessions.manager import SessionManager
 
 from mcp_code_execution_mode import __version__
 from mcp_code_execution_mode._compose import discover_servers, session_config
+from mcp_code_execution_mode._footprint import (
+    BYTES_PER_TOKEN,
+    double_loads,
+    schema_bytes,
+    token_estimate,
+)
+from mcp_code_execution_mode._probe import probe_servers
 from mcp_code_execution_mode._units import format_size
 from mcp_code_execution_mode.settings import Settings
 
@@ -35,8 +50,6 @@ __all__ = ["run_doctor"]
 
 SANDBOX_CHECK_TIMEOUT = 120.0
 """Starting the first sandbox can include creating the image's overlay layers: be generous."""
-SERVER_CHECK_TIMEOUT = 60.0
-"""``npx``/``uvx`` servers may install themselves on first start."""
 
 # Read back inside the sandbox: cgroup v2 files first, then the v1 hierarchy.
 _LIMITS_PROBE = """
@@ -180,54 +193,117 @@ async def _check_sandbox(settings: Settings, backend: RuntimeBackend, report: _R
         )
 
 
-async def _check_servers(settings: Settings, report: _Report) -> None:
-    discovery = await discover_servers(settings)
-    checked = [c for c in discovery.sources_checked if c.found]
-    report.ok(
-        "discovery",
-        f"{len(discovery.servers)} server(s) from {len(checked)} file(s): "
-        + (", ".join(str(c.path) for c in checked) or "none found"),
-    )
+def _files_looked_at(checked: list[CheckedSource], home: Path) -> list[str]:
+    """One line per file (a file read for two scopes, like ``~/.claude.json``, once)."""
+    by_path: dict[Path, list[CheckedSource]] = {}
+    for source in checked:
+        by_path.setdefault(source.path, []).append(source)
+    lines = []
+    for path, readings in by_path.items():
+        clients = ", ".join(dict.fromkeys(r.client for r in readings))
+        shown = shown_path(path, home)
+        problem = next((r.problem for r in readings if r.problem), None)
+        if problem is not None:
+            lines.append(f"invalid    {shown} ({clients}): {problem}")
+        elif any(r.found for r in readings):
+            count = sum(len(r.usable) for r in readings)
+            lines.append(f"found      {shown} ({clients}): {count} server(s)")
+        else:
+            lines.append(f"not found  {shown} ({clients})")
+    return lines
+
+
+def _check_files(settings: Settings, discovery: DiscoveryReport, report: _Report) -> None:
+    home = Path.home()
+    report.ok("discovery", f"{len(discovery.servers)} server(s); files looked at:")
+    for line in _files_looked_at(discovery.sources_checked, home):
+        print(f"         {line}", file=report.out)
+    for source in discovery.sources_checked:
+        if source.problem is not None:
+            report.fail(
+                "config file",
+                f"{shown_path(source.path, home)} ({source.client}) is unusable: {source.problem}",
+                "correct the file (the client that owns it cannot read it either); until then "
+                "its servers are skipped",
+            )
+    explicit = settings.config
+    if explicit is not None and not explicit.is_file():
+        report.fail(
+            "config file",
+            f"the explicit config file {explicit} does not exist",
+            "create it, or correct MCP_BRIDGE_CONFIG / --config",
+        )
     for problem in discovery.problems:
-        report.warn("discovery", str(problem))
+        if problem.entry is not None or problem.severity != "error":
+            report.warn("discovery", str(problem))
     for conflict in discovery.conflicts:
         report.warn("discovery", f"{conflict.name!r} defined again in {', '.join(conflict.losers)}")
-    if not discovery.servers:
-        return
-    results: dict[str, str | int] = {}
-    options = ProxyOptions(
-        call_timeout=settings.call_timeout, start_timeout=settings.server_start_timeout
+
+
+def _check_double_loads(
+    discovery: DiscoveryReport,
+    proxied: dict[str, ServerSpec],
+    tools: dict[str, list[types.Tool] | str],
+    report: _Report,
+) -> None:
+    home = Path.home()
+    for double in double_loads(discovery.sources_checked, proxied):
+        listed = tools.get(double.name)
+        if isinstance(listed, list):
+            size = schema_bytes(listed)
+            cost = (
+                f"its {len(listed)} tool schema(s) cost ~{token_estimate(size):,} tokens "
+                f"(estimate: {size:,} bytes / {BYTES_PER_TOKEN}) on every request"
+            )
+        else:
+            cost = "its tool schemas cost tokens on every request (it did not start here)"
+        where = shown_path(double.source.path, home)
+        if double.source.scope == "user":
+            fix = f"mcp-code-execution-mode setup {double.app} (moves it behind the bridge)"
+        else:
+            fix = f"remove it from {where}: the bridge proxies it in that project already"
+        report.warn(
+            f"server {double.name!r}",
+            f"loaded twice: directly by {double.source.client} ({where}) and through the "
+            f"bridge; {cost}",
+            fix + f", or hide it from the bridge with MCP_BRIDGE_DENY_SERVERS={double.name}",
+        )
+
+
+async def _check_servers(settings: Settings, report: _Report) -> None:
+    discovery = await discover_servers(settings)
+    _check_files(settings, discovery, report)
+    policy = Policy.from_settings(
+        allow_servers=settings.allow_servers,
+        deny_servers=settings.deny_servers,
+        allow_tools=settings.allow_tools,
+        deny_tools=settings.deny_tools,
     )
-    async with UpstreamPool(discovery.servers.values(), options) as pool:
-
-        async def probe(name: str) -> None:
-            try:
-                with anyio.fail_after(SERVER_CHECK_TIMEOUT):
-                    results[name] = len(await pool.list_tools(name))
-            except TimeoutError:
-                results[name] = f"did not answer within {SERVER_CHECK_TIMEOUT:g} s"
-            except BridgeError as exc:
-                results[name] = str(exc)
-
-        async with anyio.create_task_group() as tg:
-            for name in discovery.servers:
-                tg.start_soon(probe, name)
-    for name, spec in discovery.servers.items():
+    proxied = {n: s for n, s in discovery.servers.items() if policy.check_server(n).allowed}
+    results = await probe_servers(
+        proxied.values(),
+        call_timeout=settings.call_timeout,
+        start_timeout=settings.server_start_timeout,
+    )
+    for name, spec in proxied.items():
         outcome = results.get(name, "not checked")
-        if isinstance(outcome, int):
-            report.ok(f"server {name!r}", f"starts, lists {outcome} tool(s) [{spec.source}]")
+        if isinstance(outcome, list):
+            report.ok(f"server {name!r}", f"starts, lists {len(outcome)} tool(s) [{spec.source}]")
         else:
             report.warn(
                 f"server {name!r}",
                 f"{outcome} [{spec.source}]",
                 "check its command and env in that file; MCP_BRIDGE_DENY_SERVERS hides it",
             )
+    _check_double_loads(discovery, proxied, results, report)
 
 
 async def run_doctor(settings: Settings, out: TextIO | None = None) -> int:
     """Run every check, print the findings; return 0 when everything needed is there, else 1."""
     report = _Report(out or sys.stdout)
     print(f"mcp-code-execution-mode {__version__} doctor", file=report.out)
+    log_file = settings.resolved_log_file
+    report.ok("log file", str(log_file) if log_file else "off (MCP_BRIDGE_LOG_FILE=off)")
     backend = await _check_runtime(settings, report)
     if backend is not None:
         try:
