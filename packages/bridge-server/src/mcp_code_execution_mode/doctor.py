@@ -1,8 +1,9 @@
 """``mcp-code-execution-mode doctor``: check everything the bridge needs, say how to fix it.
 
-Checks, in order: the container runtime (version, rootless, API service), the sandbox image and
-its labels, a real sandbox running code with its memory/pids/cpu limits read back from inside,
-then every discovered MCP server (its source file, whether it starts, how many tools it lists).
+Checks, in order: the state directory (made private), the container runtime (version, rootless,
+API service), the sandbox image and its labels, a real sandbox running code with its
+memory/pids/cpu limits read back from inside, then every discovered MCP server (its source
+file, whether it starts, how many tools it lists).
 Exit status 1 when something needed (runtime, image, sandbox) is missing; a server that fails is
 reported but does not by itself fail the check, since the bridge works without it.
 """
@@ -27,7 +28,7 @@ from bridge_core.runtime.detect import detect_runtime
 from bridge_core.sessions.manager import SessionManager
 
 from mcp_code_execution_mode import __version__
-from mcp_code_execution_mode._compose import discover_servers, session_config
+from mcp_code_execution_mode._compose import discover_servers, private_state_dir, session_config
 from mcp_code_execution_mode._units import format_size
 from mcp_code_execution_mode.settings import Settings
 
@@ -84,6 +85,16 @@ def _inspect_image(cli: str, image: str) -> dict[str, Any] | None:
         return None
     data = json.loads(proc.stdout)
     return data[0] if isinstance(data, list) and data else None
+
+
+async def _check_state_dir(settings: Settings, report: _Report) -> bool:
+    try:
+        path = await private_state_dir(settings)
+    except BridgeError as exc:
+        report.fail("state dir", str(exc), "see docs/configuration.md#state-directory")
+        return False
+    report.ok("state dir", f"{path} (private: only this user can enter it)")
+    return True
 
 
 async def _check_runtime(settings: Settings, report: _Report) -> RuntimeBackend | None:
@@ -228,7 +239,9 @@ async def run_doctor(settings: Settings, out: TextIO | None = None) -> int:
     """Run every check, print the findings; return 0 when everything needed is there, else 1."""
     report = _Report(out or sys.stdout)
     print(f"mcp-code-execution-mode {__version__} doctor", file=report.out)
-    backend = await _check_runtime(settings, report)
+    backend = None
+    if await _check_state_dir(settings, report):
+        backend = await _check_runtime(settings, report)
     if backend is not None:
         try:
             if await anyio.to_thread.run_sync(_check_image, settings, backend, report):
