@@ -74,9 +74,19 @@ async def private_state_dir(settings: Settings) -> Path:
     """
     path = settings.resolved_state_dir
     try:
-        return await anyio.to_thread.run_sync(private_dir, path)
+        return await anyio.to_thread.run_sync(_tighten_state_dir, path)
     except OSError as exc:
         raise ConfigError(f"state directory {path} (MCP_BRIDGE_STATE_DIR): {exc}") from exc
+
+
+def _tighten_state_dir(path: Path) -> Path:
+    private_dir(path)
+    # Its directories (runtime, tools, upstream, sessions ...) are the bridge's too; an older
+    # version made them 0755. The state dir alone would already keep others out: defence in depth.
+    for entry in path.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            private_dir(entry)
+    return path
 
 
 def executor_factory(settings: Settings) -> ExecutorFactory:
