@@ -59,26 +59,29 @@ class ChannelDir:
     """One sandbox's host directory (``<state_dir>/sandboxes/<name>/``)."""
 
     path: Path
+    shared: bool = True
+    """True: a container's (another uid connects); False: a local sandbox's (our own uid)."""
 
     @property
     def socket_path(self) -> Path:
         return self.path / CHANNEL_SOCKET_NAME
 
-    shared: bool = True
-    """True: a container's (another uid connects); False: a local sandbox's (our own uid)."""
-
     @classmethod
     def create(cls, root: Path, name: str, *, shared: bool = True) -> ChannelDir:
-        """Create the directory (fails if it exists: names are unique) in the private ``root``.
+        """Create the directory in the private ``root``; :class:`SandboxStartError` if it exists
+        (names are unique) or cannot be made.
 
         ``shared=False`` (the sandbox runs as the bridge's own user) keeps it 0700 and the
         socket 0600.
         """
-        private_dir(root)
         path = root / name
         mode = DIR_MODE if shared else PRIVATE_DIR_MODE
-        path.mkdir(mode=mode)
-        os.chmod(path, mode)  # mkdir's mode is filtered by the umask
+        try:
+            private_dir(root)
+            path.mkdir(mode=mode)
+            os.chmod(path, mode)  # mkdir's mode is filtered by the umask
+        except OSError as exc:
+            raise SandboxStartError(f"cannot create the channel directory {path}: {exc}") from exc
         return cls(path, shared)
 
     async def listen(self) -> SocketListener:
