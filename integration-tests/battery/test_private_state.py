@@ -359,4 +359,4 @@ def test_the_attacker_really_is_another_account() -> None:
         timeout=30,
         **_other_account(OTHER_UID),
     )
-    assert done.stdout.split(maxsplit=2) == [str(OTHER_UID), str(OTHER_UID), "[]"]
+    assert done.stdout.strip().split(maxsplit=2) == [str(OTHER_UID), str(OTHER_UID), "[]"]
