@@ -1,10 +1,11 @@
 """``mcp-code-execution-mode doctor``: check everything the bridge needs, say how to fix it.
 
-Checks, in order: the log file, the container runtime (version, rootless, API service), the
-sandbox image and its labels, a real sandbox running code with its memory/pids/cpu limits read
-back from inside, then every config file looked at (found, not found, invalid) and every
-discovered MCP server (its source file, whether it starts, how many tools it lists), and the
-servers a client loads both directly and through the bridge, with what that costs.
+Checks, in order: the state directory (made private), the log file, the container runtime
+(version, rootless, API service), the sandbox image and its labels, a real sandbox running code
+with its memory/pids/cpu limits read back from inside, then every config file looked at (found,
+not found, invalid) and every discovered MCP server (its source file, whether it starts, how many
+tools it lists), and the servers a client loads both directly and through the bridge, with what
+that costs.
 Exit status 1 when something needed (runtime, image, sandbox) is missing, a client config file is
 unusable or the explicit config file is missing; a server that fails is reported but does not by
 itself fail the check, since the bridge works without it.
@@ -35,7 +36,7 @@ from bridge_core.servers import ServerSpec
 from bridge_core.sessions.manager import SessionManager
 
 from mcp_code_execution_mode import __version__
-from mcp_code_execution_mode._compose import discover_servers, session_config
+from mcp_code_execution_mode._compose import discover_servers, private_state_dir, session_config
 from mcp_code_execution_mode._footprint import (
     BYTES_PER_TOKEN,
     double_loads,
@@ -97,6 +98,16 @@ def _inspect_image(cli: str, image: str) -> dict[str, Any] | None:
         return None
     data = json.loads(proc.stdout)
     return data[0] if isinstance(data, list) and data else None
+
+
+async def _check_state_dir(settings: Settings, report: _Report) -> bool:
+    try:
+        path = await private_state_dir(settings)
+    except BridgeError as exc:
+        report.fail("state dir", str(exc), "see docs/configuration.md#state-directory")
+        return False
+    report.ok("state dir", f"{path} (private: only this user can enter it)")
+    return True
 
 
 async def _check_runtime(settings: Settings, report: _Report) -> RuntimeBackend | None:
@@ -304,7 +315,9 @@ async def run_doctor(settings: Settings, out: TextIO | None = None) -> int:
     print(f"mcp-code-execution-mode {__version__} doctor", file=report.out)
     log_file = settings.resolved_log_file
     report.ok("log file", str(log_file) if log_file else "off (MCP_BRIDGE_LOG_FILE=off)")
-    backend = await _check_runtime(settings, report)
+    backend = None
+    if await _check_state_dir(settings, report):
+        backend = await _check_runtime(settings, report)
     if backend is not None:
         try:
             if await anyio.to_thread.run_sync(_check_image, settings, backend, report):

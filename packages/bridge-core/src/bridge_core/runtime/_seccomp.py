@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bridge_core.private_files import private_dir, write_private
+
 __all__ = ["DEFAULT_PROFILES", "KEYRING_SYSCALLS", "PROFILE_NAME", "keyring_free_profile"]
 
 DEFAULT_PROFILES = (
@@ -32,6 +34,8 @@ def keyring_free_profile(
     state_dir: Path, sources: Sequence[Path] = DEFAULT_PROFILES
 ) -> Path | None:
     """Write the default profile minus the keyring calls to ``state_dir``; return its path.
+
+    The file is 0600 in a private directory: podman reads it as root or as this same user.
 
     ``None`` when no default profile is readable here (e.g. podman on another machine): the
     runtime's own default then applies unchanged.
@@ -57,6 +61,6 @@ def keyring_free_profile(
         {"names": list(KEYRING_SYSCALLS), "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS}
     )
     target = state_dir / PROFILE_NAME
-    state_dir.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps({**profile, "syscalls": rules}), encoding="utf-8")
+    private_dir(state_dir)
+    write_private(target, json.dumps({**profile, "syscalls": rules}).encode())
     return target

@@ -1,7 +1,8 @@
 """The docker backend: the ``docker`` CLI (the docker SDK is deliberately not a dependency).
 
 Same behaviour as the podman backend: the same hardening (checked by ``docker inspect`` before
-the container starts), the same channel, ownership labels and leftover cleanup. Docker's
+the container starts), the same private channel with its peer check, ownership labels and
+leftover cleanup. Docker's
 ``--read-only`` adds no writable /run or /var/tmp, so no ``--read-only-tmpfs`` is needed.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from anyio.abc import SocketListener
 from bridge_protocol.paths import SANDBOX_CHANNEL_DIR
 
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError
+from bridge_core.private_files import private_dir
 from bridge_core.runtime._channel import ChannelDir, accept_channel
 from bridge_core.runtime._hardening import (
     SANDBOX_USER,
@@ -27,6 +30,7 @@ from bridge_core.runtime._hardening import (
     ulimits,
 )
 from bridge_core.runtime._ownership import ContainerRecord, current_owner, select_leftovers
+from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
 from bridge_core.runtime._sandbox import ContainerSandbox
 from bridge_core.runtime._verify import hardening_violations
 from bridge_core.runtime.base import PRODUCT_LABEL, RuntimeInfo, Sandbox, SandboxExit, SandboxSpec
@@ -88,6 +92,7 @@ class DockerBackend:
         found = binary or shutil.which("docker")
         if found is None:
             raise RuntimeUnavailable("no `docker` binary on PATH")
+        await anyio.to_thread.run_sync(private_dir, state_dir)  # holds the channel sockets
         backend = cls(binary=found, state_dir=state_dir)
         try:
             await backend._docker("version", "--format", "{{.Server.Version}}")
@@ -141,6 +146,7 @@ class DockerBackend:
             stream = await accept_channel(
                 listener,
                 exited=lambda: self._death(name),
+                check_peer=partial(self._check_peer, name),
                 what=f"sandbox container {name}",
                 connect_timeout=spec.connect_timeout,
             )
@@ -199,6 +205,14 @@ class DockerBackend:
         # docker replays the container's stderr on its own stderr
         logs = (result.stdout + result.stderr).decode(errors="replace").strip()
         return exit_.describe() + (f"; last output:\n{logs}" if logs else "")
+
+    async def _check_peer(self, name: str, peer: PeerCredentials) -> str | None:
+        """Why ``peer`` is not a process of container ``name`` (None: it is)."""
+        inspect = await self._inspect("container", name)
+        if inspect is None:
+            return "docker cannot say which processes are the sandbox's"
+        container_pid = int((inspect.get("State") or {}).get("Pid") or 0)
+        return await anyio.to_thread.run_sync(container_peer_problem, peer, container_pid)
 
     async def _status(self, name: str) -> SandboxExit:
         inspect = await self._inspect("container", name)

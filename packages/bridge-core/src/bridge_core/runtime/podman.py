@@ -2,8 +2,9 @@
 
 The socket is found in this order: ``$CONTAINER_HOST``, the rootful ``/run/podman/podman.sock``,
 the rootless ``$XDG_RUNTIME_DIR/podman/podman.sock`` (rootless first when not root). When none
-answers, a private ``podman system service`` is started on ``<state_dir>/podman.sock`` and
-stopped by :meth:`PodmanBackend.aclose`.
+answers, a private ``podman system service`` is started on ``<state_dir>/podman-<pid>.sock`` and
+stopped by :meth:`PodmanBackend.aclose`. ``state_dir`` is made private (0700): it holds the
+channel sockets of the sandboxes (see :mod:`._channel`).
 
 Every created container is inspected before it is started; if any hardening option is missing it
 is removed and :class:`~bridge_core.errors.SandboxStartError` names the option.
@@ -23,11 +24,13 @@ import podman
 from anyio.abc import SocketListener
 
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError
+from bridge_core.private_files import private_dir
 from bridge_core.runtime import _oom
 from bridge_core.runtime import _podman_api as api
 from bridge_core.runtime._channel import ChannelDir, accept_channel
 from bridge_core.runtime._hardening import container_labels, container_name
 from bridge_core.runtime._ownership import ContainerRecord, current_owner, select_leftovers
+from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
 from bridge_core.runtime._podman_service import PrivateService
 from bridge_core.runtime._sandbox import ContainerSandbox
 from bridge_core.runtime._seccomp import keyring_free_profile
@@ -83,8 +86,11 @@ class PodmanBackend:
         """Find (or start) a podman API service, then remove leftovers of dead bridges.
 
         ``url`` forces one API URL; otherwise the usual sockets are tried. Raises
-        :class:`RuntimeUnavailable` naming every URL tried.
+        :class:`RuntimeUnavailable` naming every URL tried, and
+        :class:`~bridge_core.private_files.UnsafeDirectory` for a ``state_dir`` another account
+        owns.
         """
+        await anyio.to_thread.run_sync(private_dir, state_dir)
         urls = [url] if url else api.socket_candidates(os.environ, os.geteuid())
         for candidate in urls:
             client = await _run(api.connect, candidate)
@@ -167,6 +173,7 @@ class PodmanBackend:
             stream = await accept_channel(
                 listener,
                 exited=partial(self._death, name),
+                check_peer=partial(self._check_peer, name),
                 what=f"sandbox container {name}",
                 connect_timeout=spec.connect_timeout,
             )
@@ -245,6 +252,15 @@ class PodmanBackend:
             return None
         logs = await _run(api.logs_tail, self._client, name)
         return exit_.describe() + (f"; last output:\n{logs}" if logs else "")
+
+    async def _check_peer(self, name: str, peer: PeerCredentials) -> str | None:
+        """Why ``peer`` is not a process of container ``name`` (None: it is)."""
+        try:
+            inspect: dict[str, Any] = await _run(api.inspect, self._client, name)
+        except (api.PodmanError, api.APIError, OSError) as exc:
+            return f"podman cannot say which processes are the sandbox's ({exc})"
+        container_pid = int((inspect.get("State") or {}).get("Pid") or 0)
+        return await anyio.to_thread.run_sync(container_peer_problem, peer, container_pid)
 
     async def _status(self, name: str) -> SandboxExit:
         try:
