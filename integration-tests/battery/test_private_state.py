@@ -344,8 +344,10 @@ async def test_an_old_open_state_dir_is_made_private_when_the_bridge_starts(home
         for directory in (state, *(p for p in state.iterdir() if p.is_dir())):
             assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
         assert stat.S_IMODE((state / "runtime" / "sandboxes").stat().st_mode) == 0o700
-        profile = state / "runtime" / "seccomp-no-keyring.json"
-        assert stat.S_IMODE(profile.stat().st_mode) == 0o600  # rewritten, not kept 0644
+        # The profile an older version wrote (0644) is gone; today's is 0600.
+        assert not (state / "runtime" / "seccomp-no-keyring.json").exists()
+        profile = state / "runtime" / "sandbox-seccomp.json"
+        assert stat.S_IMODE(profile.stat().st_mode) == 0o600
         assert _read_as(OTHER_UID, cached) == "EACCES"
         assert _read_as(NOBODY, cached) == "EACCES"
 

@@ -213,6 +213,8 @@ def test_an_applied_profile_is_ours_only_with_every_rule_and_nothing_more(tmp_pa
 
 def test_the_written_profile_is_private_and_replaced_whole(tmp_path: Path) -> None:
     source = _base_file(tmp_path)
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "seccomp-no-keyring.json").write_text("{}")  # an earlier version's
     first = write_profile(tmp_path / "state", [source])
     second = write_profile(tmp_path / "state", [source])
     assert first.path == second.path == tmp_path / "state" / PROFILE_NAME

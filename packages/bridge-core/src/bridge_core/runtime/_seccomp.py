@@ -109,6 +109,7 @@ DEFAULT_PROFILES = (
     Path("/usr/share/containers/seccomp.json"),
 )
 PROFILE_NAME = "sandbox-seccomp.json"
+_EARLIER_NAMES = ("seccomp-no-keyring.json",)  # what earlier versions wrote; removed when found
 
 _ALLOW = "SCMP_ACT_ALLOW"
 _ERRNO = "SCMP_ACT_ERRNO"
@@ -387,6 +388,8 @@ def write_profile(state_dir: Path, sources: Sequence[Path] = DEFAULT_PROFILES) -
     content, base = sandbox_profile(sources)
     target = private_dir(state_dir) / PROFILE_NAME
     write_private(target, _serialise(content))
+    for name in _EARLIER_NAMES:
+        (state_dir / name).unlink(missing_ok=True)
     return SeccompProfile(target, content, base)
 
 
