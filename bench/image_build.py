@@ -1,9 +1,9 @@
 """Build times of the sandbox image: cold, warm, after a sandbox-client change, no-op check.
 
-    hatch run image:python bench/image_build.py [--offline] [--bootstrap] [--datascience]
+    hatch run image:python bench/image_build.py [--offline] [--bootstrap] [--standard]
 
 bootstrap  (--bootstrap) the offline base rebuilt: mmdebstrap, then the image; same ID?
-cold       every layer rebuilt (--no-cache) on the existing base image
+cold       every layer of the slim image rebuilt (--no-cache) on the existing base
 warm       nothing changed: every layer from the cache (wheels are still built on the host)
 client     a copy of the repository with one sandbox-client file changed: only the last layers
 status     the up-to-date check prepare-host runs on every call
@@ -55,7 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--offline", action="store_true", help="the offline (bootstrap) path")
     parser.add_argument("--bootstrap", action="store_true", help="also rebuild the bootstrap base")
-    parser.add_argument("--datascience", action="store_true", help="also the data-science image")
+    parser.add_argument("--standard", action="store_true", help="also the standard image")
     options = parser.parse_args()
     repo = find_repo()
     tags: list[str] = []
@@ -77,22 +77,23 @@ def main() -> None:
             print(f"bootstrap reproduced: {before.get('Id') == after.get('Id')}")
         _timed(
             "cold (--no-cache)",
-            lambda: build(offline=options.offline, no_cache=True, tag=scratch("cold")),
+            lambda: build("slim", offline=options.offline, no_cache=True, tag=scratch("cold")),
         )
         _timed(
-            "warm (nothing changed)", lambda: build(offline=options.offline, tag=scratch("warm"))
+            "warm (nothing changed)",
+            lambda: build("slim", offline=options.offline, tag=scratch("warm")),
         )
         with tempfile.TemporaryDirectory() as tmp:
             copy = _changed_copy(repo, Path(tmp))
             _timed(
                 "warm (sandbox client changed)",
-                lambda: build(offline=options.offline, repo=copy, tag=scratch("client")),
+                lambda: build("slim", offline=options.offline, repo=copy, tag=scratch("client")),
             )
-        _timed("status check (prepare-host no-op)", lambda: status(offline=options.offline))
-        if options.datascience:
+        _timed("status check (prepare-host no-op)", lambda: status("slim", offline=options.offline))
+        if options.standard:
             _timed(
-                "datascience (cache as found)",
-                lambda: build("datascience", offline=options.offline, tag=scratch("ds")),
+                "standard (cache as found)",
+                lambda: build("standard", offline=options.offline, tag=scratch("std")),
             )
     finally:
         for tag in tags:

@@ -45,7 +45,10 @@ def test_configuration_page_states_the_default_of_every_setting_as_the_code_has_
         shown = documented.get(setting.env)
         assert shown is not None, f"{setting.env} is not in docs/configuration.md"
         if setting.default is None:
-            # Unset, or for the state dir the place used when it is unset.
-            assert shown == "unset" or setting.env == "MCP_BRIDGE_STATE_DIR", setting.env
+            # Unset, or for the state dir and the log file the place used when it is unset.
+            assert shown == "unset" or setting.env in (
+                "MCP_BRIDGE_STATE_DIR",
+                "MCP_BRIDGE_LOG_FILE",
+            ), setting.env
         else:
             assert shown == f"`{setting.default}`", setting.env

@@ -1,23 +1,23 @@
 import sys
 
 import pytest
-from bridge_image import DATASCIENCE_IMAGE, DEFAULT_IMAGE
+from bridge_image import DEFAULT_IMAGE, SLIM_IMAGE
 from bridge_image._run import run_streamed
 from bridge_image.builder import OFFLINE_ENV, default_offline
 from bridge_image.cli import main
 from bridge_image.errors import BuildFailed
 
 
-def test_tag_prints_the_base_image_name(capsys: pytest.CaptureFixture[str]) -> None:
+def test_tag_prints_the_standard_image_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tag"]) == 0
     assert capsys.readouterr().out.strip() == DEFAULT_IMAGE
 
 
-def test_tag_datascience_prints_the_datascience_image_name(
+def test_tag_slim_prints_the_slim_image_name(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["tag", "--datascience"]) == 0
-    assert capsys.readouterr().out.strip() == DATASCIENCE_IMAGE
+    assert main(["tag", "--slim"]) == 0
+    assert capsys.readouterr().out.strip() == SLIM_IMAGE
 
 
 def test_an_unknown_variant_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

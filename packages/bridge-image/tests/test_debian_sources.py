@@ -55,9 +55,9 @@ def test_a_host_without_debian_sources_uses_deb_debian_org(tmp_path: Path) -> No
 def test_source_lines_cover_release_updates_and_security() -> None:
     lines = _debian.source_lines("http://m/debian", "http://m/debian-security")
     assert lines == [
-        "deb http://m/debian bookworm main",
-        "deb http://m/debian bookworm-updates main",
-        "deb http://m/debian-security bookworm-security main",
+        "deb http://m/debian trixie main",
+        "deb http://m/debian trixie-updates main",
+        "deb http://m/debian-security trixie-security main",
     ]
 
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 from bridge_image import (
-    DATASCIENCE_IMAGE,
     DEFAULT_IMAGE,
     LABEL_INPUTS_HASH,
     LABEL_PROTOCOL_VERSIONS,
     LABEL_REVISION,
     LABEL_SANDBOX_CLIENT_VERSION,
     LABEL_VARIANT,
+    SLIM_IMAGE,
     build,
     inputs_hash,
     status,
@@ -90,21 +90,21 @@ print(json.dumps({
 
 @pytest.fixture(scope="module")
 def base_image(podman: str, offline: bool) -> str:
-    result = build("base", offline=offline, if_stale=True)
-    assert result.tag == DEFAULT_IMAGE
+    result = build("slim", offline=offline, if_stale=True)
+    assert result.tag == SLIM_IMAGE
     return result.tag
 
 
 def test_base_image_carries_versions_revision_and_current_inputs_hash(
     base_image: str, offline: bool
 ) -> None:
-    found = status("base", offline=offline)
+    found = status("slim", offline=offline)
     assert found.present
-    assert found.labels[LABEL_VARIANT] == "base"
+    assert found.labels[LABEL_VARIANT] == "slim"
     assert found.labels[LABEL_PROTOCOL_VERSIONS] == "1"
     assert found.labels[LABEL_SANDBOX_CLIENT_VERSION] == "0.1.0"
     assert found.labels[LABEL_REVISION] not in ("", "unknown")
-    assert found.labels[LABEL_INPUTS_HASH] == inputs_hash("base", offline=offline)
+    assert found.labels[LABEL_INPUTS_HASH] == inputs_hash("slim", offline=offline)
 
 
 def test_base_image_runs_as_nobody_with_a_read_only_venv_tools_and_the_client(
@@ -204,14 +204,14 @@ def test_labels_follow_the_inputs_even_when_every_layer_comes_from_the_cache(
         shutil.copytree(REPO / path, tmp_path / path, ignore=shutil.ignore_patterns("tests"))
     tag = f"localhost/bridge-image-test-labels:{uuid.uuid4().hex[:12]}"
     try:
-        first = build("base", offline=offline, tag=tag, repo=tmp_path)
+        first = build("slim", offline=offline, tag=tag, repo=tmp_path)
         names = tmp_path / "packages/bridge-image/src/bridge_image/names.py"
         names.write_text(names.read_text() + "\n# a builder-only change\n")
-        second = build("base", offline=offline, tag=tag, repo=tmp_path)
+        second = build("slim", offline=offline, tag=tag, repo=tmp_path)
         assert second.layers == first.layers
         assert second.labels[LABEL_INPUTS_HASH] != first.labels[LABEL_INPUTS_HASH]
         assert second.labels[LABEL_INPUTS_HASH] == inputs_hash(
-            "base", offline=offline, repo=tmp_path
+            "slim", offline=offline, repo=tmp_path
         )
     finally:
         subprocess.run([podman, "rmi", "--force", tag], capture_output=True, check=False)
@@ -226,16 +226,16 @@ def test_two_builds_from_the_same_inputs_give_the_same_digest(
         shutil.copytree(REPO / path, tmp_path / path, ignore=shutil.ignore_patterns("tests"))
     tags = [f"localhost/bridge-image-test-repro:{uuid.uuid4().hex[:12]}" for _ in range(4)]
     try:
-        first = build("base", offline=offline, no_cache=True, tag=tags[0], repo=tmp_path)
-        second = build("base", offline=offline, no_cache=True, tag=tags[1], repo=tmp_path)
+        first = build("slim", offline=offline, no_cache=True, tag=tags[0], repo=tmp_path)
+        second = build("slim", offline=offline, no_cache=True, tag=tags[1], repo=tmp_path)
         assert second.image_id == first.image_id, _differences(first, second)
         assert second.digest == first.digest
 
         # New labels on cached layers must give what a build from scratch gives.
         names = tmp_path / "packages/bridge-image/src/bridge_image/names.py"
         names.write_text(names.read_text() + "\n# a builder-only change\n")
-        cached = build("base", offline=offline, tag=tags[2], repo=tmp_path)
-        scratch = build("base", offline=offline, no_cache=True, tag=tags[3], repo=tmp_path)
+        cached = build("slim", offline=offline, tag=tags[2], repo=tmp_path)
+        scratch = build("slim", offline=offline, no_cache=True, tag=tags[3], repo=tmp_path)
         assert cached.layers == first.layers
         assert scratch.image_id == cached.image_id, _differences(cached, scratch)
     finally:
@@ -244,11 +244,11 @@ def test_two_builds_from_the_same_inputs_give_the_same_digest(
 
 
 @pytest.mark.slow
-def test_datascience_image_plots_with_pandas_as_nobody(
+def test_standard_image_plots_with_pandas_as_nobody(
     podman: str, base_image: str, offline: bool
 ) -> None:
-    result = build("datascience", offline=offline, if_stale=True)
-    assert result.tag == DATASCIENCE_IMAGE
+    result = build("standard", offline=offline, if_stale=True)
+    assert result.tag == DEFAULT_IMAGE
     probe = _run_python(
         podman,
         result.tag,

@@ -17,26 +17,26 @@ from bridge_image.errors import MissingInput
 def _tree(root: Path) -> Path:
     (root / "src/pkg").mkdir(parents=True)
     (root / "src/pkg/mod.py").write_text("x = 1\n")
-    (root / "images/base").mkdir(parents=True)
-    (root / "images/base/Containerfile").write_text("FROM scratch\n")
+    (root / "images/sandbox").mkdir(parents=True)
+    (root / "images/sandbox/Containerfile").write_text("FROM scratch\n")
     return root
 
 
 def test_tree_hash_changes_with_content_new_files_and_exec_bits(tmp_path: Path) -> None:
     root = _tree(tmp_path)
-    first = hash_tree(root, ["src", "images/base"])
-    assert hash_tree(root, ["images/base", "src"]) == first
+    first = hash_tree(root, ["src", "images/sandbox"])
+    assert hash_tree(root, ["images/sandbox", "src"]) == first
 
     (root / "src/pkg/mod.py").write_text("x = 2\n")
-    second = hash_tree(root, ["src", "images/base"])
+    second = hash_tree(root, ["src", "images/sandbox"])
     assert second != first
 
     (root / "src/pkg/new.py").write_text("")
-    third = hash_tree(root, ["src", "images/base"])
+    third = hash_tree(root, ["src", "images/sandbox"])
     assert third != second
 
     os.chmod(root / "src/pkg/new.py", 0o755)
-    assert hash_tree(root, ["src", "images/base"]) != third
+    assert hash_tree(root, ["src", "images/sandbox"]) != third
 
 
 def test_tree_hash_ignores_bytecode_caches(tmp_path: Path) -> None:

@@ -13,9 +13,10 @@ REPO = find_repo(Path(__file__).parent)
 
 def test_image_names_are_the_documented_local_tags_of_this_version() -> None:
     assert bridge_image.DEFAULT_IMAGE == "localhost/mcp-bridge-sandbox:0.1.0"
-    assert bridge_image.DATASCIENCE_IMAGE == "localhost/mcp-bridge-sandbox-datascience:0.1.0"
+    assert bridge_image.SLIM_IMAGE == "localhost/mcp-bridge-sandbox-slim:0.1.0"
     assert bridge_image.__version__ == bridge_image.IMAGE_VERSION
-    assert _recipes.RECIPES["base"].tag == bridge_image.DEFAULT_IMAGE
+    assert _recipes.RECIPES["standard"].tag == bridge_image.DEFAULT_IMAGE
+    assert _recipes.RECIPES["slim"].tag == bridge_image.SLIM_IMAGE
 
 
 def test_image_labels_never_use_the_runtimes_container_ownership_label() -> None:
@@ -46,9 +47,9 @@ def test_every_context_file_of_every_recipe_exists() -> None:
             assert (REPO / recipe.directory / name).is_file(), name
 
 
-@pytest.mark.parametrize("directory", ["images/base", "images/datascience"])
-def test_third_party_requirements_are_pinned_by_version_and_hash(directory: str) -> None:
-    text = (REPO / directory / "requirements.txt").read_text()
+@pytest.mark.parametrize("listing", ["requirements.txt", "data-stack.txt"])
+def test_third_party_requirements_are_pinned_by_version_and_hash(listing: str) -> None:
+    text = (REPO / "images/sandbox" / listing).read_text()
     requirements = re.split(r"\n(?=[a-z])", re.sub(r"(?m)^#.*\n", "", text).strip())
     assert requirements
     for requirement in requirements:
@@ -83,31 +84,41 @@ def _copy_inputs(target: Path) -> Path:
 def test_inputs_hash_separates_variants_and_paths(tmp_path: Path) -> None:
     repo = _copy_inputs(tmp_path)
     hashes = {
-        builder.inputs_hash("base", offline=False, repo=repo),
-        builder.inputs_hash("base", offline=True, repo=repo),
-        builder.inputs_hash("datascience", offline=False, repo=repo),
-        builder.inputs_hash("datascience", offline=True, repo=repo),
+        builder.inputs_hash("slim", offline=False, repo=repo),
+        builder.inputs_hash("slim", offline=True, repo=repo),
+        builder.inputs_hash("standard", offline=False, repo=repo),
+        builder.inputs_hash("standard", offline=True, repo=repo),
     }
     assert len(hashes) == 4
 
 
 def test_a_sandbox_client_change_makes_both_images_stale(tmp_path: Path) -> None:
     repo = _copy_inputs(tmp_path)
-    base = builder.inputs_hash("base", offline=True, repo=repo)
-    science = builder.inputs_hash("datascience", offline=True, repo=repo)
+    base = builder.inputs_hash("slim", offline=True, repo=repo)
+    science = builder.inputs_hash("standard", offline=True, repo=repo)
     client = repo / "packages/bridge-sandbox-client/src/bridge_sandbox_client/__init__.py"
     client.write_text(client.read_text() + "\n# changed\n")
-    assert builder.inputs_hash("base", offline=True, repo=repo) != base
-    assert builder.inputs_hash("datascience", offline=True, repo=repo) != science
+    assert builder.inputs_hash("slim", offline=True, repo=repo) != base
+    assert builder.inputs_hash("standard", offline=True, repo=repo) != science
+
+
+def test_a_data_stack_change_makes_only_the_standard_image_stale(tmp_path: Path) -> None:
+    repo = _copy_inputs(tmp_path)
+    slim = builder.inputs_hash("slim", offline=True, repo=repo)
+    standard = builder.inputs_hash("standard", offline=True, repo=repo)
+    listed = repo / "images/sandbox/data-stack.txt"
+    listed.write_text(listed.read_text() + "# changed\n")
+    assert builder.inputs_hash("slim", offline=True, repo=repo) == slim
+    assert builder.inputs_hash("standard", offline=True, repo=repo) != standard
 
 
 def test_a_test_file_change_does_not_make_the_image_stale(tmp_path: Path) -> None:
     repo = _copy_inputs(tmp_path)
-    before = builder.inputs_hash("base", offline=True, repo=repo)
+    before = builder.inputs_hash("slim", offline=True, repo=repo)
     tests = repo / "packages/bridge-sandbox-client/tests"
     tests.mkdir()
     (tests / "test_new.py").write_text("def test_x() -> None: ...\n")
-    assert builder.inputs_hash("base", offline=True, repo=repo) == before
+    assert builder.inputs_hash("slim", offline=True, repo=repo) == before
 
 
 def test_a_new_system_package_changes_the_bootstrap_base(tmp_path: Path) -> None:
@@ -115,7 +126,7 @@ def test_a_new_system_package_changes_the_bootstrap_base(tmp_path: Path) -> None
     from bridge_image import _bootstrap
 
     before = _bootstrap.bootstrap_inputs_hash(repo)
-    listed = repo / "images/base/system-packages.txt"
+    listed = repo / "images/sandbox/system-packages.txt"
     listed.write_text(listed.read_text() + "make\n")
     assert _bootstrap.bootstrap_inputs_hash(repo) != before
 

@@ -81,6 +81,20 @@ def test_plt_show_sends_each_figure_once(host: Any) -> None:
     assert run.stderr == ""
 
 
+@pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed in this environment")
+def test_display_image_of_a_figure_sends_it_once(host: Any) -> None:
+    run = host.execute(
+        "import matplotlib.pyplot as plt\n"
+        "from mcp import runtime\n"
+        "fig, ax = plt.subplots(); ax.plot([1, 2])\n"
+        "runtime.display_image(fig)\n"
+        "fig.savefig('/tmp/bsc-fig.png')\n"
+    )
+    assert run.result.status == "ok", run.result.error
+    assert len(run.displays) == 1
+    assert run.displays[0].data.startswith(b"\x89PNG")
+
+
 def test_progress_in_a_tight_loop_is_rate_limited_but_the_last_update_arrives(host: Any) -> None:
     run = host.execute("for i in range(20_000):\n    runtime.progress(i, message=f'item {i}')")
     assert 1 <= len(run.progress) < 2_000

@@ -328,6 +328,24 @@ def test_a_forgotten_await_is_explained(host: Any) -> None:
     assert run.calls == []
 
 
+def test_a_forgotten_await_in_a_statement_warns_without_the_clients_file_path(
+    host: Any,
+) -> None:
+    run = host.execute("mcp_github.create_issue(title='t')\nimport gc\ngc.collect()")
+    assert "coroutine 'github.create_issue' was never awaited" in run.stderr
+    assert "write `await` before the call" in run.stderr
+    assert "bridge_sandbox_client" not in run.stderr
+    assert ".py:" not in run.stderr
+    assert run.calls == []
+
+
+def test_an_uncaught_tool_error_is_named_as_user_code_imports_it(host: Any) -> None:
+    run = host.execute("from mcp import ToolError\nraise ToolError('boom')")
+    assert run.result.error is not None
+    assert run.result.error.type == "mcp.ToolError"
+    assert "bridge_sandbox_client" not in run.result.error.traceback
+
+
 def test_a_call_left_in_flight_by_a_finished_execution_fails_instead_of_hanging(
     host: Any,
 ) -> None:

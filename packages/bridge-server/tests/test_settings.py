@@ -110,9 +110,11 @@ def test_configuration_doc_lists_every_setting_with_its_flag() -> None:
     assert rows == {s.env: s.flag for s in SETTINGS}
 
 
-def test_cli_bad_value_prints_one_line_and_exits_2() -> None:
+def test_cli_bad_value_prints_the_problem_and_the_fix_and_exits_2() -> None:
+    # A server started by an MCP client starts anyway (integration-tests/server/
+    # test_first_contact.py); a person at a command gets the error and its fix.
     proc = subprocess.run(
-        [sys.executable, "-m", "mcp_code_execution_mode", "--timeout", "whenever"],
+        [sys.executable, "-m", "mcp_code_execution_mode", "doctor", "--timeout", "whenever"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -120,8 +122,9 @@ def test_cli_bad_value_prints_one_line_and_exits_2() -> None:
     )
     assert proc.returncode == 2
     assert proc.stdout == ""
-    assert proc.stderr.strip().count("\n") == 0
-    assert "--timeout='whenever'" in proc.stderr
+    problem, fix = proc.stderr.strip().splitlines()
+    assert "--timeout='whenever'" in problem
+    assert fix.strip().startswith('fix: correct --timeout in the "args"')
     assert "Traceback" not in proc.stderr
 
 

@@ -81,5 +81,9 @@ def test_tools_list_result_is_under_1000_bytes_and_teaches_the_workflow() -> Non
         'await runtime.query_tool_docs("server")',
         'await mcp_servers["server"].tool(arg=...)',
         "persist",
+        # What the default (standard) image preinstalls, so the model does not probe for it.
+        "pandas",
+        "matplotlib",
+        "jq",
     ):
         assert form in description

@@ -313,7 +313,65 @@ def test_sources_checked_lists_every_location_found_or_not(machine: Machine) -> 
     assert cursor.servers == 4
     assert not checked[str(machine.home / ".codex/config.toml")].found
     assert not checked[str(machine.home / ".config/mcp/servers/*.json")].found
-    assert len(listed) == 13
+    assert not checked[str(machine.home / ".config/mcp-code-execution-mode/servers.json")].found
+    assert len(listed) == 14
+
+
+def test_an_unusable_file_is_listed_with_the_reason(machine: Machine) -> None:
+    machine.write("~/.cursor/mcp.json", '{"mcpServers": {')
+    checked = {c.path: c for c in run(machine).sources_checked}
+    cursor = checked[machine.home / ".cursor/mcp.json"]
+    assert cursor.found
+    assert cursor.problem is not None
+    assert cursor.problem.startswith("invalid JSON at line 1")
+
+
+def test_each_file_says_which_client_loads_it_and_whether_it_launches_the_bridge(
+    machine: Machine,
+) -> None:
+    machine.write(
+        "~/.cursor/mcp.json",
+        json.dumps(
+            {
+                "mcpServers": {
+                    "code-execution": {
+                        "command": "/v/bin/python",
+                        "args": ["-m", "mcp_code_execution_mode"],
+                    },
+                    "time": {"command": "mcp-server-time"},
+                    "off": {"command": "x", "disabled": True},
+                }
+            }
+        ),
+    )
+    report = run(machine)
+    checked = {c.path: c for c in report.sources_checked}
+    cursor = checked[machine.home / ".cursor/mcp.json"]
+    assert cursor.app == "cursor"
+    assert cursor.bridge_entries == ("code-execution",)
+    assert cursor.usable == ("time",)
+    assert list(report.servers) == ["time"]
+    assert checked[machine.home / ".config/mcp-code-execution-mode/servers.json"].app is None
+
+
+def test_the_bridge_servers_file_is_read_after_project_files_and_before_user_files(
+    machine: Machine, tmp_path: Path
+) -> None:
+    own = {"mcpServers": {"shared": {"command": "from-bridge-file"}}}
+    machine.write("~/.config/mcp-code-execution-mode/servers.json", json.dumps(own))
+    machine.write("~/.cursor/mcp.json", '{"mcpServers": {"shared": {"command": "from-cursor"}}}')
+    machine.write("./.cursor/mcp.json", '{"mcpServers": {"shared": {"command": "from-project"}}}')
+    report = run(machine)
+    assert report.servers["shared"].command == "from-project"
+    [conflict] = report.conflicts
+    assert conflict.losers == (
+        "~/.config/mcp-code-execution-mode/servers.json#mcpServers.shared",
+        "~/.cursor/mcp.json#mcpServers.shared",
+    )
+    moved = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    (tmp_path / "xdg/mcp-code-execution-mode").mkdir(parents=True)
+    (tmp_path / "xdg/mcp-code-execution-mode/servers.json").write_text(json.dumps(own))
+    assert "shared" in run(machine, environ=moved).servers
 
 
 def test_a_file_is_read_once_when_the_project_is_the_home_directory(tmp_path: Path) -> None:

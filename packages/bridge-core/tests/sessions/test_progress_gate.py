@@ -40,9 +40,28 @@ async def test_a_progress_flood_is_relayed_only_up_to_the_burst_and_reported(
 
 def test_the_gate_admits_a_burst_then_refuses_and_counts() -> None:
     gate = ProgressGate()
-    admitted = sum(gate.admit() for _ in range(PROGRESS_BURST * 10))
+    admitted = sum(gate.admit(float(n)) for n in range(PROGRESS_BURST * 10))
     assert PROGRESS_BURST <= admitted < PROGRESS_BURST * 10
     assert gate.dropped == PROGRESS_BURST * 10 - admitted
+
+
+def test_the_gate_relays_only_increasing_progress_as_mcp_requires() -> None:
+    gate = ProgressGate()
+    relayed = [value for value in (1.0, 2.0, 2.0, 1.5, 3.0, 0.0, 4.0) if gate.admit(value)]
+    assert relayed == [1.0, 2.0, 3.0, 4.0]
+    assert gate.not_increasing == 3
+    assert gate.dropped == 0
+
+
+async def test_decreasing_progress_from_sandbox_code_never_reaches_the_client(
+    harness: Harness,
+) -> None:
+    recorder = ProgressRecorder()
+    script = "\n".join(f"progress:{n}/10" for n in (1, 5, 3, 6, 6, 2, 9))
+    async with harness.manager() as manager:
+        result = await manager.execute(script, listener=recorder)
+    assert result.status == "ok"
+    assert [p for p, _, _ in recorder.progress] == [1.0, 5.0, 6.0, 9.0]
 
 
 def test_long_progress_messages_are_cut() -> None:

@@ -1,14 +1,14 @@
 """Reproducible builds and digest verification of the MCP code-execution sandbox images.
 
-The image names live in :mod:`bridge_image.names`; ``DEFAULT_IMAGE`` is the default of
-``MCP_BRIDGE_IMAGE``. The command line is ``bridge-image`` (:mod:`bridge_image.cli`).
+The image names live in :mod:`bridge_image.names`; ``DEFAULT_IMAGE`` (the standard image) is the
+default of ``MCP_BRIDGE_IMAGE``; ``SLIM_IMAGE`` has no data stack. The command line is
+``bridge-image`` (:mod:`bridge_image.cli`).
 """
 
 from bridge_image.builder import BuildResult, ImageStatus, build, inputs_hash, status, verify
 from bridge_image.errors import BuildFailed, DigestMismatch, ImageError, MissingInput, MissingTool
 from bridge_image.names import (
     BOOTSTRAP_IMAGE,
-    DATASCIENCE_IMAGE,
     DEFAULT_IMAGE,
     IMAGE_VERSION,
     LABEL_BASE,
@@ -16,15 +16,16 @@ from bridge_image.names import (
     LABEL_PROTOCOL_VERSIONS,
     LABEL_REVISION,
     LABEL_SANDBOX_CLIENT_VERSION,
+    LABEL_TITLE,
     LABEL_VARIANT,
     LABEL_VERSION,
+    SLIM_IMAGE,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BOOTSTRAP_IMAGE",
-    "DATASCIENCE_IMAGE",
     "DEFAULT_IMAGE",
     "IMAGE_VERSION",
     "LABEL_BASE",
@@ -32,8 +33,10 @@ __all__ = [
     "LABEL_PROTOCOL_VERSIONS",
     "LABEL_REVISION",
     "LABEL_SANDBOX_CLIENT_VERSION",
+    "LABEL_TITLE",
     "LABEL_VARIANT",
     "LABEL_VERSION",
+    "SLIM_IMAGE",
     "BuildFailed",
     "BuildResult",
     "DigestMismatch",

@@ -32,7 +32,7 @@ _DPKG_OPTIONS = (
 
 
 def _inputs(repo: Path, mirror: str | None) -> tuple[list[str], list[str], str]:
-    listed = (repo / "images/base/system-packages.txt").read_text().splitlines()
+    listed = (repo / "images/sandbox/system-packages.txt").read_text().splitlines()
     packages = _debian.include_list(p.strip() for p in listed if p.strip() and p[0] != "#")
     debian, security = _debian.find_mirrors()
     sources = _debian.source_lines(mirror or debian, security)

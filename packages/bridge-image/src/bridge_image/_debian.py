@@ -7,8 +7,9 @@ from pathlib import Path
 
 __all__ = ["DEFAULT_MIRROR", "SUITE", "find_mirrors", "include_list", "source_lines"]
 
-SUITE = "bookworm"
-"""Debian 12: its python3 is 3.11, the interpreter line the image's cp311 wheels need."""
+SUITE = "trixie"
+"""Debian 13, the newest stable release: its python3 is 3.13, the interpreter line the image's
+cp313 wheels need (the normal path's python:3.13-slim-trixie has the same)."""
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 _DEFAULT_SECURITY = "http://deb.debian.org/debian-security"

@@ -22,12 +22,12 @@ __all__ = [
 DEFAULT_EPOCH = 1_704_067_200
 """2024-01-01T00:00:00Z, the default image timestamp (the revision label says what was built)."""
 
-_MARKER = Path("images/base/Containerfile")
+_MARKER = Path("images/sandbox/Containerfile")
 _SKIPPED_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 
 
 def find_repo(start: Path | None = None) -> Path:
-    """Return the repository root holding ``images/base/Containerfile``.
+    """Return the repository root holding ``images/sandbox/Containerfile``.
 
     Searched upwards from ``start`` (default: the working directory), then from this file (an
     editable install lives inside the repository).

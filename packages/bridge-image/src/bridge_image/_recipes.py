@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Literal
 
 from bridge_image.errors import MissingInput
-from bridge_image.names import DATASCIENCE_IMAGE, DEFAULT_IMAGE
+from bridge_image.names import DEFAULT_IMAGE, SLIM_IMAGE
 
 __all__ = ["RECIPES", "Recipe", "Variant", "protocol_versions", "project_version"]
 
-Variant = Literal["base", "datascience"]
+Variant = Literal["slim", "standard"]
 
 _PROTOCOL = "packages/bridge-protocol"
 _CLIENT = "packages/bridge-sandbox-client"
@@ -31,39 +31,51 @@ class Recipe:
 
     variant: Variant
     tag: str
+    title: str
+    """The image's ``org.opencontainers.image.title``: its name without registry and tag."""
     directory: str
     context_files: tuple[str, ...]
     inputs: tuple[str, ...]
     """Repository paths whose content decides the image (hashed into the inputs-hash label)."""
-    projects: tuple[str, ...] = ()
+    projects: tuple[str, ...] = (_PROTOCOL, _CLIENT)
     """Repository projects built into wheels for this image."""
+    data_stack: bool = False
+    """Whether ``data-stack.txt`` (and its wheels) goes into the build context."""
 
 
+_DIRECTORY = "images/sandbox"
+_COMMON_FILES = (
+    "Containerfile",
+    "install-system-packages",
+    "requirements.txt",
+    "system-packages.txt",
+)
+_COMMON_INPUTS = (
+    *(f"{_DIRECTORY}/{name}" for name in _COMMON_FILES),
+    *_project_inputs(_PROTOCOL),
+    *_project_inputs(_CLIENT),
+    _BUILDER,
+)
+
+# Both variants come from one Containerfile, so they share every layer up to the data stack and a
+# change of the sandbox client rebuilds only the last layer of each.
 RECIPES: dict[Variant, Recipe] = {
-    "base": Recipe(
-        variant="base",
-        tag=DEFAULT_IMAGE,
-        directory="images/base",
-        context_files=(
-            "Containerfile",
-            "install-system-packages",
-            "requirements.txt",
-            "system-packages.txt",
-        ),
-        inputs=(
-            "images/base",
-            *_project_inputs(_PROTOCOL),
-            *_project_inputs(_CLIENT),
-            _BUILDER,
-        ),
-        projects=(_PROTOCOL, _CLIENT),
+    "slim": Recipe(
+        variant="slim",
+        tag=SLIM_IMAGE,
+        title="mcp-bridge-sandbox-slim",
+        directory=_DIRECTORY,
+        context_files=_COMMON_FILES,
+        inputs=_COMMON_INPUTS,
     ),
-    "datascience": Recipe(
-        variant="datascience",
-        tag=DATASCIENCE_IMAGE,
-        directory="images/datascience",
-        context_files=("Containerfile", "requirements.txt"),
-        inputs=("images/datascience", _BUILDER),
+    "standard": Recipe(
+        variant="standard",
+        tag=DEFAULT_IMAGE,
+        title="mcp-bridge-sandbox",
+        directory=_DIRECTORY,
+        context_files=(*_COMMON_FILES, "data-stack.txt"),
+        inputs=(*_COMMON_INPUTS, f"{_DIRECTORY}/data-stack.txt"),
+        data_stack=True,
     ),
 }
 

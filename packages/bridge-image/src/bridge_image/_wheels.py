@@ -22,11 +22,11 @@ __all__ = [
     "wheel_platforms",
 ]
 
-PYTHON_VERSION = "3.11"
-"""The image's interpreter line (Debian bookworm's python3, python:3.11 on the normal path)."""
+PYTHON_VERSION = "3.13"
+"""The image's interpreter line (Debian trixie's python3, python:3.13 on the normal path)."""
 
 _GLIBC_MINORS = range(28, 16, -1)
-# manylinux_2_28 down to manylinux_2_17 (bookworm's glibc is 2.36; the pins were resolved with
+# manylinux_2_28 down to manylinux_2_17 (trixie's glibc is 2.41; the pins were resolved with
 # 2.28 as the newest). pip does not widen an explicit --platform to older tags itself: list them.
 
 _ARCHES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}

@@ -33,7 +33,10 @@ from bridge_image.names import (
     LABEL_PROTOCOL_VERSIONS,
     LABEL_REVISION,
     LABEL_SANDBOX_CLIENT_VERSION,
+    LABEL_TITLE,
+    LABEL_VARIANT,
     LABEL_VERSION,
+    SLIM_IMAGE,
 )
 
 __all__ = [
@@ -97,25 +100,24 @@ def _podman() -> str:
 
 def default_offline(offline: bool | None = None) -> bool:
     """Resolve the build path: ``offline`` if given, else ``BRIDGE_IMAGE_OFFLINE`` (1/0), else
-    the path the existing base image was built with (so a plain ``build --if-stale`` never
+    the path the existing images were built with (so a plain ``build --if-stale`` never
     switches paths), else the normal path."""
     if offline is not None:
         return offline
     env = os.environ.get(OFFLINE_ENV, "").strip().lower()
     if env:
         return env in {"1", "true", "yes"}
-    found = image_inspect(_podman(), DEFAULT_IMAGE)
+    podman = _podman()
+    found = image_inspect(podman, DEFAULT_IMAGE) or image_inspect(podman, SLIM_IMAGE)
     base = str(((found or {}).get("Labels") or {}).get(LABEL_BASE, ""))
     return base.startswith(BOOTSTRAP_IMAGE)
 
 
 def inputs_hash(
-    variant: Variant = "base", *, offline: bool = False, repo: Path | None = None
+    variant: Variant = "standard", *, offline: bool = False, repo: Path | None = None
 ) -> str:
-    """sha256 over everything that decides the image: files, base, platform, builder version.
-
-    For the data-science image this includes the base image's own inputs hash.
-    """
+    """sha256 over everything that decides the image: files, base, platform, builder version
+    (and, on the offline path, the bootstrap base's own inputs)."""
     root = repo or find_repo()
     recipe = RECIPES[variant]
     digest = hashlib.sha256()
@@ -126,17 +128,15 @@ def inputs_hash(
         hash_tree(root, recipe.inputs),
         f"offline={offline}",
     ]
-    if variant == "base" and offline:
+    if offline:
         parts.append(_bootstrap.bootstrap_inputs_hash(root))
-    if variant == "datascience":
-        parts.append(inputs_hash("base", offline=offline, repo=root))
     for part in parts:
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()
 
 
 def status(
-    variant: Variant = "base", *, offline: bool | None = None, repo: Path | None = None
+    variant: Variant = "standard", *, offline: bool | None = None, repo: Path | None = None
 ) -> ImageStatus:
     """Inspect the variant's image and compare its inputs-hash label with the current inputs.
 
@@ -205,32 +205,37 @@ def _build_args(
         LABEL_VERSION: IMAGE_VERSION,
         LABEL_REVISION: revision,
         LABEL_INPUTS_HASH: expected,
+        LABEL_VARIANT: recipe.variant,
+        LABEL_TITLE: recipe.title,
     }
-    if recipe.variant == "base":
-        if offline:
-            bootstrap_id = _bootstrap.ensure_bootstrap(
-                root, cache / "bootstrap", podman=podman, progress=progress
-            )
-            args["BASE_IMAGE"] = BOOTSTRAP_IMAGE
-            labels[LABEL_BASE] = f"{BOOTSTRAP_IMAGE}@sha256:{bootstrap_id.removeprefix('sha256:')}"
-        else:
-            labels[LABEL_BASE] = _default_base(context / "Containerfile")
-        wheels = build_repo_wheels(
-            [root / p for p in recipe.projects],
-            context / "wheels/bridge",
-            epoch=build_epoch(),
+    if recipe.data_stack:
+        data_stack = fetch_pinned_wheels(
+            context / "data-stack.txt",
+            context / "wheels/data-stack",
+            cache=cache / "wheels",
             progress=progress,
         )
-        args["SYSTEM_PACKAGES_HASH"] = hash_files(
-            [context / "system-packages.txt", context / "install-system-packages"]
+        args["DATA_STACK_HASH"] = hash_files([context / "data-stack.txt", *data_stack])
+    if offline:
+        bootstrap_id = _bootstrap.ensure_bootstrap(
+            root, cache / "bootstrap", podman=podman, progress=progress
         )
-        args["BRIDGE_WHEELS_HASH"] = hash_files(wheels)
-        labels[LABEL_PROTOCOL_VERSIONS] = protocol_versions(root)
-        labels[LABEL_SANDBOX_CLIENT_VERSION] = project_version(root)
+        args["BASE_IMAGE"] = BOOTSTRAP_IMAGE
+        labels[LABEL_BASE] = f"{BOOTSTRAP_IMAGE}@sha256:{bootstrap_id.removeprefix('sha256:')}"
     else:
-        base = build("base", offline=offline, if_stale=True, repo=root, progress=progress)
-        args["BASE_IMAGE"] = DEFAULT_IMAGE
-        labels[LABEL_BASE] = f"{DEFAULT_IMAGE}@{base.image_id}"
+        labels[LABEL_BASE] = _default_base(context / "Containerfile")
+    wheels = build_repo_wheels(
+        [root / p for p in recipe.projects],
+        context / "wheels/bridge",
+        epoch=build_epoch(),
+        progress=progress,
+    )
+    args["SYSTEM_PACKAGES_HASH"] = hash_files(
+        [context / "system-packages.txt", context / "install-system-packages"]
+    )
+    args["BRIDGE_WHEELS_HASH"] = hash_files(wheels)
+    labels[LABEL_PROTOCOL_VERSIONS] = protocol_versions(root)
+    labels[LABEL_SANDBOX_CLIENT_VERSION] = project_version(root)
     return args, labels
 
 
@@ -242,7 +247,7 @@ def _default_base(containerfile: Path) -> str:
 
 
 def build(
-    variant: Variant = "base",
+    variant: Variant = "standard",
     *,
     offline: bool | None = None,
     if_stale: bool = False,
@@ -319,8 +324,8 @@ def _build_in(
         # buildah's own version label would tie the digest to the podman release.
         "--identity-label=false",
         # Only the normal path's base image may be pulled; everything else is local.
-        "--pull=missing" if (variant == "base" and not offline) else "--pull=never",
-        *([] if (variant == "base" and not offline) else ["--network=none"]),
+        "--pull=never" if offline else "--pull=missing",
+        *(["--network=none"] if offline else []),
         *(["--no-cache"] if no_cache else []),
         *(f"--build-arg={k}={v}" for k, v in sorted(args.items())),
         str(context),
@@ -331,7 +336,7 @@ def _build_in(
     try:
         run_streamed(argv, progress=progress, what=f"podman build of {target}")
     except BuildFailed as exc:
-        if variant == "base" and not offline:
+        if not offline:
             raise BuildFailed(f"{exc}\n(no registry reachable? build with --offline)") from exc
         raise
     result = _result(podman, target, built=True, started=started)
@@ -343,7 +348,7 @@ def _build_in(
 
 
 def verify(
-    variant: Variant = "base",
+    variant: Variant = "standard",
     *,
     offline: bool | None = None,
     repo: Path | None = None,

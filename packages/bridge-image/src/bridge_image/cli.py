@@ -29,14 +29,17 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--variant", choices=sorted(RECIPES), default="base", help="which image (default: base)"
+        "--variant",
+        choices=sorted(RECIPES),
+        default="standard",
+        help="which image (default: standard, with the data stack)",
     )
     common.add_argument(
-        "--datascience",
+        "--slim",
         action="store_const",
         dest="variant",
-        const="datascience",
-        help="shorthand for --variant datascience",
+        const="slim",
+        help="shorthand for --variant slim (no data stack)",
     )
     common.add_argument(
         "--offline",

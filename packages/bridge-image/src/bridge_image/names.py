@@ -4,7 +4,6 @@ from __future__ import annotations
 
 __all__ = [
     "BOOTSTRAP_IMAGE",
-    "DATASCIENCE_IMAGE",
     "DEFAULT_IMAGE",
     "IMAGE_VERSION",
     "LABEL_BASE",
@@ -12,20 +11,23 @@ __all__ = [
     "LABEL_PROTOCOL_VERSIONS",
     "LABEL_REVISION",
     "LABEL_SANDBOX_CLIENT_VERSION",
+    "LABEL_TITLE",
     "LABEL_VARIANT",
     "LABEL_VERSION",
+    "SLIM_IMAGE",
 ]
 
 IMAGE_VERSION = "0.1.0"
 """The image tag: the version of the packages, released in lockstep."""
 
 DEFAULT_IMAGE = f"localhost/mcp-bridge-sandbox:{IMAGE_VERSION}"
-"""The base sandbox image (the default of ``MCP_BRIDGE_IMAGE``)."""
+"""The standard sandbox image, the default of ``MCP_BRIDGE_IMAGE``: the slim image plus the
+common data stack (numpy, pandas, matplotlib, scipy, scikit-learn, …)."""
 
-DATASCIENCE_IMAGE = f"localhost/mcp-bridge-sandbox-datascience:{IMAGE_VERSION}"
-"""The base image plus numpy, pandas and matplotlib."""
+SLIM_IMAGE = f"localhost/mcp-bridge-sandbox-slim:{IMAGE_VERSION}"
+"""Python, the sandbox client and the CLI tools only: what the standard image builds FROM."""
 
-BOOTSTRAP_IMAGE = "localhost/mcp-bridge-bootstrap:bookworm"
+BOOTSTRAP_IMAGE = "localhost/mcp-bridge-bootstrap:trixie"
 """The local Debian root filesystem the offline path builds FROM (no registry needed)."""
 
 _PREFIX = "io.github.mcp-code-execution-mode.image"
@@ -41,4 +43,5 @@ LABEL_INPUTS_HASH = f"{_PREFIX}.inputs-hash"
 LABEL_REVISION = "org.opencontainers.image.revision"
 """Git commit of the last change to the image's inputs (``+dirty`` if uncommitted changes)."""
 LABEL_VERSION = "org.opencontainers.image.version"
+LABEL_TITLE = "org.opencontainers.image.title"
 LABEL_BASE = "org.opencontainers.image.base.name"

@@ -98,6 +98,12 @@ class Displayer:
                 f"image of {len(data)} bytes is larger than the limit of {MAX_IMAGE_BYTES}"
             )
         self._send(Display(execution_id=self._execution_id(), mime=mime, data=data))
+        if hasattr(data_or_path, "savefig"):
+            # Shown now: closing it keeps the end-of-execution sweep of open figures from sending
+            # it a second time (a closed figure can still be saved or displayed again by hand).
+            pyplot = sys.modules.get("matplotlib.pyplot")
+            if pyplot is not None:
+                pyplot.close(data_or_path)
 
     @staticmethod
     def _load(source: Any) -> tuple[bytes, str | None]:

@@ -14,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import signal
+import sys
 import threading
+import warnings
 from collections import deque
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import Any, TextIO
 
 from bridge_protocol import ErrorInfo, ExecutionStatus
 
@@ -59,11 +61,37 @@ def render_value(value: Any, limit: int) -> str | None:
     except Exception as exc:  # user __repr__ may raise anything
         text = f"<{type(value).__name__} object; repr() failed: {type(exc).__name__}: {exc}>"
     if inspect.iscoroutine(value):
-        text += "  (never awaited: write `await` before the call, or use `.sync(...)`)"
+        text += f"  (never awaited: {_UNAWAITED_HINT})"
     if len(text) > limit:
         marker = f"... [{len(text) - limit} more characters]"
         text = text[: max(0, limit - len(marker))] + marker
     return wire_text(text)
+
+
+_UNAWAITED_HINT = "write `await` before the call, or use `.sync(...)`"
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """``warnings.showwarning`` for the sandbox: a forgotten ``await`` is explained without the
+    sandbox client's own file path (where the coroutine happened to be collected)."""
+    if issubclass(category, RuntimeWarning) and "was never awaited" in str(message):
+        stream = sys.stderr if file is None else file
+        try:
+            stream.write(f"RuntimeWarning: {message}: {_UNAWAITED_HINT}\n")
+        except (OSError, ValueError, AttributeError):
+            pass  # like warnings' own writer: no stderr, no warning
+        return
+    _default_show_warning(message, category, filename, lineno, file, line)
+
+
+_default_show_warning = warnings.showwarning
 
 
 class Interpreter:
@@ -81,6 +109,7 @@ class Interpreter:
         self._early: deque[str] = deque(maxlen=_EARLY_INTERRUPTS_KEPT)
         self._stopping = False
         self._main_thread = threading.main_thread().ident
+        warnings.showwarning = _show_warning
 
     def install_signal_handler(self) -> None:
         """Own SIGINT (main thread only): it raises KeyboardInterrupt only inside user code."""

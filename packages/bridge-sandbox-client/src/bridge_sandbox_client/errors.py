@@ -101,3 +101,10 @@ def error_from_fault(
     """The exception for a host ``Fault``: a :class:`ToolError` subclass chosen by its code."""
     cls = _BY_CODE.get(fault.code, ToolError)
     return cls(fault.message, code=fault.code, server=server, tool=tool, data=fault.data)
+
+
+# User code imports these from ``mcp`` (``from mcp import ToolError``): name them so in
+# tracebacks and reprs, instead of this package's private path.
+for _cls in (ToolError, *_BY_CODE.values(), BridgeDisconnected):
+    _cls.__module__ = "mcp"
+del _cls

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 __all__ = [
     "choice",
@@ -18,6 +18,7 @@ __all__ = [
     "parse_duration",
     "parse_optional_int",
     "parse_path",
+    "parse_path_or_off",
     "parse_positive_int",
     "parse_size",
     "parse_non_negative_int",
@@ -113,6 +114,13 @@ def parse_path(raw: str) -> Path:
     if not raw.strip():
         raise ValueError("expected a file path")
     return Path(raw.strip()).expanduser()
+
+
+def parse_path_or_off(raw: str) -> Path | Literal[False]:
+    """A filesystem path, or ``off`` (also false/no/none/0) for none at all."""
+    if raw.strip().lower() in _FALSE | {"none"}:
+        return False
+    return parse_path(raw)
 
 
 def parse_word_list(raw: str) -> tuple[str, ...]:

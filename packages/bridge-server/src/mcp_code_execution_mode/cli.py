@@ -1,29 +1,53 @@
-"""The ``mcp-code-execution-mode`` command: ``serve`` (default), ``doctor``, ``demo``.
+"""The ``mcp-code-execution-mode`` command: ``serve`` (default), ``doctor``, ``demo``, ``setup``.
 
 Every setting is a flag of every command (flags win over ``MCP_BRIDGE_*`` variables). A bad
-value prints one line naming the variable or flag and exits with status 2, no traceback.
+value prints one line naming the variable or flag and exits with status 2, no traceback; except
+when an MCP client started the server (stdin is not a terminal): then the server starts anyway
+and every ``run_python`` call answers with the problem and its fix, because a server that exits
+shows in the client as nothing more than "Connection closed".
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 import anyio
 
 from mcp_code_execution_mode import __version__
 from mcp_code_execution_mode._logging import configure_logging
-from mcp_code_execution_mode.settings import SETTINGS, Settings, SettingsError, load_settings
+from mcp_code_execution_mode.settings import (
+    SETTINGS,
+    Settings,
+    SettingsError,
+    load_settings,
+)
 
-__all__ = ["build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "main"]
 
-_COMMANDS = ("serve", "doctor", "demo")
+COMMANDS = ("serve", "doctor", "demo", "setup")
+
+# Settings holding paths: written into a client's config by `setup`, they must not depend on the
+# directory `setup` ran in.
+_PATH_SETTINGS = frozenset({"config", "state_dir", "log_file", "audit_log"})
 
 
-def _settings_parent() -> argparse.ArgumentParser:
-    parent = argparse.ArgumentParser(add_help=False)
+class UsageError(Exception):
+    """The command line does not parse (argparse's message)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse exits on a bad command line; `main` decides what a bad line means instead.
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _settings_parent() -> _Parser:
+    parent = _Parser(add_help=False)
     group = parent.add_argument_group("settings (each also an environment variable)")
     for setting in SETTINGS:
         default = f"default {setting.default}" if setting.default is not None else "unset"
@@ -39,8 +63,10 @@ def _settings_parent() -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for the docs test and ``--help``)."""
+    from mcp_code_execution_mode.setup import CLIENTS
+
     parent = _settings_parent()
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mcp-code-execution-mode",
         description="MCP server with one run_python tool: Python in a hardened container that "
         "reaches your other MCP servers.",
@@ -66,7 +92,33 @@ def build_parser() -> argparse.ArgumentParser:
         "--servers-dir",
         metavar="DIR",
         default=None,
-        help="where scripts/prepare-servers installed the demo servers (default .cache/servers)",
+        help="where scripts/prepare-servers installed the demo servers "
+        "(default: .cache/servers of this directory or of the clone the package runs from)",
+    )
+    setup = commands.add_parser(
+        "setup",
+        parents=[parent],
+        help="add the bridge to an MCP client and move its other servers behind the bridge",
+        description="Add the bridge to CLIENT's user-wide config file (this Python, by absolute "
+        "path; the settings given as flags go into its env) and move CLIENT's other servers into "
+        "the bridge's servers file (--config, default ~/.config/mcp-code-execution-mode/"
+        "servers.json), so the client loads one tool instead of every server's schemas. "
+        "The change is shown first; a backup of each file is kept beside it.",
+    )
+    setup.add_argument("client", choices=sorted(CLIENTS), metavar="CLIENT",
+                       help=f"one of {', '.join(CLIENTS)}")  # fmt: skip
+    setup.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
+    setup.add_argument("--undo", action="store_true", help="undo the last setup of CLIENT")
+    setup.add_argument(
+        "--force", action="store_true", help="with --undo: undo even what changed since"
+    )
+    setup.add_argument(
+        "--keep",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="NAME",
+        help="servers to leave in the client's file (loaded by it directly)",
     )
     return parser
 
@@ -74,21 +126,49 @@ def build_parser() -> argparse.ArgumentParser:
 def _normalise(argv: list[str]) -> list[str]:
     # `python -m mcp_code_execution_mode` and a bare `mcp-code-execution-mode [--flags]` are what
     # MCP client configs run: both mean `serve`.
-    if not argv or (argv[0] not in _COMMANDS and argv[0] not in ("-h", "--help", "--version")):
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         return ["serve", *argv]
     return argv
 
 
+def _started_by_a_client(argv: list[str]) -> bool:
+    """``serve`` over stdio with a pipe for stdin: an MCP client, not a person, is reading."""
+    return argv[0] == "serve" and "--http" not in argv and not sys.stdin.isatty()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given and not given[0].startswith("-") and given[0] not in COMMANDS:
+        print(
+            f"mcp-code-execution-mode: unknown command {given[0]!r}; the commands are "
+            f"{', '.join(COMMANDS)} (mcp-code-execution-mode --help)",
+            file=sys.stderr,
+        )
+        return 2
+    normalised = _normalise(given)
     parser = build_parser()
-    args = parser.parse_args(_normalise(list(sys.argv[1:] if argv is None else argv)))
     try:
-        settings = load_settings({s.name: getattr(args, s.name, None) for s in SETTINGS})
-    except SettingsError as exc:
+        args = parser.parse_args(normalised)
+        flags = {s.name: getattr(args, s.name, None) for s in SETTINGS}
+        settings = load_settings(flags)
+    except UsageError as exc:
+        if _started_by_a_client(normalised):
+            return _serve_misconfigured(
+                f"the server's command-line arguments are wrong: {exc}",
+                "correct the \"args\" of this server's entry in your MCP client's configuration "
+                "(mcp-code-execution-mode serve --help lists them), then restart the server",
+            )
+        parser.print_usage(sys.stderr)
         print(f"mcp-code-execution-mode: {exc}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level, settings.log_file)
+    except SettingsError as exc:
+        if _started_by_a_client(normalised):
+            return _serve_misconfigured(str(exc), exc.fix)
+        print(f"mcp-code-execution-mode: {exc}", file=sys.stderr)
+        print(f"  fix: {exc.fix}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level, settings.resolved_log_file)
     if args.command == "doctor":
         from mcp_code_execution_mode.doctor import run_doctor
 
@@ -101,7 +181,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         forward = {s.env: raw for s in SETTINGS if (raw := getattr(args, s.name, None)) is not None}
         status = anyio.run(run_demo, settings, args.servers_dir, forward)
         return status
+    if args.command == "setup":
+        return _setup(args, settings)
     return _serve(settings, args.http)
+
+
+def _setup(args: argparse.Namespace, settings: Settings) -> int:
+    from bridge_core.discovery import where
+
+    from mcp_code_execution_mode.setup import run_setup
+
+    flags = {}
+    for s in SETTINGS:
+        raw = getattr(args, s.name, None)
+        if raw is not None and raw.strip():
+            path_like = s.name in _PATH_SETTINGS and raw.strip().lower() != "off"
+            flags[s.env] = os.path.abspath(os.path.expanduser(raw)) if path_like else raw
+    return run_setup(
+        args.client,
+        where=where(),
+        state_dir=settings.resolved_state_dir,
+        flags=flags,
+        servers_file=settings.config if args.config else None,
+        keep=args.keep,
+        dry_run=args.dry_run,
+        undo_last=args.undo,
+        force=args.force,
+    )
+
+
+def _serve_misconfigured(problem: str, fix: str) -> int:
+    from mcp_code_execution_mode._misconfigured import misconfigured_factory
+    from mcp_code_execution_mode.serve import serve_stdio
+
+    defaults = Settings()
+    configure_logging(defaults.log_level, defaults.resolved_log_file)
+    anyio.run(serve_stdio, defaults, misconfigured_factory(problem, fix))
+    return 0
 
 
 def _serve(settings: Settings, http: str | None) -> int:

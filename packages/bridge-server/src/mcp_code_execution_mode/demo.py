@@ -99,7 +99,9 @@ def _image_ready(settings: Settings) -> str | None:
         import bridge_image  # noqa: F401  (present in a repository checkout)
     except ImportError:
         return (
-            f"image {settings.image} is missing: run scripts/prepare-host, or set MCP_BRIDGE_IMAGE"
+            f"the sandbox image {settings.image} is missing: build it from a clone of the "
+            "repository (scripts/prepare-host, or bridge-image build), or set MCP_BRIDGE_IMAGE "
+            "to an image you have"
         )
     print(f"building the sandbox image {settings.image} (first run only) ...", flush=True)
     build = subprocess.run(
@@ -108,6 +110,49 @@ def _image_ready(settings: Settings) -> str | None:
     if build.returncode != 0:
         return "building the image failed (output above); run scripts/prepare-host"
     return None
+
+
+def _clone_of_package() -> Path | None:
+    """The repository clone this package runs from (an editable install), if any."""
+    for parent in Path(__file__).resolve().parents:
+        if (parent / "scripts" / "prepare-servers").is_file():
+            return parent
+    return None
+
+
+def servers_dir_candidates(explicit: str | None) -> list[Path]:
+    """Where the pinned demo servers may be, in order: ``--servers-dir``,
+    ``$MCP_TEST_SERVERS_DIR``, ``.cache/servers`` here, then in the clone this package runs from."""
+    if explicit:
+        return [Path(explicit)]
+    found = [Path(p) for p in [os.environ.get("MCP_TEST_SERVERS_DIR")] if p]
+    found.append(Path(".cache/servers"))
+    clone = _clone_of_package()
+    if clone is not None:
+        found.append(clone / ".cache" / "servers")
+    return found
+
+
+def _pick_servers_dir(explicit: str | None) -> Path:
+    candidates = servers_dir_candidates(explicit)
+    return next((c for c in candidates if (c / "env").is_file()), candidates[0])
+
+
+async def _startable(servers: dict[str, Any], settings: Settings) -> dict[str, str]:
+    """Start every demo server once; the ones that fail, with the reason (outside a clone they
+    come from npx/uvx, which need the network)."""
+    from bridge_core.discovery import discover
+
+    from mcp_code_execution_mode._probe import probe_servers
+
+    with tempfile.TemporaryDirectory(prefix="mcp-demo-probe-") as tmp:
+        config = Path(tmp) / "servers.json"
+        config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+        specs = discover(explicit=config, clients=False).servers.values()
+        results = await probe_servers(
+            specs, call_timeout=settings.call_timeout, start_timeout=settings.server_start_timeout
+        )
+    return {name: outcome for name, outcome in results.items() if isinstance(outcome, str)}
 
 
 def _show(label: str, text: str) -> None:
@@ -174,13 +219,24 @@ async def run_demo(
     if problem is not None:
         print(f"demo: {problem}", file=sys.stderr)
         return 1
-    base = Path(servers_dir or os.environ.get("MCP_TEST_SERVERS_DIR") or ".cache/servers")
+    base = _pick_servers_dir(servers_dir)
     with tempfile.TemporaryDirectory(prefix="mcp-demo-") as tmp:
         work = Path(tmp)
         data, config, servers, missing = await anyio.to_thread.run_sync(_prepare, base, work)
         print(f"demo config ({config}):\n{json.dumps({'mcpServers': servers}, indent=2)}")
+        for name, reason in (await _startable(dict(servers), settings)).items():
+            del servers[name]
+            missing.append(
+                f"{name}: did not start ({reason.splitlines()[0]}); the demo's servers are "
+                "installed offline by scripts/prepare-servers from a clone (--servers-dir DIR), "
+                "or fetched by npx/uvx with network access"
+            )
         for note in missing:
             print(f"missing: {note}")
+        if not servers:
+            print("demo: no MCP server could be started: nothing to show", file=sys.stderr)
+            return 1
+        config.write_text(json.dumps({"mcpServers": servers}, indent=2), encoding="utf-8")
         env = {
             **os.environ,
             **(forward or {}),

@@ -1,10 +1,15 @@
 """``mcp-code-execution-mode doctor``: check everything the bridge needs, say how to fix it.
 
-Checks, in order: the container runtime (version, rootless, API service), the sandbox image and
-its labels, a real sandbox running code with its memory/pids/cpu limits read back from inside,
-then every discovered MCP server (its source file, whether it starts, how many tools it lists).
-Exit status 1 when something needed (runtime, image, sandbox) is missing; a server that fails is
-reported but does not by itself fail the check, since the bridge works without it.
+Checks, in order: the state directory (made private), the log file, the container runtime
+(version, rootless, API service) and the system-call filter it applies, the sandbox image and
+its labels, a real sandbox running code with its memory/pids/cpu limits and its filter read back
+from inside (seccomp mode, and that creating a user namespace and opening an AF_VSOCK socket
+fail), then every config file looked at (found, not found, invalid) and every discovered MCP
+server (its source file, whether it starts, how many tools it lists), and the servers a client
+loads both directly and through the bridge, with what that costs.
+Exit status 1 when something needed (runtime, image, sandbox) is missing, a client config file is
+unusable or the explicit config file is missing; a server that fails is reported but does not by
+itself fail the check, since the bridge works without it.
 """
 
 from __future__ import annotations
@@ -16,18 +21,31 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+import mcp_types as types
+from bridge_core.discovery import CheckedSource, DiscoveryReport
+from bridge_core.discovery import display_path as shown_path
 from bridge_core.errors import BridgeError
 from bridge_core.gateway import NullGateway
-from bridge_core.proxy import ProxyOptions, UpstreamPool
+from bridge_core.policy import Policy
+from bridge_core.runtime import user_seccomp_option
 from bridge_core.runtime.base import RuntimeBackend, RuntimeInfo
 from bridge_core.runtime.detect import detect_runtime
+from bridge_core.servers import ServerSpec
 from bridge_core.sessions.manager import SessionManager
 
 from mcp_code_execution_mode import __version__
-from mcp_code_execution_mode._compose import discover_servers, session_config
+from mcp_code_execution_mode._compose import discover_servers, private_state_dir, session_config
+from mcp_code_execution_mode._footprint import (
+    BYTES_PER_TOKEN,
+    double_loads,
+    schema_bytes,
+    token_estimate,
+)
+from mcp_code_execution_mode._probe import probe_servers
 from mcp_code_execution_mode._units import format_size
 from mcp_code_execution_mode.settings import Settings
 
@@ -35,22 +53,39 @@ __all__ = ["run_doctor"]
 
 SANDBOX_CHECK_TIMEOUT = 120.0
 """Starting the first sandbox can include creating the image's overlay layers: be generous."""
-SERVER_CHECK_TIMEOUT = 60.0
-"""``npx``/``uvx`` servers may install themselves on first start."""
 
-# Read back inside the sandbox: cgroup v2 files first, then the v1 hierarchy.
-_LIMITS_PROBE = """
-import pathlib
+# Tried in a child process, so that a sandbox without the filter is not changed by the check.
+_FILTER_ATTEMPTS = """
+import ctypes, socket
+libc = ctypes.CDLL(None, use_errno=True)
+unshare = 0 if libc.unshare(0x10000000) == 0 else ctypes.get_errno()  # CLONE_NEWUSER
+try:
+    socket.socket(40, socket.SOCK_STREAM).close()  # AF_VSOCK
+    vsock = 0
+except OSError as exc:
+    vsock = exc.errno
+print(unshare, vsock)
+"""
+# Read back inside the sandbox: cgroup v2 files first, then the v1 hierarchy; the seccomp mode
+# and the errno of the attempts above.
+_LIMITS_PROBE = f"""
+import pathlib, subprocess, sys
 def read(*names):
     for name in names:
         p = pathlib.Path("/sys/fs/cgroup") / name
         if p.exists():
             return p.read_text().split()[0]
     return None
-{"memory": read("memory.max", "memory/memory.limit_in_bytes"),
+_status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+_tried = subprocess.run([sys.executable, "-c", {_FILTER_ATTEMPTS!r}], capture_output=True,
+                        text=True, timeout=60)
+{{"memory": read("memory.max", "memory/memory.limit_in_bytes"),
  "pids": read("pids.max", "pids/pids.max"),
- "cpu_quota": read("cpu.max", "cpu/cpu.cfs_quota_us")}
+ "cpu_quota": read("cpu.max", "cpu/cpu.cfs_quota_us"),
+ "seccomp": _status["Seccomp"].strip(),
+ "refused": _tried.stdout.split()}}
 """
+_REFUSED = ["1", "97"]  # EPERM, EAFNOSUPPORT
 
 
 @dataclass
@@ -86,6 +121,16 @@ def _inspect_image(cli: str, image: str) -> dict[str, Any] | None:
     return data[0] if isinstance(data, list) and data else None
 
 
+async def _check_state_dir(settings: Settings, report: _Report) -> bool:
+    try:
+        path = await private_state_dir(settings)
+    except BridgeError as exc:
+        report.fail("state dir", str(exc), "see docs/configuration.md#state-directory")
+        return False
+    report.ok("state dir", f"{path} (private: only this user can enter it)")
+    return True
+
+
 async def _check_runtime(settings: Settings, report: _Report) -> RuntimeBackend | None:
     preference = None if settings.runtime == "auto" else settings.runtime
     try:
@@ -98,6 +143,8 @@ async def _check_runtime(settings: Settings, report: _Report) -> RuntimeBackend 
         return None
     mode = "rootless" if info.rootless else "rootful"
     report.ok("runtime", f"{info.backend} {info.version} ({mode}); {info.detail}")
+    if info.backend != "local":
+        _report_profile(settings, info, report)
     if info.backend == "local":
         report.warn("isolation", "runtime 'local' runs code WITHOUT a container", "use podman")
     elif not info.limits_enforced:
@@ -107,6 +154,21 @@ async def _check_runtime(settings: Settings, report: _Report) -> RuntimeBackend 
             "run on a cgroup v2 host, or run podman as root (see docs/troubleshooting.md)",
         )
     return backend
+
+
+def _report_profile(settings: Settings, info: RuntimeInfo, report: _Report) -> None:
+    users = user_seccomp_option(settings.security_opt)
+    if users is not None:
+        report.warn(
+            "seccomp",
+            f"your profile {users} (MCP_BRIDGE_SECURITY_OPT) replaces the bridge's; the bridge "
+            "does not check it",
+            "leave seccomp= out of MCP_BRIDGE_SECURITY_OPT to use the bridge's profile",
+        )
+    elif info.seccomp.startswith("UNAVAILABLE"):
+        report.fail("seccomp", info.seccomp, "see docs/troubleshooting.md#seccomp")
+    else:
+        report.ok("seccomp", info.seccomp)
 
 
 def _check_image(settings: Settings, backend: RuntimeBackend, report: _Report) -> bool:
@@ -178,57 +240,140 @@ async def _check_sandbox(settings: Settings, backend: RuntimeBackend, report: _R
             + (f", cpu quota {settings.cpu_quota}" if settings.cpu_quota else "")
             + " enforced (read back inside the sandbox)",
         )
+    if backend.name != "local" and user_seccomp_option(settings.security_opt) is None:
+        _report_filter_in_sandbox(seen, report)
+
+
+def _report_filter_in_sandbox(seen: dict[str, Any], report: _Report) -> None:
+    if seen.get("seccomp") == "2" and seen.get("refused") == _REFUSED:
+        report.ok(
+            "seccomp in the sandbox",
+            "mode 2 (filtering); creating a user namespace: EPERM, an AF_VSOCK socket: "
+            "EAFNOSUPPORT (tried inside the sandbox)",
+        )
+        return
+    report.fail(
+        "seccomp in the sandbox",
+        f"seccomp mode {seen.get('seccomp')!r}; errno of unshare(CLONE_NEWUSER) and "
+        f"socket(AF_VSOCK): {seen.get('refused')!r} (want mode 2, EPERM and EAFNOSUPPORT)",
+        "see docs/troubleshooting.md#seccomp",
+    )
+
+
+def _files_looked_at(checked: list[CheckedSource], home: Path) -> list[str]:
+    """One line per file (a file read for two scopes, like ``~/.claude.json``, once)."""
+    by_path: dict[Path, list[CheckedSource]] = {}
+    for source in checked:
+        by_path.setdefault(source.path, []).append(source)
+    lines = []
+    for path, readings in by_path.items():
+        clients = ", ".join(dict.fromkeys(r.client for r in readings))
+        shown = shown_path(path, home)
+        problem = next((r.problem for r in readings if r.problem), None)
+        if problem is not None:
+            lines.append(f"invalid    {shown} ({clients}): {problem}")
+        elif any(r.found for r in readings):
+            count = sum(len(r.usable) for r in readings)
+            lines.append(f"found      {shown} ({clients}): {count} server(s)")
+        else:
+            lines.append(f"not found  {shown} ({clients})")
+    return lines
+
+
+def _check_files(settings: Settings, discovery: DiscoveryReport, report: _Report) -> None:
+    home = Path.home()
+    report.ok("discovery", f"{len(discovery.servers)} server(s); files looked at:")
+    for line in _files_looked_at(discovery.sources_checked, home):
+        print(f"         {line}", file=report.out)
+    for source in discovery.sources_checked:
+        if source.problem is not None:
+            report.fail(
+                "config file",
+                f"{shown_path(source.path, home)} ({source.client}) is unusable: {source.problem}",
+                "correct the file (the client that owns it cannot read it either); until then "
+                "its servers are skipped",
+            )
+    explicit = settings.config
+    if explicit is not None and not explicit.is_file():
+        report.fail(
+            "config file",
+            f"the explicit config file {explicit} does not exist",
+            "create it, or correct MCP_BRIDGE_CONFIG / --config",
+        )
+    for problem in discovery.problems:
+        if problem.entry is not None or problem.severity != "error":
+            report.warn("discovery", str(problem))
+    for conflict in discovery.conflicts:
+        report.warn("discovery", f"{conflict.name!r} defined again in {', '.join(conflict.losers)}")
+
+
+def _check_double_loads(
+    discovery: DiscoveryReport,
+    proxied: dict[str, ServerSpec],
+    tools: dict[str, list[types.Tool] | str],
+    report: _Report,
+) -> None:
+    home = Path.home()
+    for double in double_loads(discovery.sources_checked, proxied):
+        listed = tools.get(double.name)
+        if isinstance(listed, list):
+            size = schema_bytes(listed)
+            cost = (
+                f"its {len(listed)} tool schema(s) cost ~{token_estimate(size):,} tokens "
+                f"(estimate: {size:,} bytes / {BYTES_PER_TOKEN}) on every request"
+            )
+        else:
+            cost = "its tool schemas cost tokens on every request (it did not start here)"
+        where = shown_path(double.source.path, home)
+        if double.source.scope == "user":
+            fix = f"mcp-code-execution-mode setup {double.app} (moves it behind the bridge)"
+        else:
+            fix = f"remove it from {where}: the bridge proxies it in that project already"
+        report.warn(
+            f"server {double.name!r}",
+            f"loaded twice: directly by {double.source.client} ({where}) and through the "
+            f"bridge; {cost}",
+            fix + f", or hide it from the bridge with MCP_BRIDGE_DENY_SERVERS={double.name}",
+        )
 
 
 async def _check_servers(settings: Settings, report: _Report) -> None:
     discovery = await discover_servers(settings)
-    checked = [c for c in discovery.sources_checked if c.found]
-    report.ok(
-        "discovery",
-        f"{len(discovery.servers)} server(s) from {len(checked)} file(s): "
-        + (", ".join(str(c.path) for c in checked) or "none found"),
+    _check_files(settings, discovery, report)
+    policy = Policy.from_settings(
+        allow_servers=settings.allow_servers,
+        deny_servers=settings.deny_servers,
+        allow_tools=settings.allow_tools,
+        deny_tools=settings.deny_tools,
     )
-    for problem in discovery.problems:
-        report.warn("discovery", str(problem))
-    for conflict in discovery.conflicts:
-        report.warn("discovery", f"{conflict.name!r} defined again in {', '.join(conflict.losers)}")
-    if not discovery.servers:
-        return
-    results: dict[str, str | int] = {}
-    options = ProxyOptions(
-        call_timeout=settings.call_timeout, start_timeout=settings.server_start_timeout
+    proxied = {n: s for n, s in discovery.servers.items() if policy.check_server(n).allowed}
+    results = await probe_servers(
+        proxied.values(),
+        call_timeout=settings.call_timeout,
+        start_timeout=settings.server_start_timeout,
     )
-    async with UpstreamPool(discovery.servers.values(), options) as pool:
-
-        async def probe(name: str) -> None:
-            try:
-                with anyio.fail_after(SERVER_CHECK_TIMEOUT):
-                    results[name] = len(await pool.list_tools(name))
-            except TimeoutError:
-                results[name] = f"did not answer within {SERVER_CHECK_TIMEOUT:g} s"
-            except BridgeError as exc:
-                results[name] = str(exc)
-
-        async with anyio.create_task_group() as tg:
-            for name in discovery.servers:
-                tg.start_soon(probe, name)
-    for name, spec in discovery.servers.items():
+    for name, spec in proxied.items():
         outcome = results.get(name, "not checked")
-        if isinstance(outcome, int):
-            report.ok(f"server {name!r}", f"starts, lists {outcome} tool(s) [{spec.source}]")
+        if isinstance(outcome, list):
+            report.ok(f"server {name!r}", f"starts, lists {len(outcome)} tool(s) [{spec.source}]")
         else:
             report.warn(
                 f"server {name!r}",
                 f"{outcome} [{spec.source}]",
                 "check its command and env in that file; MCP_BRIDGE_DENY_SERVERS hides it",
             )
+    _check_double_loads(discovery, proxied, results, report)
 
 
 async def run_doctor(settings: Settings, out: TextIO | None = None) -> int:
     """Run every check, print the findings; return 0 when everything needed is there, else 1."""
     report = _Report(out or sys.stdout)
     print(f"mcp-code-execution-mode {__version__} doctor", file=report.out)
-    backend = await _check_runtime(settings, report)
+    log_file = settings.resolved_log_file
+    report.ok("log file", str(log_file) if log_file else "off (MCP_BRIDGE_LOG_FILE=off)")
+    backend = None
+    if await _check_state_dir(settings, report):
+        backend = await _check_runtime(settings, report)
     if backend is not None:
         try:
             if await anyio.to_thread.run_sync(_check_image, settings, backend, report):

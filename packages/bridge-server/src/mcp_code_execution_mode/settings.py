@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mcp_code_execution_mode import _units as u
 
@@ -38,6 +38,26 @@ def default_state_dir() -> Path:
 
 class SettingsError(ValueError):
     """A setting has a bad value; the message is one line naming the variable or flag."""
+
+    def __init__(self, message: str, *, names: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.names = names
+        """The variables or flags at fault, as the user wrote them."""
+
+    @property
+    def fix(self) -> str:
+        """Where to correct it, for a user who sees the error in their MCP client."""
+        flags = [n for n in self.names if n.startswith("--")]
+        variables = [n for n in self.names if not n.startswith("--")]
+        places = []
+        if variables:
+            places.append(
+                f'correct or remove {" and ".join(variables)} in the "env" of this server\'s '
+                "entry in your MCP client's configuration (or wherever its environment sets it)"
+            )
+        if flags:
+            places.append(f'correct {" and ".join(flags)} in the "args" of that entry')
+        return "; ".join(places or ["correct the setting"]) + ", then restart the server"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +123,10 @@ SETTINGS: tuple[Setting, ...] = (
     _s("server_start_timeout", u.parse_duration, "30s",
        "Time a proxied MCP server gets to start and list its tools (npx cold starts are slow)."),
     _s("log_level", u.choice("debug", "info", "warning", "error"), "warning",
-       "Log level (logs go to stderr, never stdout)."),
-    _s("log_file", u.parse_path, None, "Also append logs to this file."),
+       "Log level (logs go to stderr, never stdout, and to the log file)."),
+    _s("log_file", u.parse_path_or_off, None,
+       "Log file, rotated at 1 MiB with 3 old files kept (default $STATE_DIR/logs/bridge.log); "
+       "off disables it."),
     _s("audit_log", u.parse_path, None,
        "Append one JSON line per proxied tool call (server, tool, session, outcome) here."),
     _s("allow_servers", u.parse_name_list, None,
@@ -141,7 +163,8 @@ class Settings:
     call_timeout: float = 60.0
     server_start_timeout: float = 30.0
     log_level: str = "warning"
-    log_file: Path | None = None
+    log_file: Path | Literal[False] | None = None
+    """None: the default place in the state dir; False: no log file."""
     audit_log: Path | None = None
     allow_servers: tuple[str, ...] = ()
     deny_servers: tuple[str, ...] = ()
@@ -152,6 +175,15 @@ class Settings:
     def resolved_state_dir(self) -> Path:
         """``state_dir`` or the XDG default."""
         return self.state_dir if self.state_dir is not None else default_state_dir()
+
+    @property
+    def resolved_log_file(self) -> Path | None:
+        """The log file in use: ``log_file``, else ``STATE_DIR/logs/bridge.log``; None if off."""
+        if self.log_file is False:
+            return None
+        if self.log_file is None:
+            return self.resolved_state_dir / "logs" / "bridge.log"
+        return self.log_file
 
 
 def load_settings(
@@ -175,12 +207,13 @@ def load_settings(
         try:
             values[setting.name] = setting.parse(raw)
         except ValueError as exc:
-            raise SettingsError(f"{source}={raw!r}: {exc}") from None
+            raise SettingsError(f"{source}={raw!r}: {exc}", names=(source,)) from None
     settings = Settings(**{k: v for k, v in values.items() if v is not None})
     if settings.timeout > settings.max_timeout:
         raise SettingsError(
             f"MCP_BRIDGE_TIMEOUT ({settings.timeout:g}s) is above MCP_BRIDGE_MAX_TIMEOUT "
-            f"({settings.max_timeout:g}s): raise the maximum or lower the timeout"
+            f"({settings.max_timeout:g}s): raise the maximum or lower the timeout",
+            names=("MCP_BRIDGE_TIMEOUT", "MCP_BRIDGE_MAX_TIMEOUT"),
         )
     return settings
 

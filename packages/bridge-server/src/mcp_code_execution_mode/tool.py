@@ -36,7 +36,8 @@ await runtime.discovered_servers()
 await runtime.search_tool_docs("query", limit=5)
 await runtime.query_tool_docs("server")
 await mcp_servers["server"].tool(arg=...)
-Loop, filter and retry in Python; print only what you need."""
+Loop, filter, retry in Python; print only what you need. Has numpy, pandas, scipy, \
+sklearn, matplotlib (plots returned), jq."""
 
 _INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",

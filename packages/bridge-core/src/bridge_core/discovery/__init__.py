@@ -14,13 +14,16 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bridge_core.discovery import _claude, _codex, _cursor, _gemini, _generic, _vscode, _windsurf
-from bridge_core.discovery._entry import SELF_MARKERS, parse_entry
+from bridge_core.discovery._entry import SELF_MARKERS, launches_bridge, parse_entry
 from bridge_core.discovery._expand import expand
+from bridge_core.discovery._files import strip_jsonc
+from bridge_core.discovery._generic import bridge_servers_file
 from bridge_core.discovery._model import (
     CheckedSource,
     Conflict,
     DiscoveryProblem,
     DiscoveryReport,
+    RawEntry,
     Severity,
     Source,
     SourceUnreadable,
@@ -34,8 +37,18 @@ __all__ = [
     "DiscoveryReport",
     "SELF_MARKERS",
     "Severity",
+    "Source",
+    "SourceUnreadable",
+    "Where",
+    "bridge_servers_file",
+    "client_sources",
     "discover",
+    "display_path",
     "expand",
+    "launches_bridge",
+    "same_server",
+    "strip_jsonc",
+    "where",
 ]
 
 logger = logging.getLogger(__name__)
@@ -43,20 +56,30 @@ logger = logging.getLogger(__name__)
 _LOG_LEVELS = {"error": logging.WARNING, "warning": logging.WARNING, "info": logging.INFO}
 
 
-def _sources(explicit: Path | None, where: Where, clients: bool) -> list[Source]:
-    """Every source in precedence order: explicit, then project scope, then user scope."""
+def where(
+    *,
+    home: Path | None = None,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    platform: str | None = None,
+) -> Where:
+    """The machine to look at; each default is the real one (home, cwd, ``os.environ``, OS)."""
+    return Where(
+        home=Path.home() if home is None else home,
+        cwd=Path.cwd() if cwd is None else cwd,
+        environ=os.environ if environ is None else environ,
+        platform=sys.platform if platform is None else platform,
+    )
+
+
+def client_sources(where: Where) -> list[Source]:
+    """The files MCP clients load themselves, project scope first, in precedence order."""
     ordered: list[Source] = []
-    if explicit is not None:
-        ordered.append(_generic.explicit_source(explicit))
-    if not clients:
-        return ordered
     # Project scope: the most specific configuration wins, as in the clients themselves.
     ordered += _claude.project_sources(where)
     ordered += _cursor.project_sources(where)
     ordered += _vscode.project_sources(where)
     ordered += _gemini.project_sources(where)
-    # User scope.
-    ordered += _generic.config_dir_sources(where)
     ordered += _claude.user_sources(where)
     ordered += _claude.desktop_sources(where)
     ordered += _cursor.user_sources(where)
@@ -67,6 +90,22 @@ def _sources(explicit: Path | None, where: Where, clients: bool) -> list[Source]
     return ordered
 
 
+def _sources(explicit: Path | None, where: Where, clients: bool) -> list[Source]:
+    """Every source in precedence order: explicit, project scope, then user scope."""
+    ordered: list[Source] = []
+    if explicit is not None:
+        ordered.append(_generic.explicit_source(explicit))
+    if not clients:
+        return ordered
+    per_client = client_sources(where)
+    project = [s for s in per_client if s.scope == "project"]
+    user = [s for s in per_client if s.scope == "user"]
+    # The files only the bridge reads are user-wide and exist for nothing but MCP servers: they
+    # come first among user-wide files (the bridge's own file, where `setup` puts servers, first).
+    own = [_generic.bridge_file_source(where), *_generic.config_dir_sources(where)]
+    return ordered + project + own + user
+
+
 def _resolved(path: Path) -> Path:
     try:
         return path.resolve()
@@ -74,7 +113,27 @@ def _resolved(path: Path) -> Path:
         return path
 
 
-def _display(path: Path, home: Path) -> str:
+class _Unexpanded(dict[str, str]):
+    """An environment in which every variable is its own reference: ``${X}`` stays ``${X}``."""
+
+    def get(self, key: str, default: object = None) -> str:
+        return f"${{{key}}}"
+
+
+def same_server(name: str, first: object, second: object) -> bool:
+    """Whether two entries start the same server once client dialects are mapped (an explicit
+    ``"type": "stdio"``, Gemini's ``httpUrl``...), without expanding variables."""
+    specs = []
+    for value in (first, second):
+        spec = parse_entry(
+            RawEntry(name, value, name), source="", environ=_Unexpanded(), problems=[]
+        )
+        specs.append(spec)
+    return specs[0] is not None and specs[0] == specs[1]
+
+
+def display_path(path: Path, home: Path) -> str:
+    """A path as shown to users: ``~/...`` inside the home directory."""
     try:
         return "~/" + path.relative_to(home).as_posix()
     except ValueError:
@@ -96,28 +155,25 @@ def discover(
     missing explicit file is an ``error`` problem (every other missing file is just not found).
     ``clients=False`` reads the explicit file only (no client configuration files).
     """
-    where = Where(
-        home=Path.home() if home is None else home,
-        cwd=Path.cwd() if cwd is None else cwd,
-        environ=os.environ if environ is None else environ,
-        platform=sys.platform if platform is None else platform,
-    )
+    machine = where(home=home, cwd=cwd, environ=environ, platform=platform)
     report = DiscoveryReport()
     definitions: dict[str, list[str]] = {}
     seen: set[tuple[Path, str]] = set()
     unreadable: set[Path] = set()
-    for source in _sources(explicit, where, clients):
+    for source in _sources(explicit, machine, clients):
         identity = (_resolved(source.path), source.section)
         if identity in seen:  # e.g. cwd == home: ~/.cursor/mcp.json is both project and user
             continue
         seen.add(identity)
-        shown = _display(source.path, where.home)
+        shown = display_path(source.path, machine.home)
         try:
             found = source.path.is_file()
         except OSError:
             found = False
         if not found:
-            report.sources_checked.append(CheckedSource(source.client, source.path, False))
+            report.sources_checked.append(
+                CheckedSource(source.client, source.path, False, app=source.app, scope=source.scope)
+            )
             if explicit is not None and source.path == explicit:
                 report.problems.append(
                     DiscoveryProblem(shown, None, "explicit config file not found")
@@ -130,15 +186,51 @@ def discover(
             if identity[0] not in unreadable:  # ~/.claude.json is read twice: report it once
                 unreadable.add(identity[0])
                 report.problems.append(DiscoveryProblem(shown, None, message))
-            report.sources_checked.append(CheckedSource(source.client, source.path, True))
+            report.sources_checked.append(
+                CheckedSource(
+                    source.client,
+                    source.path,
+                    True,
+                    problem=message,
+                    app=source.app,
+                    scope=source.scope,
+                )
+            )
             continue
-        report.sources_checked.append(CheckedSource(source.client, source.path, True, len(entries)))
+        usable: list[str] = []
+        bridges: list[str] = []
         for entry in entries:
-            spec = parse_entry(entry, source=shown, environ=where.environ, problems=report.problems)
+            spec = parse_entry(
+                entry, source=shown, environ=machine.environ, problems=report.problems
+            )
             if spec is None:
                 continue
+            if launches_bridge(spec):
+                bridges.append(spec.name)
+                report.problems.append(
+                    DiscoveryProblem(
+                        shown,
+                        spec.name,
+                        "this entry launches the code-execution bridge itself; skipped",
+                        "info",
+                    )
+                )
+                continue
+            usable.append(spec.name)
             definitions.setdefault(spec.name, []).append(spec.source)
             report.servers.setdefault(spec.name, spec)
+        report.sources_checked.append(
+            CheckedSource(
+                source.client,
+                source.path,
+                True,
+                len(entries),
+                app=source.app,
+                scope=source.scope,
+                usable=tuple(usable),
+                bridge_entries=tuple(bridges),
+            )
+        )
     for name, places in definitions.items():
         if len(places) > 1:
             report.conflicts.append(Conflict(name, places[0], tuple(places[1:])))

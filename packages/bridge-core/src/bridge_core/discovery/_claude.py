@@ -30,7 +30,7 @@ def _mcp_servers(path: Path) -> list[RawEntry]:
 def desktop_sources(where: Where) -> list[Source]:
     """Claude Desktop's ``claude_desktop_config.json`` (macOS, Linux or Windows location)."""
     path = _desktop_path(where) / "claude_desktop_config.json"
-    return [Source("Claude Desktop", path, _mcp_servers)]
+    return [Source("Claude Desktop", path, _mcp_servers, app="claude-desktop")]
 
 
 def _claude_json(where: Where) -> Path:
@@ -52,11 +52,25 @@ def project_sources(where: Where) -> list[Source]:
         return []
 
     return [
-        Source("Claude Code (local)", _claude_json(where), read_local, section="project"),
-        Source("Claude Code (project)", where.cwd / ".mcp.json", _mcp_servers),
+        Source(
+            "Claude Code (local)",
+            _claude_json(where),
+            read_local,
+            section="project",
+            app="claude-code",
+            scope="project",
+        ),
+        Source(
+            "Claude Code (project)",
+            where.cwd / ".mcp.json",
+            _mcp_servers,
+            app="claude-code",
+            scope="project",
+        ),
     ]
 
 
 def user_sources(where: Where) -> list[Source]:
     """Claude Code's user scope: top-level ``mcpServers`` of ``~/.claude.json``."""
-    return [Source("Claude Code (user)", _claude_json(where), _mcp_servers, section="user")]
+    path = _claude_json(where)
+    return [Source("Claude Code (user)", path, _mcp_servers, section="user", app="claude-code")]

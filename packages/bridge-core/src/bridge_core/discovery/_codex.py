@@ -8,9 +8,9 @@ from pathlib import Path
 from bridge_core.discovery._files import entries_of, load_toml, table_at
 from bridge_core.discovery._model import RawEntry, Source, Where
 
-__all__ = ["read_codex", "user_sources"]
+__all__ = ["KNOWN_FIELDS", "read_codex", "user_sources"]
 
-_KNOWN = frozenset(
+KNOWN_FIELDS = frozenset(
     {
         "startup_timeout_sec",
         "startup_timeout_ms",
@@ -52,11 +52,11 @@ def read_codex(path: Path) -> list[RawEntry]:
     table = table_at(load_toml(path), "mcp_servers")
     if table is None:
         return []
-    return entries_of(table, "mcp_servers", known_fields=_KNOWN, normalise=_normalise)
+    return entries_of(table, "mcp_servers", known_fields=KNOWN_FIELDS, normalise=_normalise)
 
 
 def user_sources(where: Where) -> list[Source]:
     """``$CODEX_HOME/config.toml``, by default ``~/.codex/config.toml``."""
     codex_home = where.environ.get("CODEX_HOME")
     base = Path(codex_home) if codex_home else where.home / ".codex"
-    return [Source("Codex", base / "config.toml", read_codex)]
+    return [Source("Codex", base / "config.toml", read_codex, app="codex")]

@@ -7,21 +7,22 @@ from pathlib import Path
 from bridge_core.discovery._files import entries_of, load_json, table_at
 from bridge_core.discovery._model import RawEntry, Source, Where
 
-__all__ = ["project_sources", "user_sources"]
+__all__ = ["KNOWN_FIELDS", "project_sources", "user_sources"]
 
-_KNOWN = frozenset({"envFile", "autoApprove"})
+KNOWN_FIELDS = frozenset({"envFile", "autoApprove"})
 
 
 def _read(path: Path) -> list[RawEntry]:
     table = table_at(load_json(path), "mcpServers")
-    return [] if table is None else entries_of(table, "mcpServers", known_fields=_KNOWN)
+    return [] if table is None else entries_of(table, "mcpServers", known_fields=KNOWN_FIELDS)
 
 
 def project_sources(where: Where) -> list[Source]:
     """The project's ``.cursor/mcp.json``."""
-    return [Source("Cursor (project)", where.cwd / ".cursor" / "mcp.json", _read)]
+    path = where.cwd / ".cursor" / "mcp.json"
+    return [Source("Cursor (project)", path, _read, app="cursor", scope="project")]
 
 
 def user_sources(where: Where) -> list[Source]:
     """``~/.cursor/mcp.json``."""
-    return [Source("Cursor", where.home / ".cursor" / "mcp.json", _read)]
+    return [Source("Cursor", where.home / ".cursor" / "mcp.json", _read, app="cursor")]

@@ -10,7 +10,7 @@ from bridge_core.discovery._expand import expand
 from bridge_core.discovery._model import DiscoveryProblem, RawEntry, Severity
 from bridge_core.servers import ServerSpec
 
-__all__ = ["SELF_MARKERS", "parse_entry"]
+__all__ = ["SELF_MARKERS", "launches_bridge", "parse_entry"]
 
 SELF_MARKERS = ("mcp_code_execution_mode", "mcp-code-execution-mode")
 """An entry whose command or arguments contain one of these would launch this bridge itself."""
@@ -60,11 +60,13 @@ def parse_entry(
     except _Skip as exc:
         report(str(exc), "error")
         return None
-    launched = " ".join((spec.command or "", *spec.args))
-    if any(marker in launched for marker in SELF_MARKERS):
-        report("this entry launches the code-execution bridge itself; skipped", "info")
-        return None
     return spec
+
+
+def launches_bridge(spec: ServerSpec) -> bool:
+    """Whether the entry would start this bridge (so the bridge must never proxy it)."""
+    launched = " ".join((spec.command or "", *spec.args))
+    return any(marker in launched for marker in SELF_MARKERS)
 
 
 def _build(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bridge_core.discovery._model import RawEntry, SourceUnreadable
 
-__all__ = ["entries_of", "load_json", "load_toml", "table_at"]
+__all__ = ["entries_of", "load_json", "load_toml", "strip_jsonc", "table_at"]
 
 Normaliser = Callable[[Mapping[str, object]], dict[str, object]]
 
@@ -46,7 +46,7 @@ def _parse_json(path: str, mtime_ns: int, size: int, comments: bool) -> object:
     except json.JSONDecodeError as exc:
         if comments:
             try:
-                return json.loads(_strip_jsonc(text))
+                return json.loads(strip_jsonc(text))
             except json.JSONDecodeError:
                 pass
         raise SourceUnreadable(
@@ -98,7 +98,7 @@ def entries_of(
     return result
 
 
-def _strip_jsonc(text: str) -> str:
+def strip_jsonc(text: str) -> str:
     """Remove comments and trailing commas outside strings (VS Code's JSON-with-comments)."""
     out: list[str] = []
     i, n = 0, len(text)

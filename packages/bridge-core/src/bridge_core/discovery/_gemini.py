@@ -11,9 +11,9 @@ from pathlib import Path
 from bridge_core.discovery._files import entries_of, load_json, table_at
 from bridge_core.discovery._model import RawEntry, Source, Where
 
-__all__ = ["project_sources", "user_sources"]
+__all__ = ["KNOWN_FIELDS", "project_sources", "user_sources"]
 
-_KNOWN = frozenset(
+KNOWN_FIELDS = frozenset(
     {
         "trust",
         "includeTools",
@@ -43,14 +43,15 @@ def _read(path: Path) -> list[RawEntry]:
     table = table_at(load_json(path, comments=True), "mcpServers")
     if table is None:
         return []
-    return entries_of(table, "mcpServers", known_fields=_KNOWN, normalise=_normalise)
+    return entries_of(table, "mcpServers", known_fields=KNOWN_FIELDS, normalise=_normalise)
 
 
 def project_sources(where: Where) -> list[Source]:
     """The project's ``.gemini/settings.json``."""
-    return [Source("Gemini CLI (project)", where.cwd / ".gemini" / "settings.json", _read)]
+    path = where.cwd / ".gemini" / "settings.json"
+    return [Source("Gemini CLI (project)", path, _read, app="gemini", scope="project")]
 
 
 def user_sources(where: Where) -> list[Source]:
     """``~/.gemini/settings.json``."""
-    return [Source("Gemini CLI", where.home / ".gemini" / "settings.json", _read)]
+    return [Source("Gemini CLI", where.home / ".gemini" / "settings.json", _read, app="gemini")]

@@ -1,6 +1,8 @@
-"""Client-neutral files: ``~/.config/mcp/servers/*.json`` and the explicit config file.
+"""Files only the bridge reads: the explicit config file, the bridge's own servers file
+(``~/.config/mcp-code-execution-mode/servers.json``, where ``setup`` moves servers) and the
+client-neutral ``~/.config/mcp/servers/*.json``.
 
-Both accept any of the JSON shapes the clients use (``mcpServers``, VS Code's ``servers``, or a
+All accept any of the JSON shapes the clients use (``mcpServers``, VS Code's ``servers``, or a
 single server object named after the file) and, for the explicit file, Codex TOML.
 """
 
@@ -9,25 +11,32 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from bridge_core.discovery import _codex, _cursor, _gemini, _vscode, _windsurf
 from bridge_core.discovery._codex import read_codex
 from bridge_core.discovery._files import entries_of, load_json, table_at
 from bridge_core.discovery._model import RawEntry, Source, SourceUnreadable, Where
 
-__all__ = ["config_dir_sources", "explicit_source", "read_any"]
+__all__ = [
+    "BRIDGE_CONFIG_DIR_NAME",
+    "bridge_file_source",
+    "bridge_servers_file",
+    "config_dir_sources",
+    "explicit_source",
+    "read_any",
+]
 
-# A file copied from any client must not produce warnings for that client's own fields.
-_KNOWN = frozenset(
-    {
-        "envFile",
-        "autoApprove",
-        "alwaysAllow",
-        "disabledTools",
-        "dev",
-        "trust",
-        "includeTools",
-        "excludeTools",
-        "oauth",
-    }
+BRIDGE_CONFIG_DIR_NAME = "mcp-code-execution-mode"
+"""The bridge's folder under ``$XDG_CONFIG_HOME`` (holds ``servers.json``)."""
+
+# A file copied (or moved by ``setup``) from any client must not produce warnings for that
+# client's own fields.
+_KNOWN = (
+    frozenset({"alwaysAllow"})
+    | _codex.KNOWN_FIELDS
+    | _cursor.KNOWN_FIELDS
+    | _gemini.KNOWN_FIELDS
+    | _vscode.KNOWN_FIELDS
+    | _windsurf.KNOWN_FIELDS
 )
 
 
@@ -58,10 +67,23 @@ def explicit_source(path: Path) -> Source:
     return Source("explicit config", path, read_any)
 
 
+def _config_home(where: Where) -> Path:
+    return Path(where.environ.get("XDG_CONFIG_HOME") or where.home / ".config")
+
+
+def bridge_servers_file(where: Where) -> Path:
+    """``$XDG_CONFIG_HOME/mcp-code-execution-mode/servers.json`` (default ``~/.config``)."""
+    return _config_home(where) / BRIDGE_CONFIG_DIR_NAME / "servers.json"
+
+
+def bridge_file_source(where: Where) -> Source:
+    """The bridge's own servers file: what ``setup`` moved out of the clients' files."""
+    return Source("bridge servers file", bridge_servers_file(where), read_any)
+
+
 def config_dir_sources(where: Where) -> list[Source]:
     """One source per ``*.json`` in ``$XDG_CONFIG_HOME/mcp/servers`` (sorted by name)."""
-    config = Path(where.environ.get("XDG_CONFIG_HOME") or where.home / ".config")
-    directory = config / "mcp" / "servers"
+    directory = _config_home(where) / "mcp" / "servers"
     files = sorted(directory.glob("*.json")) if directory.is_dir() else []
     if not files:
         # Listed anyway so that `doctor` shows the place was looked at.

@@ -63,6 +63,15 @@ class CheckedSource:
     found: bool
     servers: int = 0
     """Entries read from it (before skipping disabled/invalid ones)."""
+    problem: str | None = None
+    """Why the file, although present, could not be used (bad JSON/TOML, wrong shape)."""
+    app: str | None = None
+    """The client application that loads this file itself (:attr:`Source.app`)."""
+    scope: Literal["user", "project"] = "user"
+    usable: tuple[str, ...] = ()
+    """Names of the enabled, valid entries other than the bridge's own."""
+    bridge_entries: tuple[str, ...] = ()
+    """Names of the enabled entries that launch this bridge."""
 
 
 @dataclass(slots=True)
@@ -109,6 +118,11 @@ class Source:
     """Returns the entries of the file; raises :class:`SourceUnreadable` or ``OSError``."""
     section: str = ""
     """Distinguishes two readings of the same file (``~/.claude.json``: user and project)."""
+    app: str | None = None
+    """Key of the client application that loads this file itself (``claude-code``, ``cursor``,
+    ...); None for files only the bridge reads (the explicit file, the servers directories)."""
+    scope: Literal["user", "project"] = "user"
+    """``project``: a file of the current project, which the client loads only there."""
 
 
 @dataclass(frozen=True, slots=True)

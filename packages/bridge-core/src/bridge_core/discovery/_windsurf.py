@@ -8,9 +8,9 @@ from pathlib import Path
 from bridge_core.discovery._files import entries_of, load_json, table_at
 from bridge_core.discovery._model import RawEntry, Source, Where
 
-__all__ = ["user_sources"]
+__all__ = ["KNOWN_FIELDS", "user_sources"]
 
-_KNOWN = frozenset({"disabledTools"})
+KNOWN_FIELDS = frozenset({"disabledTools"})
 
 
 def _normalise(entry: Mapping[str, object]) -> dict[str, object]:
@@ -24,9 +24,10 @@ def _read(path: Path) -> list[RawEntry]:
     table = table_at(load_json(path), "mcpServers")
     if table is None:
         return []
-    return entries_of(table, "mcpServers", known_fields=_KNOWN, normalise=_normalise)
+    return entries_of(table, "mcpServers", known_fields=KNOWN_FIELDS, normalise=_normalise)
 
 
 def user_sources(where: Where) -> list[Source]:
     """``~/.codeium/windsurf/mcp_config.json``."""
-    return [Source("Windsurf", where.home / ".codeium" / "windsurf" / "mcp_config.json", _read)]
+    path = where.home / ".codeium" / "windsurf" / "mcp_config.json"
+    return [Source("Windsurf", path, _read, app="windsurf")]

@@ -5,6 +5,7 @@ socket), :class:`DockerBackend` (docker CLI) or, only when asked for, :class:`Lo
 (NO isolation, tests and development only). See ``docs/runtime.md``.
 """
 
+from bridge_core.runtime._seccomp import user_seccomp_option
 from bridge_core.runtime.base import (
     OWNER_LABEL,
     PRODUCT_LABEL,
@@ -34,4 +35,5 @@ __all__ = [
     "SandboxLimits",
     "SandboxSpec",
     "detect_runtime",
+    "user_seccomp_option",
 ]

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from bridge_core.runtime._hardening import SANDBOX_USER, TMPFS_MODE, ulimits
+from bridge_core.runtime._seccomp import applied_profile_problems
 from bridge_core.runtime.base import OWNER_LABEL, PRODUCT_LABEL, SandboxSpec
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "lifecycle_violations",
     "parse_human_size",
     "parse_size",
+    "seccomp_violations",
 ]
 
 RUNTIME_INJECTED_ENV = frozenset({"container", "HOME", "HOSTNAME", "TERM", "PATH"})
@@ -177,3 +179,15 @@ def lifecycle_violations(
     if log.get("Path") != log_path or size is None or not 0 < size <= log_max_bytes * 1.001:
         problems.append(f"log path {log_path} capped at {log_max_bytes} bytes")
     return problems
+
+
+def seccomp_violations(applied: Mapping[str, Any] | None, expected: Mapping[str, Any]) -> list[str]:
+    """The bridge's system-call filter as a missing option, if ``applied`` is not it.
+
+    ``applied`` is what the runtime will load (podman: the OCI spec's ``linux.seccomp``;
+    docker: the profile it keeps in ``SecurityOpt``), ``expected`` the profile the bridge wrote.
+    """
+    if applied is None:
+        return ["the bridge's seccomp profile (not applied)"]
+    problems = applied_profile_problems(applied, expected)
+    return [f"the bridge's seccomp profile ({'; '.join(problems)})"] if problems else []

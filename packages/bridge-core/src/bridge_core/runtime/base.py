@@ -100,6 +100,8 @@ class RuntimeInfo:
     limits_enforced: bool
     """False e.g. for rootless podman on cgroup v1 hosts, which silently ignores limits."""
     detail: str = ""
+    seccomp: str = ""
+    """The sandboxes' system-call filter: which profile, or why the bridge's is unavailable."""
 
 
 class Sandbox(Protocol):

@@ -2,11 +2,13 @@
 
 The socket is found in this order: ``$CONTAINER_HOST``, the rootful ``/run/podman/podman.sock``,
 the rootless ``$XDG_RUNTIME_DIR/podman/podman.sock`` (rootless first when not root). When none
-answers, a private ``podman system service`` is started on ``<state_dir>/podman.sock`` and
-stopped by :meth:`PodmanBackend.aclose`.
+answers, a private ``podman system service`` is started on ``<state_dir>/podman-<pid>.sock`` and
+stopped by :meth:`PodmanBackend.aclose`. ``state_dir`` is made private (0700): it holds the
+channel sockets of the sandboxes (see :mod:`._channel`).
 
-Every created container is inspected before it is started; if any hardening option is missing it
-is removed and :class:`~bridge_core.errors.SandboxStartError` names the option.
+Every created container is inspected before it is started, and its system-call filter read back
+from the OCI spec podman wrote for it; if any hardening option is missing it is removed and
+:class:`~bridge_core.errors.SandboxStartError` names the option.
 
 Nothing outlives the bridge: containers are auto-removed once they end, the sandbox client exits
 when its channel hits EOF (so a SIGKILLed bridge leaves nothing running either), and shutdown
@@ -30,6 +32,7 @@ import podman
 from anyio.abc import SocketListener
 
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError
+from bridge_core.private_files import private_dir
 from bridge_core.runtime import _oom, _pidfd
 from bridge_core.runtime import _podman_api as api
 from bridge_core.runtime._channel import ChannelDir, accept_channel
@@ -41,11 +44,22 @@ from bridge_core.runtime._ownership import (
     owner_dir_name,
     select_leftovers,
 )
+from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
 from bridge_core.runtime._podman_events import ContainerEvents
 from bridge_core.runtime._podman_service import PrivateService
 from bridge_core.runtime._sandbox import ContainerSandbox
-from bridge_core.runtime._seccomp import keyring_free_profile
-from bridge_core.runtime._verify import hardening_violations, lifecycle_violations
+from bridge_core.runtime._seccomp import (
+    SeccompProfile,
+    SeccompUnavailable,
+    describe_filter,
+    profile_to_apply,
+    write_profile,
+)
+from bridge_core.runtime._verify import (
+    hardening_violations,
+    lifecycle_violations,
+    seccomp_violations,
+)
 from bridge_core.runtime.base import RuntimeInfo, Sandbox, SandboxExit, SandboxLimits, SandboxSpec
 
 __all__ = ["CLEANUP_TIMEOUT", "PodmanBackend"]
@@ -94,9 +108,11 @@ class PodmanBackend:
         self._events.start()
         self.url = url
         """The API URL in use."""
-        self.seccomp_profile: Path | None = None
-        """Podman's default system-call filter without the keyring calls (:mod:`._seccomp`), for
-        a local service; ``None`` keeps the runtime's default."""
+        self.seccomp: SeccompProfile | None = None
+        """The sandboxes' system-call filter (:mod:`._seccomp`); set by :meth:`connect`."""
+        self.seccomp_problem = "not connected"
+        """Why :attr:`seccomp` is None: a sandbox is then started only with a profile of the
+        user's own (``MCP_BRIDGE_SECURITY_OPT=seccomp=...``)."""
         self.track_oom = False
         """Whether sandboxes get a cgroup parent the bridge reads to detect OOM kills (see
         :mod:`._oom`); set by :meth:`connect` for rootful, cgroupfs-managed, local podman."""
@@ -108,8 +124,11 @@ class PodmanBackend:
         """Find (or start) a podman API service, then remove leftovers of dead bridges.
 
         ``url`` forces one API URL; otherwise the usual sockets are tried. Raises
-        :class:`RuntimeUnavailable` naming every URL tried.
+        :class:`RuntimeUnavailable` naming every URL tried, and
+        :class:`~bridge_core.private_files.UnsafeDirectory` for a ``state_dir`` another account
+        owns.
         """
+        await anyio.to_thread.run_sync(private_dir, state_dir)
         urls = [url] if url else api.socket_candidates(os.environ, os.geteuid())
         for candidate in urls:
             client = await _run(api.connect, candidate)
@@ -129,8 +148,7 @@ class PodmanBackend:
             backend = await cls._with_private_service(binary, state_dir, urls)
         try:
             backend.track_oom = await backend._can_track_oom()
-            if backend.url.startswith("unix://"):  # the profile path must exist for the service
-                backend.seccomp_profile = await _run(keyring_free_profile, state_dir)
+            await backend._write_seccomp_profile(state_dir)
             await backend.remove_leftovers()
         except (api.PodmanError, api.APIError, OSError) as exc:
             await backend.aclose()
@@ -154,6 +172,19 @@ class PodmanBackend:
                 f"started at {service.url} does not answer either: {service.log_tail()}"
             )
         return cls(client, url=service.url, state_dir=state_dir, service=service)
+
+    async def _write_seccomp_profile(self, state_dir: Path) -> None:
+        if not self.url.startswith("unix://"):
+            self.seccomp_problem = (
+                f"the podman service at {self.url} is not on this machine and cannot read the "
+                "bridge's seccomp profile; name a profile on that machine with "
+                "MCP_BRIDGE_SECURITY_OPT=seccomp=PATH"
+            )
+            return
+        try:
+            self.seccomp = await _run(write_profile, state_dir)
+        except SeccompUnavailable as exc:
+            self.seccomp_problem = str(exc)
 
     async def _can_track_oom(self) -> bool:
         if not self.url.startswith("unix://") or os.geteuid() != 0:
@@ -179,7 +210,8 @@ class PodmanBackend:
             detail += " (private service started by the bridge)"
         if reason:
             detail += f"; limits NOT enforced: {reason}"
-        return RuntimeInfo("podman", version, rootless, not reason, detail)
+        seccomp = describe_filter(self.seccomp, self.seccomp_problem)
+        return RuntimeInfo("podman", version, rootless, not reason, detail, seccomp=seccomp)
 
     async def start(self, spec: SandboxSpec) -> ContainerSandbox:
         """Create, verify and start the container, then accept its channel connection."""
@@ -193,6 +225,7 @@ class PodmanBackend:
             stream = await accept_channel(
                 listener,
                 exited=partial(self._death, name, spec.limits.memory_bytes),
+                check_peer=partial(self._check_peer, name),
                 what=f"sandbox container {name}",
                 connect_timeout=spec.connect_timeout,
             )
@@ -229,6 +262,7 @@ class PodmanBackend:
         return self._sandboxes / f"{name}.log"
 
     def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
+        ours = profile_to_apply(spec.security_opt, self.seccomp, self.seccomp_problem)
         labels = container_labels(spec, self.owner)
         log_path = self._log_path(name)
         kwargs = api.create_kwargs(
@@ -237,7 +271,7 @@ class PodmanBackend:
             labels=labels,
             channel_dir=channel_dir,
             log_path=log_path,
-            seccomp_profile=self.seccomp_profile,
+            seccomp_profile=None if ours is None else ours.path,
         )
         if self.track_oom:
             kwargs["cgroup_parent"] = _oom.cgroup_parent(name)
@@ -260,6 +294,11 @@ class PodmanBackend:
             ) + lifecycle_violations(
                 container.attrs, log_path=str(log_path), log_max_bytes=api.LOG_MAX_BYTES
             )
+            if not problems and ours is not None:
+                # The filter is only in the OCI spec, which podman writes when it initialises
+                # the container (crun reads it there); inspect does not show it for API calls.
+                container.init()
+                problems = self._seccomp_problems(name, ours)
             if problems:
                 api.remove_quietly(self._client, name)
                 raise SandboxStartError(
@@ -272,6 +311,13 @@ class PodmanBackend:
                 f"podman could not start sandbox container {name} from {spec.image!r}: {exc}"
             ) from exc
         self._hold_init(name)
+
+    def _seccomp_problems(self, name: str, ours: SeccompProfile) -> list[str]:
+        try:
+            applied = api.applied_seccomp(self._client, name)
+        except (OSError, ValueError) as exc:
+            return [f"the bridge's seccomp profile (cannot read the OCI spec podman wrote: {exc})"]
+        return seccomp_violations(applied, ours.content)
 
     def _hold_init(self, name: str) -> None:
         """Open a pidfd on the started container's init (see :mod:`._pidfd`). Done in the
@@ -298,6 +344,15 @@ class PodmanBackend:
             return None
         logs = await anyio.to_thread.run_sync(api.log_tail, self._log_path(name))
         return exit_.describe() + (f"; last output:\n{logs}" if logs else "")
+
+    async def _check_peer(self, name: str, peer: PeerCredentials) -> str | None:
+        """Why ``peer`` is not a process of container ``name`` (None: it is)."""
+        try:
+            inspect: dict[str, Any] = await _run(api.inspect, self._client, name)
+        except (api.PodmanError, api.APIError, OSError) as exc:
+            return f"podman cannot say which processes are the sandbox's ({exc})"
+        container_pid = int((inspect.get("State") or {}).get("Pid") or 0)
+        return await anyio.to_thread.run_sync(container_peer_problem, peer, container_pid)
 
     async def _status(self, name: str, memory_limit: int) -> SandboxExit:
         try:

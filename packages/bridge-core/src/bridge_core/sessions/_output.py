@@ -20,6 +20,8 @@ from typing import BinaryIO
 import anyio
 from bridge_protocol import Stream
 
+from bridge_core.private_files import private_dir
+
 __all__ = ["OutputCollector", "StreamCapture"]
 
 logger = logging.getLogger("bridge_core.sessions")
@@ -134,7 +136,7 @@ class OutputCollector:
         await self._write(text)
 
     def _open_spill(self) -> BinaryIO:
-        self.spill_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.spill_dir)  # mkstemp makes the file 0600; the directory is ours too
         fd, name = tempfile.mkstemp(prefix="output-", suffix=".txt", dir=self.spill_dir)
         self.spill_path = Path(name)
         return os.fdopen(fd, "w+b")

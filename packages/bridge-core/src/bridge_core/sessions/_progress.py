@@ -22,16 +22,25 @@ MAX_PROGRESS_MESSAGE = 1000
 
 
 class ProgressGate:
-    """Token bucket deciding which progress frames of one execution are relayed."""
+    """Decides which progress frames of one execution are relayed: a token bucket, and only
+    values that increase (the MCP spec requires ``progress`` to increase with each notification,
+    and a client may reject or misdraw one that goes back)."""
 
     def __init__(self) -> None:
         self._tokens = float(PROGRESS_BURST)
         self._last = time.monotonic()
+        self._highest: float | None = None
         self.dropped = 0
-        """Frames refused so far (logged once the execution ends)."""
+        """Frames refused by the rate so far (logged once the execution ends)."""
+        self.not_increasing = 0
+        """Frames refused because their value did not increase."""
 
-    def admit(self) -> bool:
-        """Take a token if one is left; count the frame as dropped otherwise."""
+    def admit(self, progress: float) -> bool:
+        """Admit ``progress`` if it is higher than every value relayed before and a token is
+        left; count the frame as refused otherwise."""
+        if self._highest is not None and not progress > self._highest:
+            self.not_increasing += 1
+            return False
         now = time.monotonic()
         self._tokens = min(PROGRESS_BURST, self._tokens + (now - self._last) * PROGRESS_RATE)
         self._last = now
@@ -39,6 +48,7 @@ class ProgressGate:
             self.dropped += 1
             return False
         self._tokens -= 1
+        self._highest = progress
         return True
 
 

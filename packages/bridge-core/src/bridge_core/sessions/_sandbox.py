@@ -82,8 +82,9 @@ class Execution:
             await self._notify(self.listener.on_output(stream, text))
 
     async def on_progress(self, message: Progress) -> None:
-        # Sandbox code can forge Progress frames past the client's own limit: the host limits too.
-        if self.listener is not None and self.progress_gate.admit():
+        # Sandbox code can forge Progress frames past the client's own limit (and send values that
+        # go back): the host limits too.
+        if self.listener is not None and self.progress_gate.admit(message.progress):
             listener = self.listener
             await self._notify(
                 listener.on_progress(message.progress, message.total, cut_message(message.message))
