@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 _EMPTY_ANSWER_RETRIES = 3
+_NO_SUCH_CONTAINER = "no such container"
 _LOG_TAIL_BYTES = 64 * 1024
 API_TIMEOUT = 60
 """Seconds any single API call may take; bounds a hung service (stop adds its grace on top)."""
@@ -201,14 +202,20 @@ def create_kwargs(
 def inspect(client: podman.PodmanClient, name: str) -> dict[str, Any]:
     """The container's full inspect data (``containers.get`` already fetches it: one call).
 
-    Gap: while a container is being removed, podman 4.3 can answer 200 with an empty body, which
-    podman-py fails to parse (measured under load); that is retried, and persisting means gone.
+    Gaps: while a container is being removed (auto-removal makes that common), podman 4.3 can
+    answer 200 with an empty body, which podman-py fails to parse (measured under load): that is
+    retried, and persisting means gone; or 500 "... does not exist in database: no such
+    container" instead of 404: that is :class:`NotFound` too.
     """
     for _ in range(_EMPTY_ANSWER_RETRIES):
         try:
             attrs: dict[str, Any] = client.containers.get(name).attrs
         except ValueError:  # requests' JSONDecodeError
             continue
+        except APIError as exc:
+            if _NO_SUCH_CONTAINER in str(exc):
+                raise NotFound(str(exc)) from exc
+            raise
         return attrs
     raise NotFound(f"container {name} is being removed (podman answered with an empty body)")
 

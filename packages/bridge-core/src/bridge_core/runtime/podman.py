@@ -472,18 +472,20 @@ class PodmanBackend:
         limiter = anyio.CapacityLimiter(API_KILLS_AT_ONCE)
         async with anyio.create_task_group() as removals:
             for name in names:
-                removals.start_soon(
-                    partial(anyio.to_thread.run_sync, limiter=limiter),
-                    api.remove_quietly,
-                    self._client,
-                    name,
-                )
+                removals.start_soon(self._remove_leftover, name, limiter)
         for directory in dead_owner_dirs(self._sandboxes.parent):
             await anyio.to_thread.run_sync(partial(shutil.rmtree, directory, ignore_errors=True))
         if self.track_oom:
             # Cgroup parents whose conmon was still exiting when their sandbox was removed.
             await anyio.to_thread.run_sync(_oom.remove_empty_parents)
         return len(names)
+
+    async def _remove_leftover(self, name: str, limiter: anyio.CapacityLimiter) -> None:
+        try:
+            await anyio.to_thread.run_sync(api.remove_quietly, self._client, name, limiter=limiter)
+        except (api.PodmanError, api.APIError, OSError) as exc:
+            # One that cannot be removed now must not keep the others: the next start retries.
+            logger.warning("could not remove leftover sandbox %s: %s", name, exc)
 
     async def aclose(self) -> None:
         """Kill sandboxes still running (normally the session manager stopped them all), stop
