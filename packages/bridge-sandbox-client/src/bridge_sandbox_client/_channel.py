@@ -189,6 +189,11 @@ class Channel:
             # A copy: the decoder may keep a partial frame while the buffer is read into again.
             yield from self._decoder.feed(bytes(view[:size]))
 
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called here (not when the host closed its end)."""
+        return self._closed
+
     def close(self) -> None:
         """Close the socket; pending and later sends fail with :class:`ChannelClosed`."""
         with self._send_lock:

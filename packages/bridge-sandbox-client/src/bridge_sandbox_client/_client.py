@@ -150,7 +150,8 @@ class SandboxClient:
             self.registry.close(reason)
             self.interpreter.stop()
             self._inbox.put(_STOP)
-            if self._host_gone is not None:
+            # Not when this process closed the channel itself: it is exiting with its own status.
+            if self._host_gone is not None and not self._channel.closed:
                 self._host_gone()
 
     def _dispatch(self, message: Message) -> None:
