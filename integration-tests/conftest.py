@@ -40,7 +40,7 @@ __all__ = ["REMOVAL_TIMEOUT", "require_runtime", "wait_until_removed"]
 REQUIRE_ENV = "BRIDGE_REQUIRE_RUNTIME"
 _PROBE_TIMEOUT = 30  # seconds for `podman image exists` / `docker version` (first use is slow)
 REMOVAL_TIMEOUT = 120.0
-"""Bound on podman deleting killed sandboxes: auto-removal of 128 took ~10 s on a loaded
+"""Bound on podman deleting killed sandboxes: auto-removal of 128 took ~20 s on a loaded
 2-core VM; a container still there after this is a leftover."""
 
 

@@ -416,7 +416,7 @@ class PodmanBackend:
         Their channels close first (each sandbox client exits on EOF by itself); SIGKILL goes to
         each init process through its pidfd (microseconds for all of them), through the API for
         the rest, at most :data:`API_KILLS_AT_ONCE` at a time. Nothing waits for the removals:
-        they cost podman ~80 ms of CPU per container (its cleanup process), ~10 s for 128 on a
+        they cost podman ~80 ms of CPU per container (its cleanup process), ~20 s for 128 on a
         loaded 2-core VM, and happen whether the bridge is still there or not. Their cgroup
         parents (:mod:`._oom`) stay busy until then: the next start's sweep removes them (one
         pass over 128 took 3.5 s under load). Cancel-safe.
