@@ -14,6 +14,7 @@ from bridge_core.runtime.base import (
     SandboxExit,
     SandboxLimits,
     SandboxSpec,
+    SharedDir,
 )
 from bridge_core.runtime.detect import RUNTIME_CHOICES, detect_runtime
 from bridge_core.runtime.docker import DockerBackend
@@ -33,5 +34,6 @@ __all__ = [
     "SandboxExit",
     "SandboxLimits",
     "SandboxSpec",
+    "SharedDir",
     "detect_runtime",
 ]
