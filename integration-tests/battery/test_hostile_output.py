@@ -26,7 +26,14 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from .conftest import CALL_TIMEOUT, bridge_pids, open_bridge, payload_of, text_of
+from .conftest import (
+    CALL_TIMEOUT,
+    bridge_pids,
+    open_bridge,
+    owned_containers,
+    payload_of,
+    text_of,
+)
 
 pytestmark = pytest.mark.container
 
@@ -311,5 +318,6 @@ async def test_spill_files_of_a_sigkilled_bridge_are_removed_by_the_next_start(
     assert all(path.exists() for path in left)
     async with open_bridge(tmp_path) as bridge:
         assert _files(spill_root) == {}  # gone by the time the bridge answers initialize
-        await bridge.run("1")
+        await bridge.run("1")  # connecting the runtime removes the dead bridge's containers
+        assert owned_containers(killed) == []
     print(f"spill files of the killed bridge: {sum(left.values()):,} bytes in {len(left)} file(s)")
