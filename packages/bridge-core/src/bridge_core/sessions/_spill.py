@@ -145,12 +145,16 @@ class FullOutputs:
                 self.used = max(0, self.used - kept.size)
 
     def kept(self, path: Path, size: int, shared: SharedDir) -> None:
+        """Count ``path`` (``size`` bytes already granted) as kept in ``shared``, newest last."""
         self._kept[path] = _Kept(size, shared.host)
 
 
 def _unlink_all(paths: list[Path]) -> None:
     for path in paths:
-        path.unlink(missing_ok=True)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:  # never fail the execution that needed the room
+            logger.warning("could not delete the kept full output %s: %s", path, exc)
 
 
 class SpillFile:
@@ -222,10 +226,12 @@ class SpillFile:
         if file is None or source is None:
             raise OSError(errno.ENOENT, "the spill file is gone")
         target = shared.host / OUTPUT_SUBDIR / name
-        await anyio.to_thread.run_sync(_move_read_only, file, source, target)
-        self._file = None
-        self._kept = True
-        self._outputs.kept(target, self.size, shared)
+        # Shielded: a move that happened is always recorded (the budget counts every kept file).
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(_move_read_only, file, source, target)
+            self._file = None
+            self._kept = True
+            self._outputs.kept(target, self.size, shared)
         return f"{shared.inside}/{OUTPUT_SUBDIR}/{name}"
 
     async def aclose(self) -> None:
