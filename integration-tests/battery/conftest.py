@@ -48,9 +48,20 @@ __all__ = [
     "host_marker",
     "open_bridge",
     "owned_containers",
+    "stdout_of",
     "payload_of",
     "text_of",
 ]
+
+
+def stdout_of(result: types.CallToolResult) -> str:
+    """What the code printed to stdout: its block up to the ``[stderr]`` (or other) section."""
+    text = code_text(result)
+    if text.startswith(("[stderr]\n", "[traceback]\n")):
+        return ""
+    for section in ("\n[stderr]\n", "\n[result] ", "\n[traceback]\n"):
+        text = text.split(section, 1)[0]
+    return text
 
 
 def text_of(result: types.CallToolResult) -> str:
