@@ -113,7 +113,7 @@ def executable(servers_dir: Path, name: str) -> Path:
 async def capture(servers_dir: Path, name: str, scratch: Path) -> None:
     server = SERVERS[name]
     if name == "git":
-        subprocess.run(["git", "init", "-q", str(scratch)], check=True)
+        await anyio.run_process(["git", "init", "-q", str(scratch)])
     params = StdioServerParameters(
         command=str(executable(servers_dir, name)),
         args=[a.format(scratch=scratch) for a in server.args],
