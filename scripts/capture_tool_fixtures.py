@@ -46,24 +46,38 @@ class Server:
 
 SERVERS = {
     "everything": Server(
-        "npm", "@modelcontextprotocol/server-everything", "2026.8.31", "mcp-server-everything",
+        "npm",
+        "@modelcontextprotocol/server-everything",
+        "2026.8.31",
+        "mcp-server-everything",
         ("stdio",),
     ),
     "filesystem": Server(
-        "npm", "@modelcontextprotocol/server-filesystem", "2026.8.31", "mcp-server-filesystem",
+        "npm",
+        "@modelcontextprotocol/server-filesystem",
+        "2026.8.31",
+        "mcp-server-filesystem",
         ("{scratch}",),
     ),
     "memory": Server(
-        "npm", "@modelcontextprotocol/server-memory", "2026.8.31", "mcp-server-memory",
+        "npm",
+        "@modelcontextprotocol/server-memory",
+        "2026.8.31",
+        "mcp-server-memory",
         env={"MEMORY_FILE_PATH": "{scratch}/memory.jsonl"},
     ),
     "sequential-thinking": Server(
-        "npm", "@modelcontextprotocol/server-sequential-thinking", "2026.8.31",
+        "npm",
+        "@modelcontextprotocol/server-sequential-thinking",
+        "2026.8.31",
         "mcp-server-sequential-thinking",
     ),
     "playwright": Server("npm", "@playwright/mcp", "0.0.83", "playwright-mcp", ("--headless",)),
     "github": Server(
-        "npm", "@modelcontextprotocol/server-github", "2025.4.8", "mcp-server-github",
+        "npm",
+        "@modelcontextprotocol/server-github",
+        "2025.4.8",
+        "mcp-server-github",
         env={"GITHUB_PERSONAL_ACCESS_TOKEN": "placeholder-listing-only"},
     ),
     "time": Server(
@@ -74,8 +88,12 @@ SERVERS = {
     ),
     "fetch": Server("pypi", "mcp-server-fetch", "2026.10.24", "mcp-server-fetch"),
     "sqlite": Server(
-        "pypi", "mcp-server-sqlite", "2025.4.25", "mcp-server-sqlite",
-        ("--db-path", "{scratch}/scratch.db"), pip_extra=("mcp<2",),
+        "pypi",
+        "mcp-server-sqlite",
+        "2025.4.25",
+        "mcp-server-sqlite",
+        ("--db-path", "{scratch}/scratch.db"),
+        pip_extra=("mcp<2",),
     ),
 }
 
@@ -84,8 +102,16 @@ def install(servers_dir: Path, names: list[str]) -> None:
     npm = [f"{s.package}@{s.version}" for n in names if (s := SERVERS[n]).registry == "npm"]
     if npm:
         subprocess.run(
-            ["npm", "install", "--prefix", str(servers_dir / "npm"), "--no-audit", "--no-fund",
-             "--loglevel=error", *npm],
+            [
+                "npm",
+                "install",
+                "--prefix",
+                str(servers_dir / "npm"),
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                *npm,
+            ],
             check=True,
             env={**os.environ, "PUPPETEER_SKIP_DOWNLOAD": "1"},
         )
@@ -97,8 +123,15 @@ def install(servers_dir: Path, names: list[str]) -> None:
         if not (venv / "bin/python").exists():
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run(
-            [str(venv / "bin/python"), "-m", "pip", "install", "--quiet",
-             f"{server.package}=={server.version}", *server.pip_extra],
+            [
+                str(venv / "bin/python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                f"{server.package}=={server.version}",
+                *server.pip_extra,
+            ],
             check=True,
         )
 

@@ -3,6 +3,7 @@ hundreds of synthetic tools."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import random
 from pathlib import Path
@@ -273,3 +274,16 @@ def test_synthetic_tools_are_found_by_their_own_words() -> None:
 def test_a_huge_query_is_cut_not_choked_on(real_docs: list[ToolDoc]) -> None:
     hits = ToolIndex(real_docs).search("read file " + "zq " * 500_000)
     assert hits[0].tool == "read_file"
+
+
+def test_the_search_examples_in_the_docs_are_what_search_returns() -> None:
+    root = Path(__file__).resolve().parents[4]
+    script = root / "scripts/search_examples.py"
+    spec = importlib.util.spec_from_file_location("search_examples", script)
+    assert spec is not None
+    assert spec.loader is not None
+    examples = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(examples)
+    doc = (root / "docs/search.md").read_text()
+    assert examples.EXAMPLE.search(doc), "docs/search.md lost its search examples"
+    assert examples.render(doc) == doc, "stale: run scripts/search_examples.py"
