@@ -113,6 +113,9 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "repos": ("repository",),
     "ci": ("status", "check"),
     "ticket": ("issue",),
+    # Trackers close and reopen issues and pull requests by updating their state.
+    "close": ("close", "update", "state"),
+    "reopen": ("update", "state", "open"),
     "bug": ("issue",),
     "clean": ("status",),
     # web and browser
