@@ -169,11 +169,17 @@ class StreamLog:
     """Everything a process wrote to a pipe, read continuously (a full pipe would block it)."""
 
     def __init__(self) -> None:
-        self.text = ""
+        self._chunks: list[str] = []
         self._grew = anyio.Event()
 
+    @property
+    def text(self) -> str:
+        if len(self._chunks) > 1:  # joined on demand: appending stays linear under a log flood
+            self._chunks = ["".join(self._chunks)]
+        return self._chunks[0] if self._chunks else ""
+
     def append(self, chunk: bytes) -> None:
-        self.text += chunk.decode(errors="replace")
+        self._chunks.append(chunk.decode(errors="replace"))
         self._grew.set()
         self._grew = anyio.Event()
 
@@ -236,7 +242,8 @@ async def open_http_bridge(
     process = await anyio.open_process(
         argv, env=bridge_env({"MCP_BRIDGE_CONFIG": str(config), **(env or {})})
     )
-    assert process.stderr is not None and process.stdout is not None
+    assert process.stderr is not None
+    assert process.stdout is not None
     streams = ((process.stderr, log), (process.stdout, out))
 
     async def drain(stream: anyio.abc.ByteReceiveStream, into: StreamLog) -> None:

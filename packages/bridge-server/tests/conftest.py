@@ -51,7 +51,7 @@ class FakeExecutor:
     def holds_sessions(self, client: str | None) -> bool:
         return client in self.clients
 
-    def close_client(self, client: str | None) -> list[str]:
+    async def close_client(self, client: str | None) -> list[str]:
         return []
 
     def factory(self) -> Callable[[], Any]:

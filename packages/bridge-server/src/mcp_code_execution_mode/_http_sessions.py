@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 import anyio
 import mcp_types as types
+from anyio.abc import TaskGroup
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -65,7 +66,7 @@ class ClientSessions(Protocol):
 
     def holds_sessions(self, client: str | None) -> bool: ...
 
-    def close_client(self, client: str | None) -> list[str]: ...
+    async def close_client(self, client: str | None) -> list[str]: ...
 
 
 @dataclass(eq=False)
@@ -103,6 +104,7 @@ class McpSessionGate:
     _opening: Counter[str] = field(default_factory=Counter)
     _admission: anyio.Lock = field(default_factory=anyio.Lock)
     _clients: ClientSessions | None = None
+    _background: TaskGroup | None = None
     _app: ASGIApp | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -125,11 +127,12 @@ class McpSessionGate:
         self._clients = clients
         try:
             async with anyio.create_task_group() as tg:
+                self._background = tg
                 tg.start_soon(self._sweep)
                 yield
                 tg.cancel_scope.cancel()
         finally:
-            self._clients = None
+            self._clients = self._background = None
 
     @property
     def open_sessions(self) -> int:
@@ -254,9 +257,17 @@ class McpSessionGate:
 
     def _ended(self, session: _McpSession, reason: str) -> None:
         self._sessions.pop(session.id, None)
-        stopped: list[str] = []
-        if not session.authenticated and self._clients is not None:
-            stopped = self._clients.close_client(session.client)
+        if session.authenticated or self._clients is None or self._background is None:
+            # A principal's sessions outlive its MCP sessions (they expire on their own TTL).
+            logger.info("MCP session of %s %s", session.label, reason)
+            return
+        # Stopping sandboxes takes a moment: not in the request (or sweep) that ended it.
+        self._background.start_soon(self._close_client, self._clients, session, reason)
+
+    async def _close_client(
+        self, clients: ClientSessions, session: _McpSession, reason: str
+    ) -> None:
+        stopped = await clients.close_client(session.client)
         logger.info(
             "MCP session of %s %s%s",
             session.label,
@@ -264,19 +275,27 @@ class McpSessionGate:
             f"; its sessions {', '.join(stopped)} were stopped" if stopped else "",
         )
 
+    async def expire_idle(self) -> int:
+        """End the MCP sessions idle for their TTL; return how many. Runs periodically; public
+        so that a test with its own clock can force a sweep."""
+        now = self.clock()
+        ended = 0
+        for session in list(self._sessions.values()):
+            if session.in_flight or session.id not in self._sessions:
+                continue
+            ttl = self.idle_ttl
+            if not session.authenticated and not self._loses_state(session):
+                ttl = min(ttl, self.anonymous_ttl)
+            if now - session.idle_since >= ttl:
+                await self._end(session, f"ended after {ttl:g} s idle")
+                ended += 1
+        return ended
+
     async def _sweep(self) -> None:
         interval = min(self.anonymous_ttl / 4, self.idle_ttl / 4, SWEEP_INTERVAL_MAX)
         while True:
             await anyio.sleep(interval)
-            now = self.clock()
-            for session in list(self._sessions.values()):
-                if session.in_flight or session.id not in self._sessions:
-                    continue
-                ttl = self.idle_ttl
-                if not session.authenticated and not self._loses_state(session):
-                    ttl = min(ttl, self.anonymous_ttl)
-                if now - session.idle_since >= ttl:
-                    await self._end(session, f"ended after {ttl:g} s idle")
+            await self.expire_idle()
 
 
 def _replay_of(scope: Scope) -> dict[str, Any]:

@@ -75,7 +75,7 @@ class Executor(Protocol):
         """Whether ``client`` has sessions (state that would be lost with it)."""
         ...
 
-    def close_client(self, client: str | None) -> list[str]:
+    async def close_client(self, client: str | None) -> list[str]:
         """Stop every session of a client that is gone; return their names."""
         ...
 

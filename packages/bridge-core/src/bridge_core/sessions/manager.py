@@ -230,25 +230,30 @@ class SessionManager:
         """Whether ``client`` has an open session (its state would be lost with the client)."""
         return any(owner == client for owner, _ in self._sessions) or self._ephemeral[client] > 0
 
-    def close_client(self, client: str | None) -> list[str]:
-        """End every session of ``client``, whose sandboxes are stopped; return their names.
+    async def close_client(self, client: str | None) -> list[str]:
+        """End every session of ``client`` and stop their sandboxes; return the sessions' names.
 
         For a client that is gone (its MCP session ended): nobody can address these sessions any
-        more. An execution still running in one is ended with its sandbox.
+        more. An execution still running in one ends with its sandbox. Returns once the sandboxes
+        are stopped (each stop is bounded and never raises).
         """
-        closed = []
+        closed, sandboxes = [], []
         for key, sess in list(self._sessions.items()):
             if key[0] != client:
                 continue
+            # Out of the table before the first await: nothing can reach these sessions now.
             del self._sessions[key]
             self._expired.pop(key, None)
             if sess.live is not None:
-                # Killed, not stopped: nothing is waiting for a graceful end of code nobody reads.
-                self._discard(sess.live, kill=True)
+                sess.live.close()
+                sandboxes.append(sess.live)
                 sess.live = None
             closed.append(sess.name)
-        if closed:
-            logger.info("stopped %d session(s) of a client that is gone: %s", len(closed), closed)
+        if sandboxes and not self._closed:  # once closing, the shutdown stops everything
+            async with anyio.create_task_group() as stops:
+                for live in sandboxes:
+                    # Killed, not stopped: nobody waits for a graceful end of code nobody reads.
+                    stops.start_soon(self._fleet.stop, live, True)
         return sorted(closed)
 
     @property
