@@ -7,6 +7,8 @@ may send), against real podman sandboxes.
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 import stat
 import subprocess
 import sys
@@ -111,9 +113,19 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 def _new_token(token_file: Path, name: str) -> str:
+    """A token made the way users make them: the ``token`` command."""
     made = _cli("token", name, env={"MCP_BRIDGE_HTTP_TOKEN_FILE": str(token_file)})
     assert made.returncode == 0, made.stderr
     return made.stdout.strip()
+
+
+def _token_file(path: Path, *names: str) -> dict[str, str]:
+    """A token file written by hand in the documented format; returns name → token."""
+    tokens = {name: secrets.token_urlsafe(32) for name in names}
+    lines = [f"{n} sha256:{hashlib.sha256(t.encode()).hexdigest()}\n" for n, t in tokens.items()]
+    path.write_text("".join(lines))
+    path.chmod(0o600)
+    return tokens
 
 
 async def _post_initialize(bridge: Any, token: str | None = None) -> httpx2.Response:
@@ -125,9 +137,7 @@ async def test_requests_without_or_with_a_wrong_token_get_401_with_a_bearer_chal
     tmp_path: Path,
 ) -> None:
     token_file = tmp_path / "tokens"
-    alice = _new_token(token_file, "alice")
-    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
-    assert alice not in token_file.read_text(), "the token file must hold hashes only"
+    alice = _token_file(token_file, "alice")["alice"]
     env = {"MCP_BRIDGE_HTTP_TOKEN_FILE": str(token_file)}
     async with open_http_bridge(tmp_path / "bridge", env=env) as bridge:
         for token in (None, "not-" + alice, alice + "x"):
@@ -144,9 +154,9 @@ async def test_requests_without_or_with_a_wrong_token_get_401_with_a_bearer_chal
 async def test_each_principal_sees_only_its_own_sessions_and_finds_them_again_on_reconnect(
     tmp_path: Path,
 ) -> None:
-    token_file = tmp_path / "tokens"
-    alice, bob = _new_token(token_file, "alice"), _new_token(token_file, "bob")
-    env = {"MCP_BRIDGE_HTTP_TOKEN_FILE": str(token_file)}
+    tokens = _token_file(tmp_path / "tokens", "alice", "bob")
+    alice, bob = tokens["alice"], tokens["bob"]
+    env = {"MCP_BRIDGE_HTTP_TOKEN_FILE": str(tmp_path / "tokens")}
     async with open_http_bridge(tmp_path / "bridge", env=env) as bridge:
         async with bridge.session(alice) as first:
             assert _value(await first.run("work = 'alice'\nwork")) == "'alice'"
@@ -162,9 +172,9 @@ async def test_each_principal_sees_only_its_own_sessions_and_finds_them_again_on
 
 
 async def test_a_stolen_session_id_is_useless_with_another_principals_token(tmp_path: Path) -> None:
-    token_file = tmp_path / "tokens"
-    alice, bob = _new_token(token_file, "alice"), _new_token(token_file, "bob")
-    env = {"MCP_BRIDGE_HTTP_TOKEN_FILE": str(token_file)}
+    tokens = _token_file(tmp_path / "tokens", "alice", "bob")
+    alice, bob = tokens["alice"], tokens["bob"]
+    env = {"MCP_BRIDGE_HTTP_TOKEN_FILE": str(tmp_path / "tokens")}
     async with open_http_bridge(tmp_path / "bridge", env=env) as bridge:
         opened = await _post_initialize(bridge, alice)
         assert opened.status_code == 200
@@ -188,7 +198,9 @@ def test_a_token_file_other_users_could_read_or_change_is_refused(
     tmp_path: Path, mode: int
 ) -> None:
     token_file = tmp_path / "tokens"
-    _new_token(token_file, "alice")
+    token = _new_token(token_file, "alice")
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert token not in token_file.read_text(), "the token file must hold hashes only"
     token_file.chmod(mode)
     env = {"MCP_BRIDGE_HTTP_TOKEN_FILE": str(token_file)}
     done = _cli("serve", "--http", "127.0.0.1:0", env=env)
