@@ -183,6 +183,11 @@ class McpSessionGate:
             if self._count(group) + self._opening[group] >= self.per_client:
                 victim = self._victim(group)
                 if victim is None:
+                    logger.warning(
+                        "refused a new MCP session of %s: its %d are all in use",
+                        principal_name(scope.get("user")) or "the unauthenticated clients",
+                        self.per_client,
+                    )
                     await _too_many(self.per_client)(scope, receive, send)
                     return
                 await self._end(victim, "to make room for a new one of the same client")

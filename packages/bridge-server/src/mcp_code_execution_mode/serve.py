@@ -132,7 +132,7 @@ async def serve_http(
     # Innermost of the app's middleware: behind authentication (scope["user"] is known), in front
     # of the SDK's session manager.
     app.user_middleware.append(Middleware(gate.middleware))
-    config = uvicorn.Config(app, log_config=None, lifespan="on", timeout_graceful_shutdown=5)
+    config = uvicorn.Config(app, log_config=None, lifespan="on")
     await uvicorn.Server(config).serve(sockets=[listener])
 
 
