@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -156,13 +155,6 @@ async def open_bridge(
 
 HTTP_START_TIMEOUT = 60.0
 """Bound on the bridge process starting to serve HTTP (imports, discovery, binding)."""
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class StreamLog:
