@@ -23,6 +23,8 @@ import pytest
 from .conftest import (
     CALL_TIMEOUT,
     bridge_env,
+    bridge_text,
+    code_text,
     open_http_bridge,
     owned_containers,
     payload_of,
@@ -44,9 +46,11 @@ INITIALIZE = {
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-def _value(result: types.CallToolResult) -> Any:
+def _value(result: types.CallToolResult) -> str:
+    """What the code returned (the value of its last expression), as the client reads it."""
     assert not result.is_error, text_of(result)
-    return payload_of(result).get("result")
+    assert payload_of(result)["status"] == "ok", bridge_text(result)
+    return code_text(result)
 
 
 async def test_two_http_clients_never_see_each_others_variables_in_default_or_named_sessions(
