@@ -6,6 +6,8 @@ are imported, not copied:
 
 * :func:`open_bridge` — start a bridge (private state dir, our servers file, extra env) and yield
   a connected :class:`BridgeClient`; afterwards no container of that bridge may be left.
+* :func:`open_http_bridge` — the same bridge serving streamable HTTP (``serve --http``); the
+  :class:`HttpBridge` it yields opens SDK client sessions (with a bearer token if given).
 * :func:`text_of` — the first text block of a ``CallToolResult``.
 * :func:`code_text` / :func:`bridge_text` — the code's block and the bridge's block of a
   run_python result (what the code printed and returned; the status line and notices).
@@ -35,18 +37,22 @@ bridge_env = _server.bridge_env
 bridge_pids = _server.bridge_pids
 bridge_text = _server.bridge_text
 code_text = _server.code_text
+HttpBridge = _server.HttpBridge
 open_bridge = _server.open_bridge
+open_http_bridge = _server.open_http_bridge
 owned_containers = _server.owned_containers
 
 __all__ = [
     "CALL_TIMEOUT",
     "BridgeClient",
+    "HttpBridge",
     "bridge_env",
     "bridge_pids",
     "bridge_text",
     "code_text",
     "host_marker",
     "open_bridge",
+    "open_http_bridge",
     "owned_containers",
     "stdout_of",
     "payload_of",

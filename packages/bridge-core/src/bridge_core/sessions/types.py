@@ -70,6 +70,8 @@ class SessionConfig:
     pool_size: int = 1
     """Warm sandboxes started ahead of demand; 0 disables the pool."""
     max_sessions: int = 8
+    max_sessions_per_client: int | None = None
+    """Sessions one client may hold when clients are named (HTTP); None: only max_sessions."""
     idle_ttl: float = 1800.0
     """Seconds of inactivity after which a session's container is stopped."""
     persist: bool = True
