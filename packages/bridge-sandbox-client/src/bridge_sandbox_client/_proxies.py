@@ -45,7 +45,7 @@ def _known(name: str, names: list[str], *, server: bool) -> str | None:
     return None
 
 
-def _lookup(registry: CallRegistry, server: str, tool: str | None) -> dict[str, Any]:
+def _ask_host(registry: CallRegistry, server: str, tool: str | None) -> dict[str, Any]:
     answer = CallRegistry.wait_sync(
         registry.request(_LOOKUP, {"server": server, "tool": tool, "detail": "summary"})
     )
@@ -94,7 +94,7 @@ class Directory:
         found = _known(name, self.server_names(), server=True)
         if found is not None:
             return found
-        server = _lookup(self.registry, name, None).get("server")
+        server = _ask_host(self.registry, name, None).get("server")
         if not isinstance(server, str):
             raise ToolError(f"the host's answer about server {name!r} names none", server=name)
         self.server_names(refresh=True)  # the host knows a server the cached list lacks
@@ -190,7 +190,7 @@ class ServerModule(types.ModuleType):
         raises :class:`UnknownTool` (with the host's suggestions) or :class:`PolicyDenied`."""
         tool = _known(name, self._names(), server=False)
         if tool is None:
-            tools = _lookup(self._directory.registry, self._server, name).get("tools")
+            tools = _ask_host(self._directory.registry, self._server, name).get("tools")
             first = tools[0] if isinstance(tools, list) and tools else None
             tool = first.get("name") if isinstance(first, dict) else None
             if not isinstance(tool, str):
