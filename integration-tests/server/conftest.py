@@ -73,6 +73,29 @@ def bridge_pids(state_dir: Path) -> list[int]:
     return pids
 
 
+def _texts(result: Any) -> list[str]:
+    return [block.text for block in result.content if getattr(block, "type", "") == "text"]
+
+
+def _bridge_speaks(result: Any) -> bool:
+    payload = result.structured_content or {}
+    return payload.get("status") != "ok" or bool(payload.get("notices"))
+
+
+def code_text(result: Any) -> str:
+    """The code's block of a run_python result ("" when the code produced nothing)."""
+    texts = _texts(result)
+    if _bridge_speaks(result):
+        texts = texts[:-1]
+    return texts[0] if texts else ""
+
+
+def bridge_text(result: Any) -> str:
+    """The bridge's block of a run_python result ("" when the bridge had nothing to say)."""
+    texts = _texts(result)
+    return texts[-1] if texts and _bridge_speaks(result) else ""
+
+
 @dataclass
 class BridgeClient:
     session: ClientSession

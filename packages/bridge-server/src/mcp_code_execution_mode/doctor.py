@@ -1,11 +1,12 @@
 """``mcp-code-execution-mode doctor``: check everything the bridge needs, say how to fix it.
 
 Checks, in order: the state directory (made private), the log file, the container runtime
-(version, rootless, API service), the sandbox image and its labels, a real sandbox running code
-with its memory/pids/cpu limits read back from inside, then every config file looked at (found,
-not found, invalid) and every discovered MCP server (its source file, whether it starts, how many
-tools it lists), and the servers a client loads both directly and through the bridge, with what
-that costs.
+(version, rootless, API service) and the system-call filter it applies, the sandbox image and
+its labels, a real sandbox running code with its memory/pids/cpu limits and its filter read back
+from inside (seccomp mode, and that creating a user namespace and opening an AF_VSOCK socket
+fail), then every config file looked at (found, not found, invalid) and every discovered MCP
+server (its source file, whether it starts, how many tools it lists), and the servers a client
+loads both directly and through the bridge, with what that costs.
 Exit status 1 when something needed (runtime, image, sandbox) is missing, a client config file is
 unusable or the explicit config file is missing; a server that fails is reported but does not by
 itself fail the check, since the bridge works without it.
@@ -30,6 +31,7 @@ from bridge_core.discovery import display_path as shown_path
 from bridge_core.errors import BridgeError
 from bridge_core.gateway import NullGateway
 from bridge_core.policy import Policy
+from bridge_core.runtime import user_seccomp_option
 from bridge_core.runtime.base import RuntimeBackend, RuntimeInfo
 from bridge_core.runtime.detect import detect_runtime
 from bridge_core.servers import ServerSpec
@@ -52,19 +54,38 @@ __all__ = ["run_doctor"]
 SANDBOX_CHECK_TIMEOUT = 120.0
 """Starting the first sandbox can include creating the image's overlay layers: be generous."""
 
-# Read back inside the sandbox: cgroup v2 files first, then the v1 hierarchy.
-_LIMITS_PROBE = """
-import pathlib
+# Tried in a child process, so that a sandbox without the filter is not changed by the check.
+_FILTER_ATTEMPTS = """
+import ctypes, socket
+libc = ctypes.CDLL(None, use_errno=True)
+unshare = 0 if libc.unshare(0x10000000) == 0 else ctypes.get_errno()  # CLONE_NEWUSER
+try:
+    socket.socket(40, socket.SOCK_STREAM).close()  # AF_VSOCK
+    vsock = 0
+except OSError as exc:
+    vsock = exc.errno
+print(unshare, vsock)
+"""
+# Read back inside the sandbox: cgroup v2 files first, then the v1 hierarchy; the seccomp mode
+# and the errno of the attempts above.
+_LIMITS_PROBE = f"""
+import pathlib, subprocess, sys
 def read(*names):
     for name in names:
         p = pathlib.Path("/sys/fs/cgroup") / name
         if p.exists():
             return p.read_text().split()[0]
     return None
-{"memory": read("memory.max", "memory/memory.limit_in_bytes"),
+_status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+_tried = subprocess.run([sys.executable, "-c", {_FILTER_ATTEMPTS!r}], capture_output=True,
+                        text=True, timeout=60)
+{{"memory": read("memory.max", "memory/memory.limit_in_bytes"),
  "pids": read("pids.max", "pids/pids.max"),
- "cpu_quota": read("cpu.max", "cpu/cpu.cfs_quota_us")}
+ "cpu_quota": read("cpu.max", "cpu/cpu.cfs_quota_us"),
+ "seccomp": _status["Seccomp"].strip(),
+ "refused": _tried.stdout.split()}}
 """
+_REFUSED = ["1", "97"]  # EPERM, EAFNOSUPPORT
 
 
 @dataclass
@@ -122,6 +143,8 @@ async def _check_runtime(settings: Settings, report: _Report) -> RuntimeBackend 
         return None
     mode = "rootless" if info.rootless else "rootful"
     report.ok("runtime", f"{info.backend} {info.version} ({mode}); {info.detail}")
+    if info.backend != "local":
+        _report_profile(settings, info, report)
     if info.backend == "local":
         report.warn("isolation", "runtime 'local' runs code WITHOUT a container", "use podman")
     elif not info.limits_enforced:
@@ -131,6 +154,21 @@ async def _check_runtime(settings: Settings, report: _Report) -> RuntimeBackend 
             "run on a cgroup v2 host, or run podman as root (see docs/troubleshooting.md)",
         )
     return backend
+
+
+def _report_profile(settings: Settings, info: RuntimeInfo, report: _Report) -> None:
+    users = user_seccomp_option(settings.security_opt)
+    if users is not None:
+        report.warn(
+            "seccomp",
+            f"your profile {users} (MCP_BRIDGE_SECURITY_OPT) replaces the bridge's; the bridge "
+            "does not check it",
+            "leave seccomp= out of MCP_BRIDGE_SECURITY_OPT to use the bridge's profile",
+        )
+    elif info.seccomp.startswith("UNAVAILABLE"):
+        report.fail("seccomp", info.seccomp, "see docs/troubleshooting.md#seccomp")
+    else:
+        report.ok("seccomp", info.seccomp)
 
 
 def _check_image(settings: Settings, backend: RuntimeBackend, report: _Report) -> bool:
@@ -202,6 +240,24 @@ async def _check_sandbox(settings: Settings, backend: RuntimeBackend, report: _R
             + (f", cpu quota {settings.cpu_quota}" if settings.cpu_quota else "")
             + " enforced (read back inside the sandbox)",
         )
+    if backend.name != "local" and user_seccomp_option(settings.security_opt) is None:
+        _report_filter_in_sandbox(seen, report)
+
+
+def _report_filter_in_sandbox(seen: dict[str, Any], report: _Report) -> None:
+    if seen.get("seccomp") == "2" and seen.get("refused") == _REFUSED:
+        report.ok(
+            "seccomp in the sandbox",
+            "mode 2 (filtering); creating a user namespace: EPERM, an AF_VSOCK socket: "
+            "EAFNOSUPPORT (tried inside the sandbox)",
+        )
+        return
+    report.fail(
+        "seccomp in the sandbox",
+        f"seccomp mode {seen.get('seccomp')!r}; errno of unshare(CLONE_NEWUSER) and "
+        f"socket(AF_VSOCK): {seen.get('refused')!r} (want mode 2, EPERM and EAFNOSUPPORT)",
+        "see docs/troubleshooting.md#seccomp",
+    )
 
 
 def _files_looked_at(checked: list[CheckedSource], home: Path) -> list[str]:

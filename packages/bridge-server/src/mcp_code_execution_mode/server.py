@@ -15,6 +15,8 @@ from typing import Protocol
 
 import mcp_types as types
 from bridge_core.errors import BridgeError
+from bridge_core.sessions import MAX_PROGRESS_MESSAGE as MAX_USER_PROGRESS_MESSAGE
+from bridge_core.sessions import visible_head
 from bridge_core.sessions.types import ExecutionListener, ExecutionResult
 from bridge_protocol import Stream
 from mcp.server import Server
@@ -79,6 +81,11 @@ class BridgeState:
     settings: Settings
 
 
+def _shown(text: str, limit: int) -> str:
+    """Code output or a code-chosen message made visible, on one line, in ``limit`` characters."""
+    return visible_head(text, limit, single_line=True)[0]
+
+
 class _ProgressRelay:
     """Turns live output and ``runtime.progress`` calls into ``notifications/progress``.
 
@@ -104,11 +111,12 @@ class _ProgressRelay:
             if self._lines >= MAX_STREAMED_LINES:
                 return
             self._lines += 1
-            await self._send(self._lines, None, line[:MAX_PROGRESS_MESSAGE])
+            await self._send(self._lines, None, _shown(line, MAX_PROGRESS_MESSAGE))
 
     async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
         self._user_reported = True
-        await self._send(progress, total, message)
+        shown = None if message is None else _shown(message, MAX_USER_PROGRESS_MESSAGE)
+        await self._send(progress, total, shown)
 
     async def _send(self, progress: float, total: float | None, message: str | None) -> None:
         if self._broken:

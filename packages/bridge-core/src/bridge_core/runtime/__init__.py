@@ -5,6 +5,7 @@ socket), :class:`DockerBackend` (docker CLI) or, only when asked for, :class:`Lo
 (NO isolation, tests and development only). See ``docs/runtime.md``.
 """
 
+from bridge_core.runtime._seccomp import user_seccomp_option
 from bridge_core.runtime.base import (
     OWNER_LABEL,
     PRODUCT_LABEL,
@@ -14,6 +15,7 @@ from bridge_core.runtime.base import (
     SandboxExit,
     SandboxLimits,
     SandboxSpec,
+    SharedDir,
 )
 from bridge_core.runtime.detect import RUNTIME_CHOICES, detect_runtime
 from bridge_core.runtime.docker import DockerBackend
@@ -33,5 +35,7 @@ __all__ = [
     "SandboxExit",
     "SandboxLimits",
     "SandboxSpec",
+    "SharedDir",
     "detect_runtime",
+    "user_seccomp_option",
 ]

@@ -1,9 +1,10 @@
 """The docker backend: the ``docker`` CLI (the docker SDK is deliberately not a dependency).
 
 Same behaviour as the podman backend: the same hardening (checked by ``docker inspect`` before
-the container starts), the same private channel with its peer check, ownership labels and
-leftover cleanup. Docker's
-``--read-only`` adds no writable /run or /var/tmp, so no ``--read-only-tmpfs`` is needed.
+the container starts), the same system-call filter (the docker CLI reads the profile file and
+sends its content, which inspect shows back in ``SecurityOpt``), the same private channel with
+its peer check, ownership labels and leftover cleanup. Docker's ``--read-only`` adds no writable
+/run or /var/tmp, so no ``--read-only-tmpfs`` is needed.
 """
 
 from __future__ import annotations
@@ -32,7 +33,15 @@ from bridge_core.runtime._hardening import (
 from bridge_core.runtime._ownership import ContainerRecord, current_owner, select_leftovers
 from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
 from bridge_core.runtime._sandbox import ContainerSandbox
-from bridge_core.runtime._verify import hardening_violations
+from bridge_core.runtime._seccomp import (
+    SeccompProfile,
+    SeccompUnavailable,
+    describe_filter,
+    profile_to_apply,
+    user_seccomp_option,
+    write_profile,
+)
+from bridge_core.runtime._verify import hardening_violations, seccomp_violations
 from bridge_core.runtime.base import PRODUCT_LABEL, RuntimeInfo, Sandbox, SandboxExit, SandboxSpec
 
 __all__ = ["CLI_TIMEOUT", "DockerBackend", "create_args"]
@@ -47,10 +56,20 @@ class _CommandFailed(Exception):
 
 
 def create_args(
-    spec: SandboxSpec, *, name: str, labels: Mapping[str, str], channel_dir: Path
+    spec: SandboxSpec,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    channel_dir: Path,
+    seccomp_profile: Path | None = None,
 ) -> list[str]:
-    """``docker create`` arguments giving the full hardening of the sandbox (pure)."""
+    """``docker create`` arguments giving the full hardening of the sandbox (pure).
+
+    ``seccomp_profile`` (see :mod:`._seccomp`) replaces docker's default filter unless the
+    spec's own ``seccomp=`` option names another.
+    """
     limits = spec.limits
+    ours = [] if seccomp_profile is None else [f"--security-opt=seccomp={seccomp_profile}"]
     args = [
         "create",
         f"--name={name}",
@@ -58,6 +77,7 @@ def create_args(
         "--cap-drop=ALL",
         "--read-only",
         "--security-opt=no-new-privileges",
+        *(ours if user_seccomp_option(spec.security_opt) is None else []),
         *(f"--security-opt={option}" for option in spec.security_opt),
         "--network=none",
         f"--memory={limits.memory_bytes}",
@@ -74,6 +94,18 @@ def create_args(
     return [*args, spec.image]
 
 
+def _applied_seccomp(inspect: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The profile docker keeps for the container (``seccomp=<JSON>`` in ``SecurityOpt``)."""
+    for option in (inspect.get("HostConfig") or {}).get("SecurityOpt") or ():
+        if str(option).startswith("seccomp="):
+            try:
+                profile = json.loads(str(option).removeprefix("seccomp="))
+            except ValueError:
+                return None
+            return profile if isinstance(profile, dict) else None
+    return None
+
+
 class DockerBackend:
     """Sandboxes as docker containers, driven through the docker CLI."""
 
@@ -85,6 +117,10 @@ class DockerBackend:
         self.owner = current_owner()
         """This bridge process, as written in the ownership label of every container."""
         self._live: dict[str, ContainerSandbox] = {}
+        self.seccomp: SeccompProfile | None = None
+        """The sandboxes' system-call filter (:mod:`._seccomp`); set by :meth:`connect`."""
+        self.seccomp_problem = "not connected"
+        """Why :attr:`seccomp` is None (then only a profile of the user's own is accepted)."""
 
     @classmethod
     async def connect(cls, *, state_dir: Path, binary: str | None = None) -> DockerBackend:
@@ -98,6 +134,13 @@ class DockerBackend:
             await backend._docker("version", "--format", "{{.Server.Version}}")
         except _CommandFailed as exc:
             raise RuntimeUnavailable(f"the docker daemon does not answer: {exc}") from None
+        try:
+            # The CLI reads the file and sends its content: a remote daemon gets it too.
+            backend.seccomp = await anyio.to_thread.run_sync(write_profile, state_dir)
+        except SeccompUnavailable as exc:
+            backend.seccomp_problem = str(exc)
+        except OSError as exc:
+            raise RuntimeUnavailable(f"cannot write the sandbox seccomp profile: {exc}") from exc
         await backend.remove_leftovers()
         return backend
 
@@ -131,8 +174,9 @@ class DockerBackend:
         detail = f"cgroup v{cgroup or '?'}"
         if not enforced:
             detail += "; limits NOT enforced: rootless docker on cgroup v1 ignores them"
+        seccomp = describe_filter(self.seccomp, self.seccomp_problem)
         return RuntimeInfo(
-            "docker", str(data.get("ServerVersion", "?")), rootless, enforced, detail
+            "docker", str(data.get("ServerVersion", "?")), rootless, enforced, detail, seccomp
         )
 
     async def start(self, spec: SandboxSpec) -> ContainerSandbox:
@@ -164,13 +208,20 @@ class DockerBackend:
         return sandbox
 
     async def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
+        ours = profile_to_apply(spec.security_opt, self.seccomp, self.seccomp_problem)
         image = await self._inspect("image", spec.image)
         if image is None:
             raise SandboxStartError(f"sandbox image {spec.image!r} is not in docker's image store")
         labels = container_labels(spec, self.owner)
         try:
             await self._docker(
-                *create_args(spec, name=name, labels=labels, channel_dir=channel_dir)
+                *create_args(
+                    spec,
+                    name=name,
+                    labels=labels,
+                    channel_dir=channel_dir,
+                    seccomp_profile=None if ours is None else ours.path,
+                )
             )
         except _CommandFailed as exc:
             raise SandboxStartError(
@@ -184,6 +235,8 @@ class DockerBackend:
                 inspect, spec, image_env=(image.get("Config") or {}).get("Env") or []
             )
         )
+        if inspect is not None and ours is not None:
+            problems += seccomp_violations(_applied_seccomp(inspect), ours.content)
         if problems:
             await self._docker("rm", "--force", name, check=False)
             raise SandboxStartError(

@@ -6,8 +6,9 @@ answers, a private ``podman system service`` is started on ``<state_dir>/podman-
 stopped by :meth:`PodmanBackend.aclose`. ``state_dir`` is made private (0700): it holds the
 channel sockets of the sandboxes (see :mod:`._channel`).
 
-Every created container is inspected before it is started; if any hardening option is missing it
-is removed and :class:`~bridge_core.errors.SandboxStartError` names the option.
+Every created container is inspected before it is started, and its system-call filter read back
+from the OCI spec podman wrote for it; if any hardening option is missing it is removed and
+:class:`~bridge_core.errors.SandboxStartError` names the option.
 """
 
 from __future__ import annotations
@@ -33,8 +34,14 @@ from bridge_core.runtime._ownership import ContainerRecord, current_owner, selec
 from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
 from bridge_core.runtime._podman_service import PrivateService
 from bridge_core.runtime._sandbox import ContainerSandbox
-from bridge_core.runtime._seccomp import keyring_free_profile
-from bridge_core.runtime._verify import hardening_violations
+from bridge_core.runtime._seccomp import (
+    SeccompProfile,
+    SeccompUnavailable,
+    describe_filter,
+    profile_to_apply,
+    write_profile,
+)
+from bridge_core.runtime._verify import hardening_violations, seccomp_violations
 from bridge_core.runtime.base import RuntimeInfo, Sandbox, SandboxExit, SandboxSpec
 
 __all__ = ["CLEANUP_TIMEOUT", "PodmanBackend"]
@@ -72,9 +79,11 @@ class PodmanBackend:
         """This bridge process, as written in the ownership label of every container it starts."""
         self.url = url
         """The API URL in use."""
-        self.seccomp_profile: Path | None = None
-        """Podman's default system-call filter without the keyring calls (:mod:`._seccomp`), for
-        a local service; ``None`` keeps the runtime's default."""
+        self.seccomp: SeccompProfile | None = None
+        """The sandboxes' system-call filter (:mod:`._seccomp`); set by :meth:`connect`."""
+        self.seccomp_problem = "not connected"
+        """Why :attr:`seccomp` is None: a sandbox is then started only with a profile of the
+        user's own (``MCP_BRIDGE_SECURITY_OPT=seccomp=...``)."""
         self.track_oom = False
         """Whether sandboxes get a cgroup parent the bridge reads to detect OOM kills (see
         :mod:`._oom`); set by :meth:`connect` for rootful, cgroupfs-managed, local podman."""
@@ -110,8 +119,7 @@ class PodmanBackend:
             backend = await cls._with_private_service(binary, state_dir, urls)
         try:
             backend.track_oom = await backend._can_track_oom()
-            if backend.url.startswith("unix://"):  # the profile path must exist for the service
-                backend.seccomp_profile = await _run(keyring_free_profile, state_dir)
+            await backend._write_seccomp_profile(state_dir)
             await backend.remove_leftovers()
         except (api.PodmanError, api.APIError, OSError) as exc:
             await backend.aclose()
@@ -135,6 +143,19 @@ class PodmanBackend:
                 f"started at {service.url} does not answer either: {service.log_tail()}"
             )
         return cls(client, url=service.url, state_dir=state_dir, service=service)
+
+    async def _write_seccomp_profile(self, state_dir: Path) -> None:
+        if not self.url.startswith("unix://"):
+            self.seccomp_problem = (
+                f"the podman service at {self.url} is not on this machine and cannot read the "
+                "bridge's seccomp profile; name a profile on that machine with "
+                "MCP_BRIDGE_SECURITY_OPT=seccomp=PATH"
+            )
+            return
+        try:
+            self.seccomp = await _run(write_profile, state_dir)
+        except SeccompUnavailable as exc:
+            self.seccomp_problem = str(exc)
 
     async def _can_track_oom(self) -> bool:
         if not self.url.startswith("unix://") or os.geteuid() != 0:
@@ -160,7 +181,8 @@ class PodmanBackend:
             detail += " (private service started by the bridge)"
         if reason:
             detail += f"; limits NOT enforced: {reason}"
-        return RuntimeInfo("podman", version, rootless, not reason, detail)
+        seccomp = describe_filter(self.seccomp, self.seccomp_problem)
+        return RuntimeInfo("podman", version, rootless, not reason, detail, seccomp=seccomp)
 
     async def start(self, spec: SandboxSpec) -> ContainerSandbox:
         """Create, verify and start the container, then accept its channel connection."""
@@ -202,13 +224,14 @@ class PodmanBackend:
         return sandbox
 
     def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
+        ours = profile_to_apply(spec.security_opt, self.seccomp, self.seccomp_problem)
         labels = container_labels(spec, self.owner)
         kwargs = api.create_kwargs(
             spec,
             name=name,
             labels=labels,
             channel_dir=channel_dir,
-            seccomp_profile=self.seccomp_profile,
+            seccomp_profile=None if ours is None else ours.path,
         )
         if self.track_oom:
             kwargs["cgroup_parent"] = _oom.cgroup_parent(name)
@@ -229,6 +252,11 @@ class PodmanBackend:
             problems = hardening_violations(
                 container.attrs, spec, image_env=image.attrs.get("Config", {}).get("Env") or []
             )
+            if not problems and ours is not None:
+                # The filter is only in the OCI spec, which podman writes when it initialises
+                # the container (crun reads it there); inspect does not show it for API calls.
+                container.init()
+                problems = self._seccomp_problems(name, ours)
             if problems:
                 api.remove_quietly(self._client, name)
                 raise SandboxStartError(
@@ -240,6 +268,13 @@ class PodmanBackend:
             raise SandboxStartError(
                 f"podman could not start sandbox container {name} from {spec.image!r}: {exc}"
             ) from exc
+
+    def _seccomp_problems(self, name: str, ours: SeccompProfile) -> list[str]:
+        try:
+            applied = api.applied_seccomp(self._client, name)
+        except (OSError, ValueError) as exc:
+            return [f"the bridge's seccomp profile (cannot read the OCI spec podman wrote: {exc})"]
+        return seccomp_violations(applied, ours.content)
 
     async def _death(self, name: str) -> str | None:
         try:

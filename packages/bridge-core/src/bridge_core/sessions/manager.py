@@ -28,6 +28,7 @@ from bridge_core.sessions._names import DEFAULT_SESSION, validate_session_name
 from bridge_core.sessions._pool import SandboxPool
 from bridge_core.sessions._sandbox import LiveSandbox
 from bridge_core.sessions._session import Session, Turn, unavailable
+from bridge_core.sessions._spill import FullOutputs
 from bridge_core.sessions.types import ExecutionListener, ExecutionResult, SessionConfig
 
 __all__ = ["SessionManager", "SessionStats"]
@@ -82,9 +83,10 @@ class SessionManager:
         self._closed = False
         self._expiry = anyio.Event()
         """Set (then replaced) whenever an idle sweep expired a session."""
+        self._outputs = FullOutputs(state_dir / "output")
         self._runner = ExecutionRunner(
             config,
-            spill_dir=state_dir / "output",
+            outputs=self._outputs,
             replace=self._replace,
             exit_reason=self._fleet.exit_reason,
             background=self._background,
@@ -95,6 +97,10 @@ class SessionManager:
     async def __aenter__(self) -> Self:
         if self._tg is not None or self._closed:
             raise RuntimeError("a SessionManager can be entered only once")
+        # Spill files of bridges that died without cleaning up (SIGKILL) go before any new one.
+        removed = await anyio.to_thread.run_sync(self._outputs.remove_dead_owners)
+        if removed:
+            logger.info("removed %d spill(s) of bridges that are gone", removed)
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
@@ -127,6 +133,8 @@ class SessionManager:
         finally:
             self._sessions.clear()
             await self._fleet.stop_all()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._outputs.remove_own)
 
     # --- public API --------------------------------------------------------------------------
 
@@ -302,7 +310,9 @@ class SessionManager:
     ) -> LiveSandbox | ExecutionResult:
         live = sess.live
         if live is not None and not live.alive:
-            reason = await self._fleet.exit_reason(live)
+            reason = live.failure_reason
+            with anyio.move_on_at(deadline):
+                reason = await self._fleet.exit_reason(live)
             notices.append(
                 f"the sandbox of session {sess.name!r} ended while idle ({reason}): "
                 "this is a fresh one and the session's state was lost"
@@ -387,6 +397,8 @@ class SessionManager:
         return True
 
     def _discard(self, live: LiveSandbox, *, kill: bool = False) -> None:
+        if (shared := live.sandbox.shared_dir) is not None:
+            self._outputs.forget(shared)  # its full outputs go with its directory
         self._fleet.discard(live, kill=kill)
 
     def _replace(self, sess: Session, live: LiveSandbox, *, kill: bool) -> None:
