@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import open_bridge, payload_of, text_of
+from .conftest import open_bridge, payload_of, stdout_of, text_of
 
 pytestmark = [
     pytest.mark.container,
@@ -89,7 +89,7 @@ async def test_no_namespace_can_be_created_by_unshare_clone_clone3_or_setns(
         probe = await bridge.run(NAMESPACES)
         after = await bridge.run("6 * 7")
     assert probe.is_error is False, text_of(probe)
-    found = literal_eval(payload_of(probe)["stdout"])
+    found = literal_eval(stdout_of(probe))
     for kind in ("user", "mount", "net", "pid", "ipc", "uts", "cgroup"):
         assert found[f"unshare_{kind}"] == EPERM, kind
         assert found[f"clone_{kind}"] == EPERM, kind
@@ -158,7 +158,7 @@ async def test_socket_families_beyond_unix_and_loopback_inet_are_refused(
     async with open_bridge(tmp_path) as bridge:
         probe = await bridge.run(SOCKETS)
     assert probe.is_error is False, text_of(probe)
-    found = literal_eval(payload_of(probe)["stdout"])
+    found = literal_eval(stdout_of(probe))
     for family in (
         "vsock",  # the hypervisor's transport: a way around --network=none
         "netlink_netfilter",  # nf_tables
@@ -221,7 +221,7 @@ async def test_the_32_bit_system_call_abi_cannot_open_a_refused_socket_family(
         probe = await bridge.run(COMPAT_ABI)
         after = await bridge.run("6 * 7")
     assert probe.is_error is False, text_of(probe)
-    returncode, stdout = payload_of(probe)["stdout"].split(maxsplit=1)
+    returncode, stdout = stdout_of(probe).split(maxsplit=1)
     assert literal_eval(stdout) == ""  # no descriptor came back
     assert int(returncode) == -31  # SIGSYS: the filter knows no 32-bit ABI
     assert text_of(after).endswith("42")
@@ -237,7 +237,7 @@ async def test_a_32_bit_system_call_in_the_main_thread_ends_at_the_timeout_with_
         ended = await bridge.run(COMPAT_CHILD, timeout=5)
         after = await bridge.run("'kept' in globals()")
     assert payload_of(ended)["status"] == "timeout"
-    assert "fd" not in payload_of(ended).get("stdout", "")
+    assert "fd" not in stdout_of(ended)
     assert text_of(after).endswith("False")
     assert any("reset" in notice for notice in payload_of(after)["notices"])
 
@@ -275,7 +275,7 @@ async def test_kernel_interfaces_a_sandbox_has_no_use_for_are_refused(
     async with open_bridge(tmp_path) as bridge:
         probe = await bridge.run(KERNEL_INTERFACES)
     assert probe.is_error is False, text_of(probe)
-    found = literal_eval(payload_of(probe)["stdout"])
+    found = literal_eval(stdout_of(probe))
     # Privileged operations: EPERM, the kernel's own answer without the privilege.
     for name in (
         "bpf",
@@ -349,9 +349,9 @@ async def test_threads_processes_multiprocessing_and_asyncio_run_under_the_filte
     async with open_bridge(tmp_path) as bridge:
         in_force = await bridge.run(FILTER_IN_FORCE)
         workload = await bridge.run(WORKLOAD, timeout=120)
-    assert literal_eval(payload_of(in_force)["stdout"]) == {"Seccomp": "2", "unshare_user": EPERM}
+    assert literal_eval(stdout_of(in_force)) == {"Seccomp": "2", "unshare_user": EPERM}
     assert workload.is_error is False, text_of(workload)
-    assert literal_eval(payload_of(workload)["stdout"]) == {
+    assert literal_eval(stdout_of(workload)) == {
         "threads": 285,
         "pool": [1, 2, 3],
         "queue": "queued",
@@ -374,10 +374,10 @@ async def test_numpy_and_pandas_run_under_the_filter(tmp_path: Path, sandbox_ima
     async with open_bridge(tmp_path) as bridge:
         in_force = await bridge.run(FILTER_IN_FORCE)
         numeric = await bridge.run(NUMERIC, timeout=120)
-    assert literal_eval(payload_of(in_force)["stdout"]) == {"Seccomp": "2", "unshare_user": EPERM}
+    assert literal_eval(stdout_of(in_force)) == {"Seccomp": "2", "unshare_user": EPERM}
     assert numeric.is_error is False, text_of(numeric)
     expected = float(sum(value * value for value in range(40_000)))
-    assert literal_eval(payload_of(numeric)["stdout"]) == {
+    assert literal_eval(stdout_of(numeric)) == {
         "trace": expected,
         "sums": [14850, 14950, 15050],
     }

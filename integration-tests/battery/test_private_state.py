@@ -36,7 +36,7 @@ from bridge_core.runtime.base import SandboxSpec
 from bridge_core.runtime.podman import PodmanBackend
 from bridge_protocol import Execute, Hello, Result, encode
 
-from .conftest import open_bridge, payload_of
+from .conftest import code_text, open_bridge, payload_of
 
 pytestmark = pytest.mark.container
 
@@ -227,13 +227,18 @@ async def test_a_process_that_reaches_the_socket_anyway_is_refused_before_a_byte
 
 def _open_to_others(root: Path, *, passable: Callable[[Path], bool]) -> list[str]:
     """Everything under ``root`` (itself included) with a group or other permission bit, except
-    directories ``passable`` allows; those must be exactly 0711 inside a 0700 parent."""
+    directories ``passable`` allows; those must be exactly 0711 inside a 0700 parent. What the
+    sandbox reads inside them (kept full outputs: ``output/`` 0755, files 0444) may be readable,
+    never writable, by others: only the container reaches it, through its own mount."""
     found = []
     for path in [root, *root.rglob("*")]:
         mode = stat.S_IMODE(path.lstat().st_mode)
         if passable(path):
             if mode != 0o711 or stat.S_IMODE(path.parent.stat().st_mode) != 0o700:
                 found.append(f"{path} {mode:o} (parent {path.parent.stat().st_mode & 0o777:o})")
+        elif any(passable(parent) for parent in path.parents):
+            if mode & 0o022:
+                found.append(f"{path} {mode:o} (writable by others, inside a channel dir)")
         elif mode & 0o077 and not path.is_symlink():
             found.append(f"{path} {mode:o}")
     return found
@@ -338,8 +343,7 @@ async def test_an_old_open_state_dir_is_made_private_when_the_bridge_starts(home
     cached = _old_state_dir(work / "state")
     assert _read_as(OTHER_UID, cached).isdigit()  # readable by anyone before
     async with open_bridge(work) as bridge:
-        payload = payload_of(await bridge.run("1 + 1"))
-        assert payload["result"] == "2"
+        assert code_text(await bridge.run("1 + 1")) == "2"
         state = bridge.state_dir
         for directory in (state, *(p for p in state.iterdir() if p.is_dir())):
             assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory

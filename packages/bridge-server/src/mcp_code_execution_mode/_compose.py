@@ -46,6 +46,7 @@ def session_config(settings: Settings) -> SessionConfig:
         security_opt=settings.security_opt,
         pool_size=settings.pool_size,
         max_sessions=settings.max_sessions,
+        max_sessions_per_client=settings.max_sessions_per_client,
         idle_ttl=settings.session_ttl,
         persist=settings.session_persist,
         default_timeout=settings.timeout,

@@ -15,6 +15,7 @@ from bridge_core.runtime.base import (
     SandboxExit,
     SandboxLimits,
     SandboxSpec,
+    SharedDir,
 )
 from bridge_core.runtime.detect import RUNTIME_CHOICES, detect_runtime
 from bridge_core.runtime.docker import DockerBackend
@@ -34,6 +35,7 @@ __all__ = [
     "SandboxExit",
     "SandboxLimits",
     "SandboxSpec",
+    "SharedDir",
     "detect_runtime",
     "user_seccomp_option",
 ]

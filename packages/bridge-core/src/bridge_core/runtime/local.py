@@ -27,7 +27,7 @@ from anyio.abc import Process, SocketListener, SocketStream
 from bridge_core.runtime._channel import ChannelDir, accept_channel
 from bridge_core.runtime._hardening import container_name
 from bridge_core.runtime._peer import PeerCredentials, process_peer_problem
-from bridge_core.runtime.base import RuntimeInfo, Sandbox, SandboxExit, SandboxSpec
+from bridge_core.runtime.base import RuntimeInfo, Sandbox, SandboxExit, SandboxSpec, SharedDir
 
 __all__ = ["LocalBackend", "LocalSandbox"]
 
@@ -45,6 +45,11 @@ class LocalSandbox:
     spec: SandboxSpec
     process: Process
     channel: ChannelDir
+
+    @property
+    def shared_dir(self) -> SharedDir:
+        """The channel directory, at its host path (the client runs on the host)."""
+        return SharedDir(self.channel.path, str(self.channel.path))
 
 
 class LocalBackend:

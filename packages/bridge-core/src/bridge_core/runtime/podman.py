@@ -241,9 +241,7 @@ class PodmanBackend:
                 await self._forget(name, patient=not killed)
             raise
         await listener.aclose()
-        # The directory only served the connection: the sandbox keeps its mount of it, and the
-        # host keeps nothing that a killed bridge would leave behind.
-        await anyio.to_thread.run_sync(channel.remove)
+        channel.unlink_socket()
         sandbox = ContainerSandbox(name=name, stream=stream, spec=spec, channel=channel)
         self._live[name] = sandbox
         return sandbox
@@ -449,8 +447,8 @@ class PodmanBackend:
 
     async def _forget(self, name: str, *, patient: bool = True) -> None:
         """Drop what the host kept for sandbox ``name``: its pidfd, its event record, its
-        channel dir (if it never connected), its log and its cgroup parent (``patient``: waiting
-        for conmon to leave it)."""
+        channel dir (with the full outputs kept there), its log and its cgroup parent
+        (``patient``: waiting for conmon to leave it)."""
         await anyio.to_thread.run_sync(self._forget_all, [name])
         if self.track_oom and patient:
             await anyio.to_thread.run_sync(_oom.remove_cgroup_parent, name)
