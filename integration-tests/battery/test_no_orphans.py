@@ -34,7 +34,14 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
-from .conftest import CALL_TIMEOUT, BridgeClient, bridge_env, containers_left, owned_containers
+from .conftest import (
+    CALL_TIMEOUT,
+    BridgeClient,
+    bridge_env,
+    code_text,
+    containers_left,
+    owned_containers,
+)
 
 pytestmark = pytest.mark.container
 
@@ -132,7 +139,7 @@ async def test_client_closing_a_bridge_with_120_sessions_leaves_no_container(
             async def open_session(index: int) -> None:
                 async with limiter:
                     result = await bridge.run(f"n = {index}\nn", session=f"s{index}")
-                assert result.structured_content["result"] == str(index)
+                assert code_text(result) == str(index)
 
             async with anyio.create_task_group() as sessions:
                 for index in range(SESSIONS):

@@ -7,7 +7,9 @@ once the test ends (so each test proves "no orphan" after the manager closed).
 from __future__ import annotations
 
 import ast
+import importlib
 import itertools
+import time
 
 import anyio
 import pytest
@@ -17,6 +19,9 @@ from bridge_core.sessions import ExecutionResult
 from bridge_protocol import Stream
 
 from .conftest import MakeManager, our_containers
+
+# The shared conftest of integration-tests (a module named after its path under importlib mode).
+_shared = importlib.import_module("integration-tests.conftest")
 
 pytestmark = pytest.mark.container
 
@@ -255,9 +260,12 @@ async def test_persist_false_gives_a_fresh_container_to_each_execution(
 async def test_no_container_is_left_after_cancellation_during_start(
     make_manager: MakeManager, podman_backend: PodmanBackend
 ) -> None:
+    began = time.time()
     with anyio.move_on_after(0.5):  # the pool's containers are still starting at this point
         async with make_manager(pool_size=2):
             await anyio.sleep_forever()
+    # Killed (or removed, if not started yet) on cancellation; podman's auto-removal does the rest.
+    await _shared.wait_until_removed(await our_containers(podman_backend), since=began)
     assert await our_containers(podman_backend) == set()
 
 
@@ -268,4 +276,7 @@ async def test_no_container_is_left_after_the_manager_closes(
         await manager.execute("print(1)", session="a")
         await manager.execute("print(2)", session="b")
         assert len(await our_containers(podman_backend)) >= 2
+        closing = time.time()
+    # Killed at once by the manager; podman's auto-removal deletes them.
+    await _shared.wait_until_removed(await our_containers(podman_backend), since=closing)
     assert await our_containers(podman_backend) == set()

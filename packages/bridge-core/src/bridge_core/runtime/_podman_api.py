@@ -283,6 +283,10 @@ def remove_quietly(client: podman.PodmanClient, name: str) -> None:
         client.containers.remove(name, force=True)
     except NotFound:
         pass
+    except APIError as exc:
+        # Auto-removal got there first: podman 4.3 may say so with a 500 instead of a 404.
+        if _NO_SUCH_CONTAINER not in str(exc):
+            raise
 
 
 def limits_support(rootless: bool, cgroup_version: str, controllers: Sequence[str]) -> str:
