@@ -51,6 +51,8 @@ SLACK = 2.0
 """A call may take its timeout plus this long (the issue's bound) before it counts as late."""
 SHUTDOWN_TIMEOUT = 60.0
 """How long the bridge gets to exit and clean up after the client closes stdin."""
+REMOVAL_TIMEOUT = 120.0
+"""How long podman gets to auto-remove the sandboxes the bridge killed on its way out."""
 
 
 @dataclass
@@ -246,6 +248,11 @@ async def _leftovers(work: Path, pid: int | None, marker: str) -> tuple[list[str
         while bridge_pid(work / "state") is not None:  # noqa: ASYNC110
             await anyio.sleep(0.1)
     containers = list(await anyio.to_thread.run_sync(owned_containers, pid)) if pid else []
+    with anyio.move_on_after(REMOVAL_TIMEOUT):
+        # The bridge killed them on its way out; podman's auto-removal deletes them after it.
+        while containers:
+            await anyio.sleep(0.2)
+            containers = list(await anyio.to_thread.run_sync(owned_containers, pid))
     return containers, marked_processes(marker)
 
 
