@@ -28,7 +28,13 @@ from bridge_core.sessions.types import SessionConfig
 from mcp_code_execution_mode.server import Executor, ExecutorFactory
 from mcp_code_execution_mode.settings import Settings
 
-__all__ = ["discover_servers", "executor_factory", "private_state_dir", "session_config"]
+__all__ = [
+    "discover_servers",
+    "executor_factory",
+    "private_state_dir",
+    "proxy_options",
+    "session_config",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +58,18 @@ def session_config(settings: Settings) -> SessionConfig:
         default_timeout=settings.timeout,
         max_timeout=settings.max_timeout,
         output_cap=settings.output_cap,
+    )
+
+
+def proxy_options(settings: Settings, *, process_dir: Path | None = None) -> ProxyOptions:
+    """How upstream servers are started, timed and bounded, from the settings."""
+    return ProxyOptions(
+        call_timeout=settings.call_timeout,
+        start_timeout=settings.server_start_timeout,
+        max_message_bytes=settings.max_upstream_message,
+        max_tools=settings.max_server_tools,
+        max_tool_list_bytes=settings.max_tool_list_size,
+        process_dir=process_dir,
     )
 
 
@@ -99,11 +117,7 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
         servers = list(report.servers.values())
         logger.info("proxying %d MCP server(s): %s", len(servers), ", ".join(report.servers))
         state_dir = await private_state_dir(settings)
-        options = ProxyOptions(
-            call_timeout=settings.call_timeout,
-            start_timeout=settings.server_start_timeout,
-            process_dir=state_dir / "upstream",
-        )
+        options = proxy_options(settings, process_dir=state_dir / "upstream")
         policy = Policy.from_settings(
             allow_servers=settings.allow_servers,
             deny_servers=settings.deny_servers,
@@ -120,7 +134,11 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
                 servers,
                 options=options,
                 policy=policy,
-                cache=ToolCache(state_dir),
+                cache=ToolCache(
+                    state_dir,
+                    max_tools=settings.max_server_tools,
+                    max_bytes=settings.max_tool_list_size,
+                ),
                 audit=AuditLog(settings.audit_log),
             ) as gateway,
             SessionManager(

@@ -143,15 +143,14 @@ async def _startable(servers: dict[str, Any], settings: Settings) -> dict[str, s
     come from npx/uvx, which need the network)."""
     from bridge_core.discovery import discover
 
+    from mcp_code_execution_mode._compose import proxy_options
     from mcp_code_execution_mode._probe import probe_servers
 
     with tempfile.TemporaryDirectory(prefix="mcp-demo-probe-") as tmp:
         config = Path(tmp) / "servers.json"
         config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
         specs = discover(explicit=config, clients=False).servers.values()
-        results = await probe_servers(
-            specs, call_timeout=settings.call_timeout, start_timeout=settings.server_start_timeout
-        )
+        results = await probe_servers(specs, proxy_options(settings))
     return {name: outcome for name, outcome in results.items() if isinstance(outcome, str)}
 
 

@@ -38,7 +38,12 @@ from bridge_core.servers import ServerSpec
 from bridge_core.sessions.manager import SessionManager
 
 from mcp_code_execution_mode import __version__
-from mcp_code_execution_mode._compose import discover_servers, private_state_dir, session_config
+from mcp_code_execution_mode._compose import (
+    discover_servers,
+    private_state_dir,
+    proxy_options,
+    session_config,
+)
 from mcp_code_execution_mode._footprint import (
     BYTES_PER_TOKEN,
     double_loads,
@@ -347,11 +352,7 @@ async def _check_servers(settings: Settings, report: _Report) -> None:
         deny_tools=settings.deny_tools,
     )
     proxied = {n: s for n, s in discovery.servers.items() if policy.check_server(n).allowed}
-    results = await probe_servers(
-        proxied.values(),
-        call_timeout=settings.call_timeout,
-        start_timeout=settings.server_start_timeout,
-    )
+    results = await probe_servers(proxied.values(), proxy_options(settings))
     for name, spec in proxied.items():
         outcome = results.get(name, "not checked")
         if isinstance(outcome, list):

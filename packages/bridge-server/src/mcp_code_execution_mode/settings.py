@@ -125,6 +125,13 @@ SETTINGS: tuple[Setting, ...] = (
        "Timeout of one proxied tool call made by sandbox code."),
     _s("server_start_timeout", u.parse_duration, "30s",
        "Time a proxied MCP server gets to start and list its tools (npx cold starts are slow)."),
+    _s("max_upstream_message", u.parse_size, "32m",
+       "Longest JSON-RPC message (one line) read from a stdio MCP server; past it the "
+       "connection is cut and the server stopped."),
+    _s("max_server_tools", u.parse_positive_int, "2000",
+       "Most tools one MCP server may list; a server listing more is refused."),
+    _s("max_tool_list_size", u.parse_size, "8m",
+       "Largest tool list of one MCP server (JSON, all pages); a larger one is refused."),
     _s("http_token_file", u.parse_path, None,
        "Bearer tokens serve --http accepts (lines NAME sha256:HEX; add one with the token "
        "command); required to listen beyond loopback."),
@@ -178,6 +185,9 @@ class Settings:
     output_cap: int = 64 * 1024
     call_timeout: float = 60.0
     server_start_timeout: float = 30.0
+    max_upstream_message: int = 32 * 1024 * 1024
+    max_server_tools: int = 2000
+    max_tool_list_size: int = 8 * 1024 * 1024
     http_token_file: Path | None = None
     http_allowed_hosts: tuple[str, ...] = ()
     http_connections_per_client: int = 16
