@@ -124,3 +124,10 @@ def test_json_values_are_masked_in_strings_and_keys_and_left_alone_without_secre
 
 def test_short_values_are_never_secrets() -> None:
     assert Redactor(["abc", "12345"]).secrets == ()
+
+
+def test_a_script_argument_is_judged_word_by_word_without_quotes() -> None:
+    script = "curl -H 'Authorization: token ghp_abcdef123456' \"$API\" | jq '.[] | f(x)'"
+    found = configured_secrets(_stdio("-c", script))
+    assert "ghp_abcdef123456" in found
+    assert not {"$API", "f(x)", "curl"} & found

@@ -10,8 +10,8 @@ with ``cut_front`` / ``cut_back``, which also hide the part of a secret left at 
 
 What counts as a secret (``docs/decisions.md`` has the reasons): everything the user configured
 (``env`` and ``headers`` values, ``args``, the URL of an HTTP server) unless its shape proves it
-harmless: shorter than :data:`MIN_SECRET_CHARS`, a file path, a number or version, or a plain
-word. A value *marked* as secret by where it sits (after an option or in a variable whose name
+harmless: shorter than :data:`MIN_SECRET_CHARS`, a file path, a number or version, a plain word,
+or text with punctuation no token holds (code, prose). A value *marked* as secret by where it sits (after an option or in a variable whose name
 says key, token, password...; a URL's password; a query value named so) is masked whatever its
 shape, paths excepted. Structured values are taken apart: ``--opt=value``, ``NAME=value``,
 ``Name: value``, URLs (user info, query values, path segments) and words of a multi-word value are
@@ -63,6 +63,10 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _PATH = re.compile(r"(?:~|\.{1,2})?/|[A-Za-z]:[\\/]")
 # ``NAME=value`` (docker -e, env files) or ``Name: value`` (mcp-remote --header).
 _ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_][\w.-]*)(?:=(?!=)|:\s)\s*(?P<value>.+)", re.DOTALL)
+_ENCLOSING = "\"'`()[]{}<>,;"
+# What a token is made of (base64, base64url, hex, JWTs, ``sk-...``, ``ghp_...``); a value with
+# other punctuation is code or prose.
+_TOKEN = re.compile(r"[\w.~+/=:@-]+")
 # Ports, addresses, versions, dates and durations: ``8080``, ``127.0.0.1:80``, ``v2.3.0``, ``30s``.
 _NUMBER = re.compile(r"[+-]?v?\d{1,5}(?:[.:/,_-]\d{1,5})*[A-Za-z]{0,3}")
 # Letters joined by separators: ``stdio``, ``Europe/Paris``, ``@scope/server-name``.
@@ -126,8 +130,10 @@ def _collect(value: str, found: set[str], *, marked: bool) -> bool:
         )
     elif len(words := value.split()) > 1:
         # ``Bearer <token>``, ``Basic <base64>``: in a marked value the last word is the secret.
+        # In prose or a script (``sh -c``) each word is judged without its quotes or brackets.
         held = False
         for index, word in enumerate(words):
+            word = word.strip(_ENCLOSING)
             held |= _collect(word, found, marked=marked and index == len(words) - 1)
     else:
         held = marked or not _harmless(value)
@@ -167,8 +173,9 @@ def _forms(text: str) -> set[str]:
 
 
 def _harmless(value: str) -> bool:
-    """A single word whose shape proves it is no secret: a number or version, or a plain word."""
-    if _NUMBER.fullmatch(value):
+    """A single word whose shape proves it is no secret: a number or version, punctuation no
+    token holds (``$HOME``, ``"%s"``, ``f(x)``), a pinned package, or a plain word."""
+    if _NUMBER.fullmatch(value) or not _TOKEN.fullmatch(value):
         return True
     if (pinned := _PINNED.fullmatch(value)) and _NUMBER.fullmatch(pinned["version"]):
         return _harmless(pinned["name"])
