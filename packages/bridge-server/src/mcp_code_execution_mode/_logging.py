@@ -41,16 +41,15 @@ MAX_RECORD_CHARS = 16 * 1024
 _TAIL_CHARS = 4 * 1024
 """Of a cut record, the end kept: a traceback's last lines say what failed."""
 
-_redactor = Redactor()
-"""The secrets masked in every record (set by :func:`mask_logs` once discovery is done)."""
-
-
 class _BoundedFormatter(logging.Formatter):
     """Formats, masks every configured secret, then cuts to :data:`MAX_RECORD_CHARS` (in this
     order, so a cut can never leave part of a secret)."""
 
+    redactor = Redactor()
+    """Shared by every instance; set by :func:`mask_logs` once discovery is done."""
+
     def format(self, record: logging.LogRecord) -> str:
-        text = _redactor.text(super().format(record))
+        text = self.redactor.text(super().format(record))
         if len(text) <= MAX_RECORD_CHARS:
             return text
         head = MAX_RECORD_CHARS - _TAIL_CHARS
@@ -101,5 +100,4 @@ def configure_logging(level: str, log_file: Path | None = None) -> None:
 
 def mask_logs(redactor: Redactor) -> None:
     """Mask ``redactor``'s secrets in every record from now on (set once discovery is done)."""
-    global _redactor
-    _redactor = redactor
+    _BoundedFormatter.redactor = redactor
