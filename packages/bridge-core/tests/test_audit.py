@@ -9,7 +9,13 @@ from pathlib import Path
 
 import anyio
 import pytest
-from bridge_core.audit import MAX_ARGUMENTS, MAX_DETAIL_CHARS, MAX_RECORD_BYTES, AuditLog, argument_sizes
+from bridge_core.audit import (
+    MAX_ARGUMENTS,
+    MAX_DETAIL_CHARS,
+    MAX_RECORD_BYTES,
+    AuditLog,
+    argument_sizes,
+)
 
 SECRET = "hunter2-very-secret"
 

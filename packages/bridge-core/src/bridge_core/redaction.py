@@ -5,21 +5,23 @@ definitions (:func:`configured_secrets`) and replaces each occurrence with ``***
 applies it at three boundaries, and only there: every reply to the sandbox (results, errors,
 discovery answers: :class:`~bridge_core.proxy.ProxyGateway`), every log record (the server's log
 formatter) and every audit record (whose only free text is an already masked error). Texts that
-are *cut* before they can be masked (a stderr ring buffer, a log line cut to its limit) are masked
+are *cut* before they can be masked (a stderr ring buffer, a stderr line cut for the log) are masked
 with ``cut_front`` / ``cut_back``, which also hide the part of a secret left at the cut.
 
 What counts as a secret (``docs/decisions.md`` has the reasons): everything the user configured
 (``env`` and ``headers`` values, ``args``, the URL of an HTTP server) unless its shape proves it
 harmless: shorter than :data:`MIN_SECRET_CHARS`, a file path, a number or version, a plain word,
-or text with punctuation no token holds (code, prose). A value *marked* as secret by where it sits (after an option or in a variable whose name
-says key, token, password...; a URL's password; a query value named so) is masked whatever its
-shape, paths excepted. Structured values are taken apart: ``--opt=value``, ``NAME=value``,
-``Name: value``, URLs (user info, query values, path segments) and words of a multi-word value are
-each judged, and a value holding a secret part is masked whole too.
+or text with punctuation no token holds (code, prose). A value *marked* as secret by where it
+sits (after an option or in a variable whose name says key, token, password...; a URL's password;
+a query value named so) is masked whatever its shape, paths excepted. Structured values are taken
+apart: ``--opt=value``, ``NAME=value``, ``Name: value``, URLs (user info, query values, path
+segments) and words of a multi-word value are each judged, and a value holding a secret part is
+masked whole too.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -182,7 +184,7 @@ def _harmless(value: str) -> bool:
     if not _WORD.fullmatch(value):
         return False
     for run in _LETTERS.findall(value):
-        changes = sum(1 for a, b in zip(run, run[1:], strict=False) if a.isupper() != b.isupper())
+        changes = sum(1 for a, b in itertools.pairwise(run) if a.isupper() != b.isupper())
         if len(run) > _MAX_WORD_RUN or changes > _MAX_CASE_CHANGES:
             return False
     return True

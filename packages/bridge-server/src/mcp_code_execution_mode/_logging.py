@@ -41,6 +41,7 @@ MAX_RECORD_CHARS = 16 * 1024
 _TAIL_CHARS = 4 * 1024
 """Of a cut record, the end kept: a traceback's last lines say what failed."""
 
+
 class _BoundedFormatter(logging.Formatter):
     """Formats, masks every configured secret, then cuts to :data:`MAX_RECORD_CHARS` (in this
     order, so a cut can never leave part of a secret)."""

@@ -154,9 +154,7 @@ class Connection:
 
     async def _serve(self) -> None:
         if self.spec.transport == "stdio":
-            self._tail = StderrTail(
-                self.spec.name, self._options.stderr_tail_bytes, self._redactor
-            )
+            self._tail = StderrTail(self.spec.name, self._options.stderr_tail_bytes, self._redactor)
         async with anyio.create_task_group() as outer:
             if self._tail is not None:
                 outer.start_soon(self._tail.pump)

@@ -92,7 +92,7 @@ class StderrTail:
             self._line = bytearray()
             self._skipping = True
 
-    def _log(self, line: bytes, *, cut: bool) -> None:
+    def _log(self, line: bytes | bytearray, *, cut: bool) -> None:
         text = self._redactor.text(line.decode(errors="replace").rstrip(), cut_back=cut)
         logger.debug("%s stderr: %s%s", self._server, text, " [line cut]" if cut else "")
 

@@ -146,7 +146,9 @@ class ProxyGateway:
         """Answer a discovery/docs/search request from the catalog (which starts a server only
         when neither memory nor the persisted cache knows its tools)."""
         try:
-            return self.redactor.value(await self.catalog.handle_request(method, params))  # type: ignore[no-any-return]
+            answer = await self.catalog.handle_request(method, params)
+            masked: JSONValue = self.redactor.value(answer)
+            return masked
         except CallFailed as exc:
             raise self._masked(exc) from None
 
