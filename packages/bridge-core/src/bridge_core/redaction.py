@@ -22,6 +22,7 @@ masked whole too.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -195,8 +196,13 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         unique = {secret for secret in secrets if len(secret) >= MIN_SECRET_CHARS}
-        # Longest first: a secret containing another is replaced whole, not around the shorter.
-        self.secrets: tuple[str, ...] = tuple(sorted(unique, key=lambda s: (-len(s), s)))
+        # A secret holding another (``user:pw``, ``Bearer <token>``, a URL with a token) is
+        # masked by masking the one it holds, which leaves its harmless rest readable; each
+        # secret costs a pass over every text, so the fewer the better.
+        minimal = [s for s in unique if not any(o != s and o in s for o in unique)]
+        self.secrets: tuple[str, ...] = tuple(sorted(minimal, key=lambda s: (-len(s), s)))
+        # The secrets as they appear inside a JSON dump, to test a whole value at once.
+        self._escaped = tuple(json.dumps(s, ensure_ascii=False)[1:-1] for s in self.secrets)
 
     @classmethod
     def for_servers(cls, specs: Iterable[ServerSpec]) -> Redactor:
@@ -221,20 +227,31 @@ class Redactor:
             text = self._mask_back(text)
         return text
 
-    def value(self, value: Any, _depth: int = 0) -> Any:
+    def value(self, value: Any) -> Any:
         """A JSON value with every string (map keys included) masked; returned as-is when no
-        string held a secret."""
-        if not self.secrets or _depth > _MAX_DEPTH:
+        string held a secret (found with one C-speed pass per secret over its JSON dump)."""
+        if not self.secrets:
+            return value
+        try:
+            dumped = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError):
+            return self._walk(value, 0)
+        if not any(secret in dumped for secret in self._escaped):
+            return value
+        return self._walk(value, 0)
+
+    def _walk(self, value: Any, _depth: int) -> Any:
+        if _depth > _MAX_DEPTH:
             return value
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
             return {
-                self.text(k) if isinstance(k, str) else k: self.value(v, _depth + 1)
+                self.text(k) if isinstance(k, str) else k: self._walk(v, _depth + 1)
                 for k, v in value.items()
             }
         if isinstance(value, list | tuple):
-            return [self.value(item, _depth + 1) for item in value]
+            return [self._walk(item, _depth + 1) for item in value]
         return value
 
     def _mask_front(self, text: str) -> str:
