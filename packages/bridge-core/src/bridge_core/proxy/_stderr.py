@@ -83,7 +83,7 @@ class StderrTail:
             if self._skipping:  # the end of a line whose head was logged already
                 self._skipping = False
             else:
-                self._log(line, cut=False)
+                self._log(line[:_MAX_LOGGED_LINE], cut=len(line) > _MAX_LOGGED_LINE)
         if self._skipping:
             return
         self._line += rest
