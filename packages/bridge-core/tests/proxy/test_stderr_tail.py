@@ -64,7 +64,8 @@ def test_stderr_is_logged_line_by_line_masked_and_a_long_line_by_its_head_only(
         tail._append(b"z" * 10_000 + b"\nlast\n")
     lines = [record.getMessage() for record in caplog.records]
     assert lines[0] == "probe stderr: token *** ok"
-    assert lines[1].startswith("probe stderr: zzz") and lines[1].endswith("[line cut]")
+    assert lines[1].startswith("probe stderr: zzz")
+    assert lines[1].endswith("[line cut]")
     assert len(lines[1]) < 4200
     assert lines[2] == "probe stderr: last"
     assert SECRET[:10] not in "".join(lines)
