@@ -271,7 +271,7 @@ async def test_secrets_in_arguments_urls_and_headers_never_reach_sandbox_logs_or
         assert secret not in seen
         assert secret not in logged
         assert secret not in audited
-    report = literal_eval(result.structured_content["result"])
+    report = literal_eval(code_text(result))
     alive = report["alive"]  # the tool's JSON text, parsed by the sandbox's `mcp` module
     assert alive["env"]["KEEPER_TOKEN"] == "***"
     assert alive["env"]["NODE_ENV"] == "production"  # a plain word is no secret
