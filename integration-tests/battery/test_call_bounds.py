@@ -132,13 +132,13 @@ async def test_huge_argument_and_tool_names_leave_bounded_audit_records_and_erro
     kind, message_chars, data_chars = literal_eval(code_text(result))
     lines = audit.read_bytes().splitlines()
     print(f"audit: {len(lines)} records, {audit.stat().st_size} bytes for 20 MB of names")
-    assert kind == "InvalidArguments"
+    assert kind == "UnknownTool"
     assert message_chars < 1000
     assert data_chars < 1000
     assert len(lines) == 5
     assert all(len(line) <= 16 * 1024 for line in lines)
     records = [json.loads(line) for line in lines]
-    assert [r["outcome"] for r in records] == ["ok"] * 4 + ["invalid_arguments"]
+    assert [r["outcome"] for r in records] == ["ok"] * 4 + ["unknown_tool"]
     assert all(len(name) <= 49 for r in records for name in r["arguments"])
     assert len(records[4]["tool"]) <= 129
     assert log.stat().st_size < 64 * 1024

@@ -40,12 +40,7 @@ from bridge_core.proxy.pool import UpstreamPool
 from bridge_core.redaction import Redactor
 from bridge_core.servers import ServerSpec
 
-__all__ = ["MAX_NAME_CHARS", "ProxyGateway", "open_proxy"]
-
-MAX_NAME_CHARS = 256
-"""Longest server or tool name a call may use (MCP asks tool names of at most 128 characters).
-Names come from sandbox code: a longer one is refused before it reaches policy, fuzzy matching,
-error messages or the audit log."""
+__all__ = ["ProxyGateway", "open_proxy"]
 
 
 class ProxyGateway:
@@ -131,7 +126,6 @@ class ProxyGateway:
     async def _call(
         self, server: str, tool: str, arguments: Mapping[str, Any]
     ) -> types.CallToolResult:
-        _require_short_names(server, tool)
         spec = self.catalog.check_call(server, tool)  # unknown server / policy: no I/O
         _require_json(server, tool, arguments)
         try:
@@ -151,17 +145,6 @@ class ProxyGateway:
             return masked
         except CallFailed as exc:
             raise self._masked(exc) from None
-
-
-def _require_short_names(server: str, tool: str) -> None:
-    for kind, name in (("server", server), ("tool", tool)):
-        if len(name) > MAX_NAME_CHARS:
-            raise CallFailed(
-                ErrorCode.INVALID_ARGUMENTS,
-                f"a {kind} name of {len(name):,} characters is not a name (at most "
-                f"{MAX_NAME_CHARS}): {name[:40]!r}...",
-                {"server": server[:MAX_NAME_CHARS], "tool": tool[:MAX_NAME_CHARS]},
-            )
 
 
 def _require_json(server: str, tool: str, arguments: Mapping[str, Any]) -> None:
