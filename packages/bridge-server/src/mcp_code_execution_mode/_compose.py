@@ -20,11 +20,13 @@ from bridge_core.errors import ConfigError
 from bridge_core.policy import Policy
 from bridge_core.private_files import private_dir
 from bridge_core.proxy import ProxyOptions, open_proxy
+from bridge_core.redaction import Redactor
 from bridge_core.runtime.base import RuntimeBackend, SandboxLimits
 from bridge_core.runtime.detect import detect_runtime
 from bridge_core.sessions.manager import SessionManager
 from bridge_core.sessions.types import SessionConfig
 
+from mcp_code_execution_mode._logging import mask_logs
 from mcp_code_execution_mode.server import Executor, ExecutorFactory
 from mcp_code_execution_mode.settings import Settings
 
@@ -58,6 +60,8 @@ def session_config(settings: Settings) -> SessionConfig:
         default_timeout=settings.timeout,
         max_timeout=settings.max_timeout,
         output_cap=settings.output_cap,
+        max_calls_in_flight=settings.max_calls_in_flight,
+        max_call_bytes=settings.max_call_bytes,
     )
 
 
@@ -115,6 +119,7 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
     async def open_executor() -> AsyncIterator[Executor]:
         report = await discover_servers(settings)
         servers = list(report.servers.values())
+        mask_logs(Redactor.for_servers(servers))
         logger.info("proxying %d MCP server(s): %s", len(servers), ", ".join(report.servers))
         state_dir = await private_state_dir(settings)
         options = proxy_options(settings, process_dir=state_dir / "upstream")

@@ -123,6 +123,10 @@ SETTINGS: tuple[Setting, ...] = (
        "Characters of stdout+stderr returned per call; past it, head and tail are kept."),
     _s("call_timeout", u.parse_duration, "60s",
        "Timeout of one proxied tool call made by sandbox code."),
+    _s("max_calls_in_flight", u.parse_positive_int, "256",
+       "Most tool calls one sandbox may have in flight at once; past it a call fails at once."),
+    _s("max_call_bytes", u.parse_size, "32m",
+       "Most bytes of arguments and results those calls may hold on the host at once."),
     _s("server_start_timeout", u.parse_duration, "30s",
        "Time a proxied MCP server gets to start and list its tools (npx cold starts are slow)."),
     _s("max_upstream_message", u.parse_size, "32m",
@@ -184,6 +188,8 @@ class Settings:
     session_ttl: float = 1800.0
     output_cap: int = 64 * 1024
     call_timeout: float = 60.0
+    max_calls_in_flight: int = 256
+    max_call_bytes: int = 32 * 1024 * 1024
     server_start_timeout: float = 30.0
     max_upstream_message: int = 32 * 1024 * 1024
     max_server_tools: int = 2000

@@ -282,7 +282,8 @@ class Catalog:
             if len(query) > MAX_QUERY_CHARS:
                 raise _invalid(f"query is longer than {MAX_QUERY_CHARS} characters")
             return await self.search_tool_docs(query, limit)
-        raise CallFailed(ErrorCode.UNKNOWN_METHOD, f"unknown request method {method!r}")
+        # The method comes from sandbox code: only its head is quoted back.
+        raise CallFailed(ErrorCode.UNKNOWN_METHOD, f"unknown request method {method[:100]!r}")
 
 
 def _valid_docs(server: str, tools: Sequence[Tool | ToolDoc]) -> list[ToolDoc]:

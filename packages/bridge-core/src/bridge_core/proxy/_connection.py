@@ -28,6 +28,7 @@ from mcp.shared.message import SessionMessage
 
 from bridge_core.proxy.errors import UpstreamCrashed, UpstreamUnavailable
 from bridge_core.proxy.options import ProxyOptions
+from bridge_core.redaction import Redactor
 from bridge_core.servers import ServerSpec
 
 from ._stderr import StderrTail
@@ -59,8 +60,10 @@ class Connection:
         options: ProxyOptions,
         on_tools: Callable[[list[types.Tool]], Awaitable[None]],
         on_end: Callable[[Connection], None],
+        redactor: Redactor | None = None,
     ) -> None:
         self.spec = spec
+        self._redactor = redactor or Redactor.for_servers([spec])
         self._options = options
         self._on_tools = on_tools
         self._on_end = on_end
@@ -123,13 +126,15 @@ class Connection:
     def _describe_end(
         self, error: BaseException | None, status: int | None, tail: str
     ) -> UpstreamUnavailable:
-        name = self.spec.name
+        """Why the connection ended, with the server's secrets masked (an error or URL may quote
+        them; the stderr tail is masked already)."""
+        name, mask = self.spec.name, self._redactor.text
         if self.spec.transport == "stdio":
             who = f"MCP server {name!r}"
             stderr = f"; stderr tail:\n{tail}" if tail else "; it wrote nothing to stderr"
             ended = _exit_phrase(status)
         else:
-            who = f"MCP server {name!r} at {_safe_url(self.spec.url or '')}"
+            who = f"MCP server {name!r} at {mask(_safe_url(self.spec.url or ''))}"
             stderr = ""
             ended = "closed the connection"
         if self._stopping and not self.lost:
@@ -141,7 +146,7 @@ class Connection:
             # Spawn error or no answer in time: the error says more than the exit status of a
             # process we stopped ourselves.
             return UpstreamUnavailable(
-                name, f"{who} failed to start: {_error_phrase(error)}{stderr}"
+                name, f"{who} failed to start: {mask(_error_phrase(error))}{stderr}"
             )
         prefix = "failed to start: it " if not self.ready.is_set() else ""
         return UpstreamCrashed(
@@ -150,7 +155,7 @@ class Connection:
 
     async def _serve(self) -> None:
         if self.spec.transport == "stdio":
-            self._tail = StderrTail(self.spec.name, self._options.stderr_tail_bytes)
+            self._tail = StderrTail(self.spec.name, self._options.stderr_tail_bytes, self._redactor)
         async with anyio.create_task_group() as outer:
             if self._tail is not None:
                 outer.start_soon(self._tail.pump)
@@ -239,6 +244,7 @@ class Connection:
         elif isinstance(message, Exception):
             # An HTTP stream failure (junk on a stdio server's stdout is skipped by our
             # transport): the session goes on; a real loss shows up as the end of the stream.
+            # The text is the server's (hostile) output: the log formatter masks and caps it.
             logger.warning("transport error from MCP server %r: %s", self.spec.name, message)
 
     async def _refresh_on_change(self, session: ClientSession) -> None:
