@@ -1,4 +1,5 @@
-"""The ``mcp-code-execution-mode`` command: ``serve`` (default), ``doctor``, ``demo``, ``setup``.
+"""The ``mcp-code-execution-mode`` command: ``serve`` (default), ``doctor``, ``demo``, ``setup``,
+``image``.
 
 Every setting is a flag of every command (flags win over ``MCP_BRIDGE_*`` variables). A bad
 value prints one line naming the variable or flag and exits with status 2, no traceback; except
@@ -28,7 +29,7 @@ from mcp_code_execution_mode.settings import (
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
-COMMANDS = ("serve", "doctor", "demo", "setup")
+COMMANDS = ("serve", "doctor", "demo", "setup", "image")
 
 # Settings holding paths: written into a client's config by `setup`, they must not depend on the
 # directory `setup` ran in.
@@ -119,6 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="servers to leave in the client's file (loaded by it directly)",
     )
+    # Parsed by bridge-image itself (see main): listed here for --help.
+    commands.add_parser(
+        "image",
+        add_help=False,
+        help="build, verify or inspect the sandbox image (image build|verify|status|tag --help)",
+    )
     return parser
 
 
@@ -145,7 +152,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if given and given[0] == "image":
+        # The image builder's own command line, from the recipe installed with this version.
+        from bridge_image.cli import main as image_main
+
+        return image_main(given[1:], prog="mcp-code-execution-mode image")
     normalised = _normalise(given)
+    if sys.platform == "win32" and normalised[0] in ("serve", "doctor", "demo", "setup"):
+        # The bridge needs POSIX process groups, signals and unix sockets; on Windows it runs in
+        # WSL2. Said here, before anything that would fail with a traceback instead.
+        from bridge_core.runtime import platform_problem
+
+        print(f"mcp-code-execution-mode: {platform_problem('win32')}", file=sys.stderr)
+        return 2
     parser = build_parser()
     try:
         args = parser.parse_args(normalised)

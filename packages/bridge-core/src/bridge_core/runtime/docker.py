@@ -8,6 +8,7 @@ the container starts), the same channel, ownership labels and leftover cleanup. 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,10 +27,18 @@ from bridge_core.runtime._hardening import (
     container_name,
     ulimits,
 )
+from bridge_core.runtime._locality import kernel_problem
 from bridge_core.runtime._ownership import ContainerRecord, current_owner, select_leftovers
 from bridge_core.runtime._sandbox import ContainerSandbox
 from bridge_core.runtime._verify import hardening_violations
-from bridge_core.runtime.base import PRODUCT_LABEL, RuntimeInfo, Sandbox, SandboxExit, SandboxSpec
+from bridge_core.runtime.base import (
+    IMAGE_BUILD_COMMAND,
+    PRODUCT_LABEL,
+    RuntimeInfo,
+    Sandbox,
+    SandboxExit,
+    SandboxSpec,
+)
 
 __all__ = ["CLI_TIMEOUT", "DockerBackend", "create_args"]
 
@@ -93,6 +102,14 @@ class DockerBackend:
             await backend._docker("version", "--format", "{{.Server.Version}}")
         except _CommandFailed as exc:
             raise RuntimeUnavailable(f"the docker daemon does not answer: {exc}") from None
+        try:
+            kernel = await backend._docker("info", "--format", "{{.KernelVersion}}")
+        except _CommandFailed as exc:
+            raise RuntimeUnavailable(f"docker info failed: {exc}") from None
+        where = os.environ.get("DOCKER_HOST") or "the docker CLI's daemon"
+        problem = kernel_problem("docker", where, kernel)
+        if problem:
+            raise RuntimeUnavailable(problem)
         await backend.remove_leftovers()
         return backend
 
@@ -160,7 +177,12 @@ class DockerBackend:
     async def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
         image = await self._inspect("image", spec.image)
         if image is None:
-            raise SandboxStartError(f"sandbox image {spec.image!r} is not in docker's image store")
+            raise SandboxStartError(
+                f"sandbox image {spec.image!r} is not in docker's image store: build it with "
+                f"`{IMAGE_BUILD_COMMAND}` (it builds with podman) and load it into docker "
+                f"(podman save {spec.image} | docker load), or set MCP_BRIDGE_IMAGE to an image "
+                "you have"
+            )
         labels = container_labels(spec, self.owner)
         try:
             await self._docker(
