@@ -62,7 +62,10 @@ class Target:
     def pip_tags(self) -> list[str]:
         """``pip download`` options selecting this target's wheels (manylinux 2.28 down to 2014)."""
         minors = range(int(GLIBC.split("_")[1]), 16, -1)
-        platforms = [f"manylinux_2_{m}_{self.arch}" for m in minors] + [f"manylinux2014_{self.arch}"]
+        platforms = [
+            *(f"manylinux_2_{m}_{self.arch}" for m in minors),
+            f"manylinux2014_{self.arch}",
+        ]
         abi = f"cp{self.python.replace('.', '')}"
         return [
             "--python-version",
