@@ -5,8 +5,8 @@
   install with here).
 * :func:`stranger_env` — the environment of a user who never saw the repository: a scratch
   ``HOME``, no pip or uv configuration of this machine, no ``MCP_BRIDGE_*`` or ``XDG_*``
-  variables; with ``offline=True`` every HTTP(S) connection goes to a closed local port, so an
-  install that consults any package index fails.
+  variables; with ``offline=True`` every HTTP(S) connection goes through a proxy on a closed
+  local port, so an install that consults any package index fails.
 """
 
 from __future__ import annotations
@@ -50,12 +50,19 @@ def stranger_env(home: Path, *, offline: bool = False, **extra: str) -> dict[str
         UV_NO_CONFIG="1",
     )
     if offline:
-        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        # Not ALL_PROXY: requests would send the podman API's http+unix requests there too.
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
             env[name] = _CLOSED_PORT_PROXY
         env.pop("NO_PROXY", None)
         env.pop("no_proxy", None)
     env.update(extra)
     return env
+
+
+def developer_env() -> dict[str, str]:
+    """This shell's environment without the tests environment's activation (a developer runs
+    ``hatch run ...`` from a plain shell)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("HATCH_", "VIRTUAL_ENV"))}
 
 
 def run(
