@@ -183,7 +183,8 @@ def test_the_installed_package_builds_the_image_the_checkout_builds(
         assert labels[LABEL_REVISION] == reference.labels[LABEL_REVISION]
     finally:
         for tag in (from_install, from_checkout):
-            subprocess.run(["podman", "untag", tag, tag], capture_output=True, check=False)
+            # rmi by name: only untags while another name still points at the image
+            subprocess.run(["podman", "rmi", tag], capture_output=True, check=False)
 
 
 def _labels(image: str) -> dict[str, str]:
