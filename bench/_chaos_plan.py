@@ -167,13 +167,22 @@ def judge(step: Step, outcome: Outcome) -> str | None:
     return None
 
 
-def describe(structured: dict[str, Any] | None) -> Outcome:
-    """The outcome a run_python ``structuredContent`` reports."""
-    data = structured or {}
+def describe(result: Any) -> Outcome:
+    """The outcome a run_python ``CallToolResult`` reports: the status and error from its
+    ``structuredContent``, what the code printed from its first (the code's) text block."""
+    data = result.structured_content or {}
     error = data.get("error") or {}
+    texts = [block.text for block in result.content if getattr(block, "type", "") == "text"]
+    if data.get("status") != "ok" or data.get("notices"):
+        texts = texts[:-1]  # the last block is the bridge's own
+    printed = texts[0] if texts else ""
+    for marker in ("\n[stderr]\n", "\n[result] ", "\n[traceback]\n"):
+        printed = printed.partition(marker)[0]
+    if printed.startswith(("[stderr]\n", "[traceback]\n")):
+        printed = ""
     return Outcome(
         status=str(data.get("status", "")),
-        stdout=str(data.get("stdout", "")),
+        stdout=printed,
         error_type=str(error.get("type", "")),
         error=str(error.get("message", ""))[:300],
     )

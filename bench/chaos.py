@@ -158,7 +158,7 @@ async def execute(
             result = await session.call_tool(
                 "run_python", arguments, read_timeout_seconds=read_timeout
             )
-            outcome = describe(result.structured_content)
+            outcome = describe(result)
         except MCPError as exc:
             if step.kind == "cancel" and exc.error.code == -32001:
                 outcome = Outcome(status="cancelled")

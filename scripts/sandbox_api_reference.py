@@ -179,11 +179,21 @@ def _errors_section(root: types.ModuleType) -> list[str]:
             continue
         code = by_class.get(cls)
         code_text = f"`{codes[code]}` ({code})" if code is not None else "—"
-        base = cls.__mro__[1].__name__
+        bases = ", ".join(f"`{b}`" for b in _public_bases(cls))
         summary = _doc(cls).split("\n\n")[0].replace("\n", " ")
-        lines.append(f"| `{name}` | `{base}` | {code_text} | {summary} |")
+        lines.append(f"| `{name}` | {bases} | {code_text} | {summary} |")
     lines += ["", "### `ToolError`", "", _doc(errors.ToolError), ""]
     return lines
+
+
+def _public_bases(cls: type) -> list[str]:
+    """Direct bases by name, a private one (``_UnknownName``) replaced by its own bases."""
+    names: list[str] = []
+    for base in cls.__bases__:
+        for name in _public_bases(base) if base.__name__.startswith("_") else [base.__name__]:
+            if name not in names:
+                names.append(name)
+    return names
 
 
 def _error_codes() -> dict[int, type[errors.ToolError]]:

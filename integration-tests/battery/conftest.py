@@ -6,7 +6,11 @@ are imported, not copied:
 
 * :func:`open_bridge` — start a bridge (private state dir, our servers file, extra env) and yield
   a connected :class:`BridgeClient`; afterwards no container of that bridge may be left.
+* :func:`open_http_bridge` — the same bridge serving streamable HTTP (``serve --http``); the
+  :class:`HttpBridge` it yields opens SDK client sessions (with a bearer token if given).
 * :func:`text_of` — the first text block of a ``CallToolResult``.
+* :func:`code_text` / :func:`bridge_text` — the code's block and the bridge's block of a
+  run_python result (what the code printed and returned; the status line and notices).
 * :func:`host_marker` — a path on the host that sandbox code names in an escape attempt; the
   test asserts it was never created.
 
@@ -31,20 +35,39 @@ BridgeClient = _server.BridgeClient
 CALL_TIMEOUT: float = _server.CALL_TIMEOUT
 bridge_env = _server.bridge_env
 bridge_pids = _server.bridge_pids
+bridge_text = _server.bridge_text
+code_text = _server.code_text
+HttpBridge = _server.HttpBridge
 open_bridge = _server.open_bridge
+open_http_bridge = _server.open_http_bridge
 owned_containers = _server.owned_containers
 
 __all__ = [
     "CALL_TIMEOUT",
     "BridgeClient",
+    "HttpBridge",
     "bridge_env",
     "bridge_pids",
+    "bridge_text",
+    "code_text",
     "host_marker",
     "open_bridge",
+    "open_http_bridge",
     "owned_containers",
+    "stdout_of",
     "payload_of",
     "text_of",
 ]
+
+
+def stdout_of(result: types.CallToolResult) -> str:
+    """What the code printed to stdout: its block up to the ``[stderr]`` (or other) section."""
+    text = code_text(result)
+    if text.startswith(("[stderr]\n", "[traceback]\n")):
+        return ""
+    for section in ("\n[stderr]\n", "\n[result] ", "\n[traceback]\n"):
+        text = text.split(section, 1)[0]
+    return text
 
 
 def text_of(result: types.CallToolResult) -> str:

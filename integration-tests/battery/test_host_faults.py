@@ -26,7 +26,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.shared.exceptions import MCPError
 
-from .conftest import bridge_env, bridge_pids, open_bridge, owned_containers
+from .conftest import bridge_env, bridge_pids, code_text, open_bridge, owned_containers
 
 pytestmark = pytest.mark.container
 
@@ -59,8 +59,9 @@ caught
 def _caught(result: types.CallToolResult) -> list[str]:
     """The ``[class name, server, message]`` the CATCH snippet returns."""
     assert result.is_error is False, result.structured_content
-    assert result.structured_content["stdout"] == "before the call\n"
-    value = literal_eval(result.structured_content["result"])  # a list literal rendered by repr()
+    printed, _, shown = code_text(result).partition("\n[result] ")
+    assert printed == "before the call"
+    value = literal_eval(shown)  # a list literal rendered by repr()
     assert isinstance(value, list)
     return value
 
@@ -107,7 +108,7 @@ async def test_upstream_crash_mid_call_is_upstream_unavailable_naming_server_and
     assert "status 7" in message
     assert "probe is dying" in message  # the stderr tail
     assert uncaught.is_error is True
-    assert uncaught.structured_content["stdout"] == "kept\n"
+    assert code_text(uncaught).startswith("kept\n[traceback]\n")
     assert uncaught.structured_content["error"]["type"].endswith("UpstreamUnavailable")
     assert "'probe'" in uncaught.structured_content["error"]["message"]
     assert after.is_error is False
@@ -172,7 +173,7 @@ async def test_enormous_upstream_result_is_a_clear_error_or_exact_and_bridge_sta
         result = await bridge.run(code)
         after = await bridge.run("await mcp_servers['probe'].echo(text='ok')")
     assert result.is_error is False, result.structured_content
-    size, outcome = literal_eval(result.structured_content["result"])
+    size, outcome = literal_eval(code_text(result))
     assert size == 4 * 1024 * 1024
     assert outcome[1] == "probe", outcome
     assert "probe.huge" in outcome[2]  # the message names the server and tool
@@ -230,7 +231,7 @@ async def test_container_killed_from_outside_keeps_output_and_next_call_gets_a_n
     assert result is not None
     assert result.is_error is True
     assert result.structured_content["status"] == "crashed"
-    assert result.structured_content["stdout"] == "started\n"
+    assert code_text(result) == "started"
     assert after.is_error is False
     assert _text(after).endswith("False")  # a new sandbox, and the answer says so
 
@@ -311,7 +312,7 @@ async def test_client_cancel_mid_tool_call_cancels_it_upstream_and_bridge_stays_
         seen = await bridge.run("await mcp_servers['probe'].wait_cancelled(count=1)")
         after = await bridge.run("6 * 7")
     assert seen.is_error is False, seen.structured_content
-    assert int(literal_eval(seen.structured_content["result"])) >= 1
+    assert int(literal_eval(code_text(seen))) >= 1
     assert _text(after).endswith("42")
 
 
@@ -395,7 +396,7 @@ async def test_client_disconnect_mid_call_ends_bridge_cleanly_without_containers
         await bridge.send(bridge.run_request(1, "await mcp_servers['probe'].env()"))
         with anyio.fail_after(120):
             reply = await bridge.answer(1)
-        server_pid = literal_eval(reply["result"]["structuredContent"]["result"])["pid"]
+        server_pid = literal_eval(reply["result"]["content"][0]["text"])["pid"]
         code = "print('waiting', flush=True)\nawait mcp_servers['probe'].hang()"
         await bridge.send(bridge.run_request(2, code, progressToken="p2"))
         with anyio.fail_after(60):
@@ -456,7 +457,7 @@ async def test_malformed_json_rpc_gets_error_answers_and_bridge_keeps_serving(
     assert answers["huge"]["result"] == {}
     assert answers["args"]["result"]["isError"] is True  # a tool-level error naming `code`
     assert [t["name"] for t in answers["list"]["result"]["tools"]] == ["run_python"]
-    assert run["result"]["structuredContent"]["result"] == "42"
+    assert run["result"]["content"] == [{"type": "text", "text": "42"}]
 
 
 async def test_sigkilled_bridge_leaves_no_upstream_server_process_after_next_start(
@@ -467,8 +468,8 @@ async def test_sigkilled_bridge_leaves_no_upstream_server_process_after_next_sta
     ) as bridge:
         info = await bridge.run("await mcp_servers['probe'].env()")
         child = await bridge.run("await mcp_servers['probe'].spawn_child()")
-        server_pid = literal_eval(info.structured_content["result"])["pid"]
-        child_pid = int(literal_eval(child.structured_content["result"]))
+        server_pid = literal_eval(code_text(info))["pid"]
+        child_pid = int(literal_eval(code_text(child)))
         (killed,) = bridge_pids(bridge.state_dir)
         assert _alive(server_pid)
         assert _alive(child_pid)

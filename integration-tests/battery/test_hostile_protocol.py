@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from .conftest import CALL_TIMEOUT, bridge_pids, open_bridge, payload_of, text_of
+from .conftest import CALL_TIMEOUT, bridge_pids, code_text, open_bridge, payload_of, text_of
 
 pytestmark = pytest.mark.container
 
@@ -84,7 +84,7 @@ async def test_forged_frames_for_another_execution_are_dropped(
         after = await bridge.run("kept")
     assert forged.is_error is False
     assert text_of(forged) == "'genuine'"
-    assert "forged" not in str(payload_of(forged))
+    assert "forged" not in str(forged.model_dump(mode="json"))
     assert text_of(after) == "'state'"  # the same sandbox: nothing was reset
 
 
@@ -120,7 +120,7 @@ async def test_forged_progress_frames_past_the_client_limit_are_not_all_relayed(
         await _next_call_works(bridge)
     payload = payload_of(flood)
     print(f"{len(received)} of 2000 forged progress frames relayed")
-    assert payload["result"] == "'sent'"
+    assert code_text(flood) == "'sent'"
     assert 0 < len(received) < 2000
     assert all(message is not None and len(message) <= 1000 for message in received)
     assert any("progress update(s) were not relayed" in notice for notice in payload["notices"])
@@ -153,7 +153,7 @@ async def test_a_forged_call_to_a_denied_server_is_refused_by_the_host_policy(
         forged = await bridge.run(CHANNEL + FORGED_CALL)
         await _next_call_works(bridge)
     records = [json.loads(line) for line in (await anyio.Path(audit).read_text()).splitlines()]
-    assert payload_of(forged)["result"] == "'sent'"
+    assert code_text(forged) == "'sent'"
     assert [(r["server"], r["tool"], r["outcome"]) for r in records] == [
         ("probe", "echo", "denied")
     ]
@@ -194,10 +194,9 @@ async def test_closed_stdout_and_stderr_fail_that_execution_only(
         after = await bridge.run("import sys\nprint('out')\nprint('err', file=sys.stderr)\nkept")
     assert payload_of(closed)["status"] == "error"
     assert payload_of(closed)["error"]["type"] == "OSError"
-    assert payload_of(closed)["stdout"] == "lost\n"  # delivered to the execution that wrote it
-    assert payload_of(after)["stdout"] == "out\n"
-    assert payload_of(after)["stderr"] == "err\n"
-    assert text_of(after).endswith("'state'")
+    # "lost" is delivered to the execution that wrote it
+    assert code_text(closed).startswith("lost\n[traceback]\n")
+    assert code_text(after) == "out\n[stderr]\nerr\n[result] 'state'"
 
 
 async def test_streams_replaced_by_none_end_normally_and_are_restored(
@@ -208,9 +207,8 @@ async def test_streams_replaced_by_none_end_normally_and_are_restored(
         replaced = await bridge.run("import sys\nsys.stdout = None\nsys.stderr = None\nprint(1)\n7")
         after = await bridge.run("print('out')\nkept")
     assert payload_of(replaced)["status"] == "ok"
-    assert payload_of(replaced)["result"] == "7"
-    assert payload_of(after)["stdout"] == "out\n"
-    assert payload_of(after)["result"] == "'state'"
+    assert code_text(replaced) == "7"
+    assert code_text(after) == "out\n[result] 'state'"
     assert "notices" not in payload_of(after)  # the same sandbox, not a replacement
 
 
@@ -240,8 +238,8 @@ async def test_an_output_flood_is_capped_and_the_bridge_memory_stays_bounded(
     payload = payload_of(flood)
     print(f"bridge peak RSS {before:.0f} MiB before, {peak:.0f} MiB after 196 MB of output")
     assert payload["status"] == "ok"
-    assert payload["result"] == "'flooded'"
-    assert len(payload["stdout"]) <= 128 * 1024
+    assert code_text(flood).endswith("\n[result] 'flooded'")
+    assert len(code_text(flood)) <= 128 * 1024
     assert any("truncated" in notice for notice in payload["notices"])
     assert peak - before < 150  # far below the 196 MB written: the output is streamed, not held
 
@@ -270,11 +268,10 @@ async def test_threads_printing_after_their_execution_ended_never_break_later_re
         stopped = await bridge.run("stop.set()\nworker.join()\n'stopped'")
         clean = await bridge.run("print('clean')\n'done'")
     assert text_of(started).endswith("'started'")
-    assert payload_of(during)["result"] == "'next'"
-    assert "bg " in payload_of(during)["stdout"]  # late output goes to the execution running now
-    assert payload_of(stopped)["result"] == "'stopped'"
-    assert payload_of(clean)["stdout"] == "clean\n"
-    assert payload_of(clean)["result"] == "'done'"
+    assert code_text(during).endswith("\n[result] 'next'")
+    assert "bg " in code_text(during)  # late output goes to the execution running now
+    assert code_text(stopped).endswith("'stopped'")
+    assert code_text(clean) == "clean\n[result] 'done'"
 
 
 async def test_input_gets_eof_at_once_instead_of_hanging(
@@ -285,5 +282,5 @@ async def test_input_gets_eof_at_once_instead_of_hanging(
         read = await bridge.run("import sys\nsys.stdin.read()")
         await _next_call_works(bridge)
     assert payload_of(asked)["error"]["type"] == "EOFError"
-    assert payload_of(asked)["stdout"] == "your name: "
-    assert payload_of(read)["result"] == "''"  # stdin is /dev/null
+    assert code_text(asked).startswith("your name: \n[traceback]\n")
+    assert code_text(read) == "''"  # stdin is /dev/null

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from .conftest import CALL_TIMEOUT, open_bridge, payload_of, text_of
+from .conftest import CALL_TIMEOUT, code_text, open_bridge, payload_of, text_of
 
 pytestmark = pytest.mark.container
 
@@ -95,11 +95,11 @@ async def test_fork_and_thread_bombs_stop_at_the_pids_limit_and_leave_no_process
         )
         await _next_call_works(bridge)
         during = _host_processes()
-    refused, errno, children = payload_of(forks)["stdout"].split()
+    refused, errno, children = code_text(forks).split()
     assert (refused, errno) == ("refused", "11")  # EAGAIN
     assert 0 < int(children) < 48
-    assert payload_of(threads)["stdout"].startswith("refused ")
-    assert int(payload_of(threads)["stdout"].split()[1]) < 48
+    assert code_text(threads).startswith("refused ")
+    assert int(code_text(threads).split()[1]) < 48
     # Every child was reaped: the sandbox holds its init and the client again, nothing else (the
     # host's count is printed only: other jobs on the machine make it move).
     assert text_of(left) == "[1, 2]"
@@ -134,7 +134,7 @@ async def test_disk_bombs_end_in_enospc_on_every_writable_place(
     async with open_bridge(tmp_path, env=env) as bridge:
         disk = await bridge.run(DISK, timeout=60)
         await _next_call_works(bridge)
-    lines = dict(line.split(" ", 1) for line in payload_of(disk)["stdout"].splitlines())
+    lines = dict(line.split(" ", 1) for line in code_text(disk).splitlines())
     assert disk.is_error is False, disk
     tmp = lines["/tmp/fill"].split()
     assert tmp[:2] == ["refused", "28"]  # ENOSPC at the configured size
@@ -167,11 +167,10 @@ async def test_file_descriptor_bomb_stops_at_nofile_and_the_result_still_arrives
         print_after = await bridge.run("print('still printing')\nlen(opened)")
         await bridge.run("for fd in opened:\n    os.close(fd)")
         await _next_call_works(bridge)
-    refused, errno, count, soft, hard = payload_of(bomb)["stdout"].split()
+    refused, errno, count, soft, hard = code_text(bomb).split()
     assert (refused, errno) == ("refused", "24")  # EMFILE
     assert int(count) < int(soft) <= int(hard)
-    assert payload_of(print_after)["stdout"] == "still printing\n"
-    assert text_of(print_after).endswith(count)
+    assert code_text(print_after) == f"still printing\n[result] {count}"
 
 
 SPIN = """
@@ -225,7 +224,7 @@ async def test_cpu_spin_is_held_to_the_quota_and_other_sessions_stay_responsive(
             answered_while_spinning = not spin_done
         await _next_call_works(bridge)
     (spun,) = spin_result
-    share = float(payload_of(spun)["stdout"].split()[-1])
+    share = float(code_text(spun).split()[-1])
     print(f"spinning sandbox's CPU share {share} (quota 0.5); other session's 1+1 latencies (s):")
     print(" ".join(f"{latency:.3f}" for latency in latencies))
     assert answers == ["2"] * 5

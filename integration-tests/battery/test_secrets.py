@@ -18,7 +18,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from .conftest import open_bridge
+from .conftest import code_text, open_bridge
 
 pytestmark = pytest.mark.container
 
@@ -129,7 +129,7 @@ async def test_no_canary_is_readable_from_sandbox_env_proc_files_errors_or_other
         await bridge.run("await mcp_servers['keeper'].echo(text='started')")  # live, env loaded
         result = await bridge.run(code, timeout=110)
     assert result.is_error is False, result.structured_content
-    report = literal_eval(result.structured_content["result"])  # a dict literal rendered by repr()
+    report = literal_eval(code_text(result))  # a dict literal rendered by repr()
     assert report["found"] == {}
     assert report["control"] == [0]  # the hunt finds a canary where one is
     assert report["scanned"] > 1000  # the walk really read the image's files
@@ -158,10 +158,12 @@ async def test_crash_report_quoting_server_env_masks_the_secret_and_names_the_se
         assert result.is_error is True
         assert error["type"].endswith("UpstreamUnavailable")
         assert f"'{server}'" in error["message"]
-        assert "_TOKEN=***" in error["message"]  # the env dump is quoted, its value masked
+        # The whole message ends the traceback in the code's block: the env dump is quoted there,
+        # its value masked.
+        assert "_TOKEN=***" in code_text(result)
         assert bridge_secret not in _all_text(result)
         assert server_secret not in _all_text(result)
-    assert crashed.structured_content["stdout"] == "before\n"
+    assert code_text(crashed).startswith("before\n[traceback]\n")
 
 
 async def test_stderr_tail_cut_inside_a_secret_does_not_show_its_end(
@@ -186,7 +188,7 @@ async def test_stderr_tail_cut_inside_a_secret_does_not_show_its_end(
     }
     async with open_bridge(tmp_path, servers=servers) as bridge:
         failed = await bridge.run("await mcp_servers['longline'].echo(text='x')")
-    message = failed.structured_content["error"]["message"]
-    assert "'longline'" in message
+    message = code_text(failed)  # the traceback ends with the whole message
+    assert "'longline'" in failed.structured_content["error"]["message"]
     assert "e" * 100 in message  # the tail is there
     assert server_secret[-shown:] not in _all_text(failed)

@@ -31,7 +31,28 @@ async def test_sandbox_runs_as_nobody_with_no_capabilities_and_no_new_privileges
     assert int(status["CapPrm"], 16) == 0
     assert int(status["CapBnd"], 16) == 0
     assert status["NoNewPrivs"].strip() == "1"
-    assert status["Seccomp"].strip() == "2"  # the runtime's default seccomp filter is on
+    assert status["Seccomp"].strip() == "2"  # a seccomp filter is on: the bridge's, below
+
+
+FILTER = """
+import ctypes, socket
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def errno_of(result):
+    return 0 if result >= 0 else ctypes.get_errno()
+try:
+    socket.socket(40, socket.SOCK_STREAM)  # AF_VSOCK
+    vsock = 0
+except OSError as exc:
+    vsock = exc.errno
+(errno_of(libc.unshare(0x10000000)), errno_of(libc.syscall(435, 0, 0)), vsock)
+"""
+
+
+async def test_the_bridges_system_call_filter_is_the_one_applied(start_shell: StartShell) -> None:
+    # Same profile under podman and docker: unshare(CLONE_NEWUSER), clone3, socket(AF_VSOCK).
+    shell = await start_shell()
+    assert await shell.value(FILTER) == (errno.EPERM, errno.ENOSYS, errno.EAFNOSUPPORT)
 
 
 WRITE_ERRNO = """

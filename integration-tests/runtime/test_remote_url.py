@@ -3,8 +3,9 @@ service is) serves sandboxes when it runs containers on this kernel, without the
 
 The checks that refuse a runtime in a VM or on another machine compare kernels: this test proves
 they let a same-kernel service through whatever its URL, and that nothing on that path assumes a
-unix socket (the keyring-free seccomp profile and OOM tracking are host paths, used only for a
-local unix socket).
+unix socket: OOM tracking (a host cgroup path) is off, and the bridge's seccomp profile, a file
+the service may not see, is not passed; the sandbox runs under a profile named in the settings
+(``MCP_BRIDGE_SECURITY_OPT=seccomp=PATH``, as a user of a remote service names one on it).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from anyio.streams.text import TextReceiveStream
 from bridge_core.channel import Channel
 from bridge_core.runtime import detect_runtime
+from bridge_core.runtime._seccomp import write_profile
 from bridge_core.runtime.base import SandboxSpec
 from bridge_core.runtime.podman import PodmanBackend
 from bridge_protocol import Execute, Result
@@ -71,9 +73,16 @@ async def test_a_same_kernel_service_at_a_tcp_url_runs_sandboxes(
     assert isinstance(backend, PodmanBackend)
     try:
         assert backend.url == tcp_service
-        assert backend.seccomp_profile is None
+        assert backend.seccomp is None
+        assert "not on this machine" in backend.seccomp_problem
         assert backend.track_oom is False
-        spec = SandboxSpec(name="tcp-url", image=sandbox_image, connect_timeout=SERVICE_TIMEOUT)
+        profile = write_profile(tmp_path / "profile")
+        spec = SandboxSpec(
+            name="tcp-url",
+            image=sandbox_image,
+            security_opt=(f"seccomp={profile.path}",),
+            connect_timeout=SERVICE_TIMEOUT,
+        )
         with anyio.fail_after(SERVICE_TIMEOUT):
             sandbox = await backend.start(spec)
             try:

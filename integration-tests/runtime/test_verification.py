@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,9 @@ async def _ours(backend: PodmanBackend) -> str:
         ("no_new_privileges", "no-new-privileges"),
         ("pids_limit", "pids-limit"),
         ("mounts", "read-only-tmpfs=false"),
+        # Without it podman applies its own default profile, which lets sandbox code create
+        # namespaces and open any socket family.
+        ("seccomp_profile_path", "seccomp profile"),
     ],
 )
 async def test_a_container_missing_a_hardening_option_is_removed_and_never_run(
@@ -64,6 +68,32 @@ async def test_a_container_missing_a_hardening_option_is_removed_and_never_run(
         await podman_backend.start(spec)
     assert "weakened" not in await _ours(podman_backend)
     assert list((tmp_path / "state" / "sandboxes").iterdir()) == []
+
+
+async def test_a_profile_file_changed_after_the_bridge_wrote_it_is_caught_and_never_run(
+    podman_backend: PodmanBackend, sandbox_image: str, tmp_path: Path
+) -> None:
+    # What podman read is what counts (the OCI spec it wrote for crun), not the file's path.
+    ours = podman_backend.seccomp
+    assert ours is not None
+    changed = json.loads(ours.path.read_text())
+    changed["syscalls"].append({"names": ["clone3"], "action": "SCMP_ACT_ALLOW"})
+    ours.path.write_text(json.dumps(changed))
+    with pytest.raises(SandboxStartError, match=r"seccomp profile .*other rules for clone3"):
+        await podman_backend.start(SandboxSpec(name="tampered", image=sandbox_image))
+    assert "tampered" not in await _ours(podman_backend)
+    assert list((tmp_path / "state" / "sandboxes").iterdir()) == []
+
+
+async def test_without_a_default_profile_to_build_on_no_sandbox_starts(
+    podman_backend: PodmanBackend, sandbox_image: str
+) -> None:
+    podman_backend.seccomp = None
+    podman_backend.seccomp_problem = "no default profile here"
+    with pytest.raises(SandboxStartError, match="without the bridge's seccomp profile"):
+        await podman_backend.start(SandboxSpec(name="unfiltered", image=sandbox_image))
+    assert "unfiltered" not in await _ours(podman_backend)
+    assert "UNAVAILABLE: no default profile here" in (await podman_backend.info()).seccomp
 
 
 async def test_extra_security_options_are_applied_on_top_of_ours(

@@ -18,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
+import httpx2
 from bridge_core.runtime.base import OWNER_LABEL
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 REPO = Path(__file__).resolve().parents[2]
 CALL_TIMEOUT = 120.0
@@ -73,6 +76,29 @@ def bridge_pids(state_dir: Path) -> list[int]:
     return pids
 
 
+def _texts(result: Any) -> list[str]:
+    return [block.text for block in result.content if getattr(block, "type", "") == "text"]
+
+
+def _bridge_speaks(result: Any) -> bool:
+    payload = result.structured_content or {}
+    return payload.get("status") != "ok" or bool(payload.get("notices"))
+
+
+def code_text(result: Any) -> str:
+    """The code's block of a run_python result ("" when the code produced nothing)."""
+    texts = _texts(result)
+    if _bridge_speaks(result):
+        texts = texts[:-1]
+    return texts[0] if texts else ""
+
+
+def bridge_text(result: Any) -> str:
+    """The bridge's block of a run_python result ("" when the bridge had nothing to say)."""
+    texts = _texts(result)
+    return texts[-1] if texts and _bridge_speaks(result) else ""
+
+
 @dataclass
 class BridgeClient:
     session: ClientSession
@@ -123,3 +149,111 @@ async def open_bridge(
     if check_orphans:
         for pid in pids:
             assert owned_containers(pid) == [], f"bridge {pid} left containers behind"
+
+
+# --- the bridge over streamable HTTP -------------------------------------------------------------
+
+HTTP_START_TIMEOUT = 60.0
+"""Bound on the bridge process starting to serve HTTP (imports, discovery, binding)."""
+
+
+class StreamLog:
+    """Everything a process wrote to a pipe, read continuously (a full pipe would block it)."""
+
+    def __init__(self) -> None:
+        self._chunks: list[str] = []
+        self._grew = anyio.Event()
+
+    @property
+    def text(self) -> str:
+        if len(self._chunks) > 1:  # joined on demand: appending stays linear under a log flood
+            self._chunks = ["".join(self._chunks)]
+        return self._chunks[0] if self._chunks else ""
+
+    def append(self, chunk: bytes) -> None:
+        self._chunks.append(chunk.decode(errors="replace"))
+        self._grew.set()
+        self._grew = anyio.Event()
+
+    async def wait_for(self, needle: str, *, start: int = 0, within: float = 60.0) -> int:
+        """Wait until ``needle`` appears at or after offset ``start``; return the offset past it."""
+        with anyio.fail_after(within):
+            while (found := self.text.find(needle, start)) < 0:
+                await self._grew.wait()
+        return found + len(needle)
+
+
+@dataclass
+class HttpBridge:
+    """A bridge process serving streamable HTTP."""
+
+    url: str
+    pid: int
+    state_dir: Path
+    stderr: StreamLog
+    """What the bridge logged (info level) so far."""
+
+    def http(self, token: str | None = None) -> httpx2.AsyncClient:
+        """An HTTP client for this bridge (with a bearer token if given), SDK-like timeouts."""
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+        # The SDK's own timeouts: a response stream may stay open for minutes.
+        return httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300))
+
+    @asynccontextmanager
+    async def session(self, token: str | None = None) -> AsyncIterator[BridgeClient]:
+        """A connected, initialized SDK client session (the 2025 handshake, GET stream open)."""
+        async with (
+            self.http(token) as http,
+            streamable_http_client(self.url, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            with anyio.fail_after(60):
+                await session.initialize()
+            yield BridgeClient(session, self.state_dir)
+
+
+@asynccontextmanager
+async def open_http_bridge(
+    work: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    host: str = "127.0.0.1",
+    servers: Mapping[str, Any] | None = None,
+) -> AsyncIterator[HttpBridge]:
+    """Start ``serve --http HOST:PORT``; yield once it serves; afterwards, assert no orphans."""
+    config = work / "servers.json"
+    text = json.dumps({"mcpServers": dict(servers or {})})
+    await anyio.to_thread.run_sync(lambda: work.mkdir(parents=True, exist_ok=True))
+    await anyio.to_thread.run_sync(lambda: config.write_text(text, encoding="utf-8"))
+    state_dir = work / "state"
+    argv = [
+        sys.executable, "-m", "mcp_code_execution_mode", "serve",
+        "--http", f"{host}:0", "--state-dir", str(state_dir),
+    ]  # fmt: skip
+    log, out = StreamLog(), StreamLog()
+    process = await anyio.open_process(
+        argv, env=bridge_env({"MCP_BRIDGE_CONFIG": str(config), **(env or {})})
+    )
+    assert process.stderr is not None
+    assert process.stdout is not None
+    streams = ((process.stderr, log), (process.stdout, out))
+
+    async def drain(stream: anyio.abc.ByteReceiveStream, into: StreamLog) -> None:
+        async for chunk in stream:
+            into.append(chunk)
+
+    async with process, anyio.create_task_group() as tg:
+        for stream, into in streams:
+            tg.start_soon(drain, stream, into)
+        try:
+            # `serve --http` prints its URL once it is ready (port 0: a free port is chosen).
+            start = await out.wait_for("serving MCP at ", within=HTTP_START_TIMEOUT)
+            end = await out.wait_for("\n", start=start)
+            url = out.text[start : end - 1]
+            yield HttpBridge(url, process.pid, state_dir, log)
+        finally:
+            process.terminate()
+            with anyio.fail_after(30):
+                await process.wait()
+            tg.cancel_scope.cancel()
+    assert owned_containers(process.pid) == [], f"bridge {process.pid} left containers behind"

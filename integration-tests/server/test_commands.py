@@ -38,6 +38,11 @@ def test_doctor_reports_runtime_image_limits_and_each_server(
     assert f"[ok]   image: {sandbox_image}" in out
     assert "[ok]   sandbox: ran code" in out
     assert "limits" in out
+    assert "[ok]   seccomp: bridge profile sha256:" in out
+    assert (
+        "[ok]   seccomp in the sandbox: mode 2 (filtering); creating a user namespace: EPERM, "
+        "an AF_VSOCK socket: EAFNOSUPPORT"
+    ) in out
     assert "[ok]   server 'time': starts, lists 2 tool(s)" in out
     assert "[warn] server 'broken'" in out
 

@@ -12,7 +12,7 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from .conftest import bridge_pids, open_bridge, owned_containers
+from .conftest import bridge_pids, code_text, open_bridge, owned_containers
 
 pytestmark = pytest.mark.container
 
@@ -63,7 +63,7 @@ async def test_timeout_returns_partial_output_and_session_recovers(
         after = await bridge.run("21 * 2")
     assert slow.is_error is True
     assert slow.structured_content["status"] == "timeout"
-    assert "started" in slow.structured_content["stdout"]
+    assert code_text(slow).startswith("started\n[traceback]\n")
     assert _text(after).endswith("42")
 
 
@@ -171,13 +171,20 @@ async def test_output_past_the_cap_keeps_head_and_tail_and_names_the_full_output
     code = "for i in range(2000):\n    print(f'line {i:04d}')"
     async with open_bridge(tmp_path, env={"MCP_BRIDGE_OUTPUT_CAP": "4k"}) as bridge:
         result = await bridge.run(code)
+        path = result.structured_content["full_output"]
+        read = await bridge.run(f"text = open({path!r}).read()\nlen(text.splitlines()), text[-10:]")
+        write = await bridge.run(f"open({path!r}, 'a').write('forged')")
     payload = result.structured_content
+    output = code_text(result)
+    assert _text(read) == "(2000, 'line 1999\\n')"  # the session's code reads the full output
+    assert "PermissionError" in _text(write) or "Read-only file system" in _text(write)
     assert result.is_error is False
-    assert payload["stdout"].startswith("line 0000")
-    assert payload["stdout"].rstrip().endswith("line 1999")
-    assert len(payload["stdout"]) < 8 * 1024
-    assert any("/tmp" in notice for notice in payload["notices"])
-    assert _text(result).startswith("[notice]")
+    assert output.startswith("line 0000")
+    assert output.endswith("line 1999")
+    assert len(output) < 8 * 1024
+    assert payload["truncated"] is True
+    assert payload["full_output"].startswith("/run/bridge/output/")
+    assert any(payload["full_output"] in notice for notice in payload["notices"])
 
 
 async def test_memory_limit_setting_is_enforced_and_next_call_reports_the_reset(

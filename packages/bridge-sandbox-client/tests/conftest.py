@@ -40,6 +40,7 @@ from bridge_protocol import (
     Welcome,
     encode,
 )
+from bridge_protocol.names import python_forms
 
 WAIT = 20.0
 """Upper bound of every wait in these tests (never a sleep: a bound on an event)."""
@@ -52,12 +53,25 @@ Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class HostFault(Exception):
-    """Raised by a handler: the host answers with ``Fault(code, message)``."""
+    """Raised by a handler: the host answers with ``Fault(code, message, data)``."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.data = data
+
+
+DENIED_SERVERS = {"vault": "MCP_BRIDGE_DENY_SERVERS=vault"}
+"""Servers the fake host has but refuses (and never lists), with the rule it names."""
+DENIED_TOOLS = {("github", "delete-repo"): "MCP_BRIDGE_DENY_TOOLS=github.delete*"}
+"""Tools the fake host has but refuses (and never lists), with the rule it names."""
+
+
+def host_suggestions(name: str, known: list[str]) -> list[str]:
+    """The fake host's did-you-mean: names sharing the first three characters, each once. Not the
+    real host's measure on purpose: the sandbox must show whatever the host decided."""
+    return sorted({k for k in known if k[:3].lower() == name[:3].lower()})
 
 
 def text(value: str) -> dict[str, Any]:
@@ -281,7 +295,8 @@ class FakeHost:
                 value = self._request(message.method, dict(message.params))
             reply = Reply(call_id=message.call_id, value=value)
         except HostFault as fault:
-            reply = Reply(call_id=message.call_id, fault=Fault(fault.code, fault.message))
+            answer = Fault(fault.code, fault.message, fault.data)
+            reply = Reply(call_id=message.call_id, fault=answer)
         except threading.BrokenBarrierError:
             reply = Reply(call_id=message.call_id, fault=Fault(ErrorCode.INTERNAL, "barrier"))
         try:
@@ -298,12 +313,13 @@ class FakeHost:
                 ]
             return list(self.tools)
         if method in ("list_tools", "query_tool_docs"):
-            server = params["server"]
-            if server not in self.tools:
-                raise HostFault(ErrorCode.UNKNOWN_SERVER, f"unknown server {server!r}")
+            server = self._server_named(params["server"])
             names = list(self.tools[server])
             if method == "list_tools":
                 return names
+            tool = params.get("tool")
+            if tool is not None:
+                names = [self._tool_named(server, tool)]
             return {
                 "server": server,
                 "tools": [{"name": n, "description": f"does {n}"} for n in names],
@@ -317,6 +333,37 @@ class FakeHost:
             ]
             return hits[: params["limit"]]
         raise HostFault(ErrorCode.UNKNOWN_METHOD, f"unknown method {method!r}")
+
+    def _server_named(self, name: str) -> str:
+        # Like the real host: exact name or Python form; denied → the rule; else suggestions.
+        for server, rule in DENIED_SERVERS.items():
+            if name in python_forms(server, server=True):
+                message = f"server {server!r} is denied by {rule}"
+                raise HostFault(ErrorCode.POLICY_DENIED, message, {"rule": rule})
+        for server in self.tools:
+            if name in python_forms(server, server=True):
+                return server
+        suggestions = host_suggestions(name.removeprefix("mcp_"), list(self.tools))
+        raise HostFault(
+            ErrorCode.UNKNOWN_SERVER,
+            f"unknown server {name!r}: host suggests {suggestions}",
+            {"suggestions": suggestions},
+        )
+
+    def _tool_named(self, server: str, name: str) -> str:
+        for (denied_server, tool), rule in DENIED_TOOLS.items():
+            if denied_server == server and name in python_forms(tool, server=False):
+                message = f"tool {server}.{tool} is denied by {rule}"
+                raise HostFault(ErrorCode.POLICY_DENIED, message, {"rule": rule})
+        for tool in self.tools[server]:
+            if name in python_forms(tool, server=False):
+                return tool
+        suggestions = host_suggestions(name, list(self.tools[server]))
+        raise HostFault(
+            ErrorCode.UNKNOWN_TOOL,
+            f"server {server!r} has no tool {name!r}: host suggests {suggestions}",
+            {"suggestions": suggestions},
+        )
 
     def next_message(self, timeout: float = WAIT) -> Message | None:
         return self.messages.get(timeout=timeout)
@@ -364,4 +411,14 @@ def host(unstarted_host: FakeHost) -> FakeHost:
     return unstarted_host
 
 
-__all__ = ["PNG_1X1", "FakeHost", "HostFault", "Refusal", "Run", "text"]
+__all__ = [
+    "DENIED_SERVERS",
+    "DENIED_TOOLS",
+    "PNG_1X1",
+    "FakeHost",
+    "HostFault",
+    "Refusal",
+    "Run",
+    "host_suggestions",
+    "text",
+]

@@ -98,7 +98,7 @@ def test_tool_error_traceback_has_no_frames_of_the_client(host: Any) -> None:
     run = host.execute("await mcp_servers['media'].fails()")
     error = run.result.error
     assert error is not None
-    assert error.type == "bridge_sandbox_client.errors.ToolError"
+    assert error.type == "mcp.ToolError"
     assert "bridge_sandbox_client/" not in error.traceback
     assert "repository not found" in error.traceback
 

@@ -74,33 +74,6 @@ def test_non_identifier_tool_and_server_names_are_reachable(host: Any) -> None:
     assert ok(host, "await mcp_servers['my-server'].ping()") == "'pong'"
 
 
-def test_unknown_tool_raises_attribute_error_with_suggestions_before_any_call(host: Any) -> None:
-    run = host.execute("mcp_servers['github'].create_isue")
-    error = run.result.error
-    assert error is not None
-    assert error.type == "AttributeError"
-    assert "create_issue" in error.message
-    assert run.calls == []
-
-
-def test_unknown_server_raises_key_error_listing_known_servers(host: Any) -> None:
-    run = host.execute("mcp_servers['gitlab']")
-    error = run.result.error
-    assert error is not None
-    assert error.type == "KeyError"
-    assert "github" in error.message
-    assert "files" in error.message
-
-
-def test_unknown_alias_import_is_an_import_error(host: Any) -> None:
-    run = host.execute("import mcp_gitlab")
-    assert run.result.error is not None
-    assert run.result.error.type == "ModuleNotFoundError"
-    run = host.execute("from mcp import mcp_gitlab")
-    assert run.result.error is not None
-    assert run.result.error.type == "ImportError"
-
-
 def test_tool_names_are_fetched_once_per_server(host: Any) -> None:
     ok(host, "await mcp_github.create_issue(title='a')\nawait mcp_github.list_issues()")
     lists = [r for r in host.requests if r.method == "list_tools"]

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from bridge_protocol import ErrorCode, Fault
 from bridge_sandbox_client._display import sniff_mime
-from bridge_sandbox_client._proxies import alias_for, identifier_for
 from bridge_sandbox_client._values import Audio, Image, encode_arguments, unwrap_result
 from bridge_sandbox_client.errors import (
     InvalidArguments,
@@ -114,20 +113,6 @@ def test_faults_map_to_their_exception_classes_and_keep_the_code() -> None:
     assert (error.code, error.server, error.tool, str(error)) == (203, "s", "t", "down")
     assert type(error_from_fault(Fault(ErrorCode.INVALID_ARGUMENTS, "x"))) is InvalidArguments
     assert type(error_from_fault(Fault(9999, "new code"))) is ToolError
-
-
-@pytest.mark.parametrize(
-    ("name", "identifier", "alias"),
-    [
-        ("github", "github", "mcp_github"),
-        ("my-server", "my_server", "mcp_my_server"),
-        ("get-user.info", "get_user_info", "mcp_get_user_info"),
-        ("2fa", "_2fa", "mcp_2fa"),
-    ],
-)
-def test_names_map_to_identifiers_and_aliases(name: str, identifier: str, alias: str) -> None:
-    assert identifier_for(name) == identifier
-    assert alias_for(name) == alias
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ class FakeExecutor:
 
     script: Script | None = None
     calls: list[dict[str, Any]] = field(default_factory=list)
+    clients: list[str | None] = field(default_factory=list)
     opened: int = 0
     closed: int = 0
     cancelled: anyio.Event = field(default_factory=anyio.Event)
@@ -34,7 +35,9 @@ class FakeExecutor:
         timeout: float | None = None,  # noqa: ASYNC109 - mirrors the session manager
         reset: bool = False,
         listener: ExecutionListener | None = None,
+        client: str | None = None,
     ) -> ExecutionResult:
+        self.clients.append(client)
         self.calls.append({"code": code, "session": session, "timeout": timeout, "reset": reset})
         self.started.set()
         if self.script is not None:
@@ -44,6 +47,12 @@ class FakeExecutor:
                 self.cancelled.set()
                 raise
         return ExecutionResult(status="ok", session=session or "default", value=repr(code))
+
+    def holds_sessions(self, client: str | None) -> bool:
+        return client in self.clients
+
+    async def close_client(self, client: str | None) -> list[str]:
+        return []
 
     def factory(self) -> Callable[[], Any]:
         @asynccontextmanager

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 import mcp_types as types
 import pytest
 from mcp_code_execution_mode.tool import (
+    FIELDS,
     SESSION_NAME_PATTERN,
     InvalidArguments,
     RunPythonArgs,
@@ -87,3 +89,34 @@ def test_tools_list_result_is_under_1000_bytes_and_teaches_the_workflow() -> Non
         "jq",
     ):
         assert form in description
+
+
+def test_the_input_schema_is_the_field_table_and_its_bytes_do_not_change() -> None:
+    # The schema as it has always been sent: prompt caches keyed on tools/list stay valid.
+    assert run_python_tool().input_schema == {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "description": "Python source"},
+            "timeout": {"type": "number", "description": "seconds"},
+            "session": {"type": "string", "description": "session name; default if absent"},
+            "reset": {"type": "boolean", "description": "fresh namespace first"},
+        },
+        "required": ["code"],
+        "additionalProperties": False,
+    }
+    assert [f.name for f in FIELDS] == [f.name for f in dataclasses.fields(RunPythonArgs)]
+
+
+@pytest.mark.parametrize("field", FIELDS, ids=lambda f: f.name)
+def test_every_field_refuses_a_value_of_another_json_type_naming_itself(field: Any) -> None:
+    wrong = {"string": 1.5, "number": "1", "boolean": 1}[field.type]
+    arguments = {"code": "x", field.name: wrong}
+    with pytest.raises(InvalidArguments) as info:
+        _parse(arguments)
+    assert str(info.value).startswith(f"'{field.name}' ")
+
+
+@pytest.mark.parametrize("field", [f for f in FIELDS if not f.required], ids=lambda f: f.name)
+def test_an_optional_field_given_as_null_takes_its_default(field: Any) -> None:
+    parsed = _parse({"code": "x", field.name: None})
+    assert getattr(parsed, field.name) == field.default

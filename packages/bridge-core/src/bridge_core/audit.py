@@ -5,6 +5,8 @@ with the size in bytes of each value's JSON encoding, the outcome and the durati
 out on purpose: they may hold secrets or personal data, and the log outlives the session.
 
 Writing never raises into the caller: an I/O error is logged as a warning and the call goes on.
+A new log file is created 0600 (missing directories 0700); an existing file keeps the mode its
+owner gave it (docs/decisions.md: the path is the user's choice, maybe a shared collector).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
+
+from bridge_core.private_files import PRIVATE_FILE_MODE, make_dirs
 
 __all__ = ["AuditLog", "argument_sizes"]
 
@@ -118,8 +122,8 @@ class AuditLog:
         data = (line + "\n").encode()
         try:
             with self._lock:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                make_dirs(self.path.parent)  # a missing directory is made private, 0700
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
                 try:
                     os.write(fd, data)
                 finally:

@@ -16,6 +16,7 @@ import logging
 from collections import deque
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import ByteStream
 from bridge_protocol import (
     DEFAULT_MAX_FRAME_SIZE,
@@ -96,15 +97,21 @@ class Channel:
         """Send one message. Raises :class:`ChannelClosed` if the sandbox is gone.
 
         The write is shielded from cancellation (and bounded instead): a frame cut in half by a
-        cancelled caller would desynchronise the stream for every later message.
+        cancelled caller would desynchronise the stream for every later message. It is bounded
+        by the send timeout and by the caller's own deadline (a call's timeout must hold even
+        against a sandbox that stops reading): a write cut by either closes the channel.
         """
         frame = encode(message)
         async with self._send_lock:
             # One scope both shields the write from outside cancellation and bounds it: its own
             # deadline still cancels it (cheaper on every frame than a fail_after inside a shield).
-            with anyio.CancelScope(
-                shield=True, deadline=anyio.current_time() + self._send_timeout
-            ) as scope:
+            now = anyio.current_time()
+            deadline = min(now + self._send_timeout, anyio.current_effective_deadline())
+            if deadline <= now:
+                # The caller's time ran out before a byte was written: its cancellation is
+                # delivered here, nothing is cut and the channel stays usable.
+                await anyio.lowlevel.checkpoint()
+            with anyio.CancelScope(shield=True, deadline=deadline) as scope:
                 try:
                     await self._stream.send(frame)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
@@ -114,9 +121,7 @@ class Channel:
             if scope.cancelled_caught:
                 with anyio.CancelScope(shield=True):
                     await self.aclose()
-                raise ChannelClosed(
-                    f"the sandbox did not read its channel for {self._send_timeout:g} s"
-                )
+                raise ChannelClosed("the sandbox did not read its channel in time")
 
     async def receive(self) -> Message:
         """The next message from the sandbox.

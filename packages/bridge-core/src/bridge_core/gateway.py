@@ -10,9 +10,14 @@ Request methods (``Request.method`` → ``params`` → reply value):
 
 - ``discovered_servers`` ``{detailed: bool}`` → ``["name", ...]`` or
   ``[{"name", "description", "tool_count"|None, "source"}, ...]``
-- ``list_tools`` ``{server}`` → ``["tool-name", ...]`` (used for attribute suggestions)
+- ``list_tools`` ``{server}`` → ``["tool-name", ...]`` (the names the sandbox resolves itself)
 - ``query_tool_docs`` ``{server, tool: str|None, detail: "summary"|"full"|"stub"}`` →
-  ``{"server", "tools": [{"name", "description", ...}]}``
+  ``{"server", "tools": [{"name", "description", ...}]}``; with ``detail: "summary"`` it is also
+  the sandbox's lookup of a name it was not shown (the answer names the canonical server and tool,
+  or is the fault a call would get)
+
+In these two requests a server or tool may be named by its Python form (``mcp_my_server``,
+``get_user_info``; :mod:`bridge_protocol.names`); calls name them exactly.
 - ``search_tool_docs`` ``{query, limit}`` → ``[{"server", "tool", "description", "score"}, ...]``
 """
 

@@ -1,7 +1,6 @@
-"""Real tool lists captured once from real MCP servers (``tools/list`` over stdio, SDK client):
-server-everything, server-filesystem, server-memory (npm) and mcp-server-time, mcp-server-git
-(PyPI). To refresh, list the tools with the SDK client and dump each ``Tool`` with
-``model_dump(by_alias=True, mode="json", exclude_none=True)``."""
+"""Real tool lists captured from real MCP servers (``tools/list`` over stdio, SDK client) by
+``scripts/capture_tool_fixtures.py``, which records each server's package, version and
+``serverInfo`` in its ``tools_NAME.json``."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from bridge_core.catalog import ToolDoc
 from mcp.types import Tool
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SERVERS = ("everything", "filesystem", "memory", "time", "git")
+SERVERS = tuple(sorted(p.stem.removeprefix("tools_") for p in FIXTURES.glob("tools_*.json")))
 
 
 def load_tools(server: str) -> list[Tool]:

@@ -19,7 +19,6 @@ import math
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -265,7 +264,7 @@ async def _live(tg: anyio.abc.TaskGroup, name: str) -> tuple[LiveSandbox, Memory
     return live, end
 
 
-async def drive(frames: list[bytes], spill_dir: Path) -> Observed:
+async def drive(frames: list[bytes]) -> Observed:
     """Play ``frames`` into a served sandbox; return what the host made of them."""
     inbox: list[Message] = []
     sibling_inbox: list[Message] = []
@@ -276,7 +275,7 @@ async def drive(frames: list[bytes], spill_dir: Path) -> Observed:
             tg.start_soon(_sandbox_side, end, inbox)
             pong = anyio.Event()
             tg.start_soon(_sandbox_side, sibling_end, sibling_inbox, pong)
-            output = OutputCollector(4096, spill_dir, spill_limit=0)
+            output = OutputCollector(4096)
             execution = Execution(EXECUTION, output, None)
             await live.start(execution, "print(1)")
             for chunk in frames:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import tempfile
 from pathlib import Path
 
 import atheris
@@ -28,7 +27,6 @@ with atheris.instrument_imports():
     import bridge_protocol  # noqa: F401
     from _driver import drive, frames_from
 
-SPILL = Path(tempfile.mkdtemp(prefix="fuzz-host-"))
 FRAMES = 0
 INPUTS = 0
 REPORT_EVERY = 10_000
@@ -44,7 +42,7 @@ def one_input(data: bytes) -> None:
     if INPUTS % REPORT_EVERY == 0:  # libFuzzer ends the process with exit(): no report at the end
         print(f"inputs: {INPUTS}, frames fed: {FRAMES}", file=sys.stderr, flush=True)
     assert PORTAL is not None
-    observed = PORTAL.call(drive, frames, SPILL)
+    observed = PORTAL.call(drive, frames)
     if not observed.sibling_answered:
         raise AssertionError("a sibling sandbox stopped answering")
 

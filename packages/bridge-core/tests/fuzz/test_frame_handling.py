@@ -7,7 +7,6 @@ coverage-guided run of a million inputs: ``hatch run fuzz:host`` (see ``atheris_
 from __future__ import annotations
 
 import tracemalloc
-from pathlib import Path
 
 import anyio
 import pytest
@@ -24,19 +23,19 @@ is capped at 4 KiB and images at 32 MiB, so anything above this is memory the ho
 FAST = settings(
     max_examples=500,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.too_slow],
 )
 SLOW = settings(
     max_examples=5_000,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.too_slow],
 )
 
 
-def _check(data: bytes, spill_dir: Path) -> None:
+def _check(data: bytes) -> None:
     tracemalloc.start()
     try:
-        observed = anyio.run(drive, frames_from(data), spill_dir)
+        observed = anyio.run(drive, frames_from(data))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -47,30 +46,24 @@ def _check(data: bytes, spill_dir: Path) -> None:
             assert isinstance(message.value, dict)
 
 
-def test_replies_to_unknown_calls_and_stale_results_leave_the_channel_usable(
-    tmp_path: Path,
-) -> None:
+def test_replies_to_unknown_calls_and_stale_results_leave_the_channel_usable() -> None:
     # Steps 0-5 are well-formed frames: a cancel of an unknown call, then a result of an old
     # execution (dropped), then a ping that must still get its pong.
     recipe = bytes([0, 4, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 7, 0, 0])
     frames = frames_from(recipe)
-    observed = anyio.run(drive, frames, tmp_path)
+    observed = anyio.run(drive, frames)
     assert not observed.protocol_failure
     assert observed.sibling_answered
 
 
-def test_a_hello_after_the_handshake_ends_that_sandbox_as_a_protocol_violation(
-    tmp_path: Path,
-) -> None:
-    observed = anyio.run(drive, [_frame({"kind": "hello", "versions": [1]})], tmp_path)
+def test_a_hello_after_the_handshake_ends_that_sandbox_as_a_protocol_violation() -> None:
+    observed = anyio.run(drive, [_frame({"kind": "hello", "versions": [1]})])
     assert observed.protocol_failure
     assert "UNEXPECTED_MESSAGE" in observed.reason or "hello" in observed.reason
     assert observed.sibling_answered
 
 
-def test_a_tool_result_the_wire_cannot_carry_reaches_the_sandbox_as_a_fault(
-    tmp_path: Path,
-) -> None:
+def test_a_tool_result_the_wire_cannot_carry_reaches_the_sandbox_as_a_fault() -> None:
     call = {
         "kind": "call",
         "call_id": 1,
@@ -79,7 +72,7 @@ def test_a_tool_result_the_wire_cannot_carry_reaches_the_sandbox_as_a_fault(
         "tool": "weird",
         "arguments": {},
     }
-    observed = anyio.run(drive, [_frame(call), _frame({"kind": "ping", "nonce": 3})], tmp_path)
+    observed = anyio.run(drive, [_frame(call), _frame({"kind": "ping", "nonce": 3})])
     faults = [m for m in observed.sent_to_sandbox if isinstance(m, Reply) and m.fault is not None]
     assert [type(f.fault) for f in faults] == [Fault]
     assert Pong(3) in observed.sent_to_sandbox
@@ -88,16 +81,14 @@ def test_a_tool_result_the_wire_cannot_carry_reaches_the_sandbox_as_a_fault(
 
 @FAST
 @given(data=st.binary(max_size=400))
-def test_hostile_frame_sequences_end_only_that_sandbox_with_bounded_memory(
-    data: bytes, tmp_path: Path
-) -> None:
-    _check(data, tmp_path)
+def test_hostile_frame_sequences_end_only_that_sandbox_with_bounded_memory(data: bytes) -> None:
+    _check(data)
 
 
 @pytest.mark.slow
 @SLOW
 @given(data=st.binary(max_size=400))
 def test_hostile_frame_sequences_end_only_that_sandbox_with_bounded_memory_at_scale(
-    data: bytes, tmp_path: Path
+    data: bytes,
 ) -> None:
-    _check(data, tmp_path)
+    _check(data)

@@ -175,3 +175,25 @@ async def test_arguments_json_cannot_carry_are_refused_as_invalid(probe: ProbeFa
                 await gateway.call_tool(CTX, "probe", "echo", bad)
             assert caught.value.code == ErrorCode.INVALID_ARGUMENTS
         assert not gateway.pool.is_running("probe")
+
+
+async def test_a_lookup_and_a_forged_call_get_the_same_decision(probe: ProbeFactory) -> None:
+    policy = Policy.from_settings(deny_tools="probe.crash")
+    async with open_proxy([probe()], policy=policy) as gateway:
+        answers = []
+        for tool in ("ech", "crash"):
+            with pytest.raises(CallFailed) as looked_up:
+                await gateway.request(
+                    CTX, "query_tool_docs", {"server": "probe", "tool": tool, "detail": "summary"}
+                )
+            with pytest.raises(CallFailed) as called:
+                await gateway.call_tool(CTX, "probe", tool, {})
+            answers.append((looked_up.value, called.value))
+    (unknown_lookup, unknown_call), (denied_lookup, denied_call) = answers
+    assert unknown_lookup.code == unknown_call.code == ErrorCode.UNKNOWN_TOOL
+    assert unknown_lookup.message == unknown_call.message
+    assert unknown_call.message == "server 'probe' has no tool 'ech': did you mean 'echo'?"
+    assert unknown_lookup.data == unknown_call.data == {"suggestions": ["echo"]}
+    assert denied_lookup.code == denied_call.code == ErrorCode.POLICY_DENIED
+    assert denied_lookup.message == denied_call.message
+    assert denied_call.data == {"rule": "MCP_BRIDGE_DENY_TOOLS=probe.crash"}

@@ -9,8 +9,8 @@ The manager cannot tell it from a real sandbox: the bytes are real frames of ``b
 from __future__ import annotations
 
 import ast
-import base64
 import math
+import shutil
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +23,7 @@ from anyio.abc import ByteStream, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError
 from bridge_core.gateway import CallContext, CallFailed
-from bridge_core.runtime.base import RuntimeInfo, SandboxExit, SandboxSpec
+from bridge_core.runtime.base import RuntimeInfo, SandboxExit, SandboxSpec, SharedDir
 from bridge_core.sessions import SessionConfig, SessionManager
 from bridge_protocol import (
     HOST_TO_SANDBOX,
@@ -97,7 +97,8 @@ class FakeSandbox:
     runtime: FakeRuntime
     exit: SandboxExit | None = None
     namespace: dict[str, str] = field(default_factory=dict)
-    files: dict[str, bytes] = field(default_factory=dict)
+    shared_dir: SharedDir | None = None
+    """Like a container's channel directory: the host writes, the sandbox reads at ``inside``."""
     received: list[Message] = field(default_factory=list)
     welcome: Welcome | None = None
     interrupted: anyio.Event = field(default_factory=anyio.Event)
@@ -201,9 +202,7 @@ class FakeSandbox:
     async def _command(self, xid: str, line: str) -> Result | None:
         verb, _, arg = line.partition(":")
         rt = self.runtime
-        if line.startswith("exec("):
-            self._spill_step(line)
-        elif verb == "print":
+        if verb == "print":
             await self._out(xid, arg + "\n")
         elif verb == "raw":
             await self._out(xid, ast.literal_eval(arg))
@@ -249,8 +248,8 @@ class FakeSandbox:
             await self._send(Progress(xid, float(done), float(total), "working"))
         elif verb == "display":
             await self._send(Display(xid, "image/png", b"\x89PNG" + arg.encode()))
-        elif verb == "size":
-            await self._out(xid, f"{len(self.files.get(arg, b''))}\n")
+        elif verb == "size":  # of a file the host shared, by its path inside the sandbox
+            await self._out(xid, f"{len(self.read_shared(arg))}\n")
         elif verb == "raise":
             kind, _, text = arg.partition("=")
             return Result(xid, "error", error=ErrorInfo(kind, text, f"{kind}: {text}"))
@@ -278,14 +277,13 @@ class FakeSandbox:
         else:
             await self._out(xid, f"reply {reply.value!r}\n")
 
-    def _spill_step(self, line: str) -> None:
-        """The manager's full-output copy: ``exec(source, {'path', 'mode', 'data'})``."""
-        call = ast.parse(line, mode="eval").body
-        assert isinstance(call, ast.Call)
-        params = ast.literal_eval(call.args[1])
-        data = base64.b64decode(params["data"])
-        before = b"" if params["mode"] == "wb" else self.files.get(params["path"], b"")
-        self.files[params["path"]] = before + data
+    def read_shared(self, inside: str) -> bytes:
+        """A file of the shared directory, by its path as the sandbox sees it (b"" if absent)."""
+        shared = self.shared_dir
+        if shared is None or not inside.startswith(shared.inside + "/"):
+            return b""
+        path = shared.host / inside.removeprefix(shared.inside + "/")
+        return path.read_bytes() if path.is_file() else b""
 
 
 class FakeRuntime:
@@ -293,8 +291,11 @@ class FakeRuntime:
 
     name = "fake"
 
-    def __init__(self, tg: TaskGroup) -> None:
+    def __init__(self, tg: TaskGroup, root: Path) -> None:
         self._tg = tg
+        self._root = root
+        self.share = True
+        """Whether new sandboxes get a shared directory (a remote runtime has none)."""
         self.sandboxes: dict[str, FakeSandbox] = {}
         self.running: dict[str, FakeSandbox] = {}
         self.stopped: list[str] = []
@@ -345,6 +346,10 @@ class FakeRuntime:
             raise self.start_error
         host, end = byte_stream_pair()
         sandbox = FakeSandbox(spec.name, host, self)
+        if self.share:
+            directory = self._root / "sandboxes" / spec.name
+            directory.mkdir(parents=True)
+            sandbox.shared_dir = SharedDir(directory, "/run/bridge")
         self.sandboxes[spec.name] = sandbox
         self.running[spec.name] = sandbox
         self._tg.start_soon(sandbox.run, end)
@@ -369,6 +374,8 @@ class FakeRuntime:
     def _remove(self, sandbox: FakeSandbox, exit_state: SandboxExit) -> None:
         sandbox.end(exit_state)
         self.running.pop(sandbox.name, None)
+        if sandbox.shared_dir is not None:  # its directory goes with it, as a container's does
+            shutil.rmtree(sandbox.shared_dir.host, ignore_errors=True)
 
     async def remove_leftovers(self) -> int:
         return 0
@@ -444,7 +451,7 @@ class Harness:
 @pytest.fixture
 async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
     async with anyio.create_task_group() as tg:
-        yield Harness(FakeRuntime(tg), RecordingGateway(), tmp_path, tg)
+        yield Harness(FakeRuntime(tg, tmp_path / "runtime"), RecordingGateway(), tmp_path, tg)
         tg.cancel_scope.cancel()
 
 

@@ -99,10 +99,11 @@ class CallRegistry:
 
     def request(self, method: str, params: dict[str, Any]) -> PendingCall:
         """Send a ``Request``; the future resolves to the reply's value."""
+        server, tool = params.get("server"), params.get("tool")
         return self._start(
             lambda cid, eid: Request(call_id=cid, execution_id=eid, method=method, params=params),
-            server=params.get("server") if isinstance(params.get("server"), str) else None,
-            tool=None,
+            server=server if isinstance(server, str) else None,
+            tool=tool if isinstance(tool, str) else None,
         )
 
     def _start(

@@ -38,9 +38,9 @@ from bridge_sandbox_client._display import Displayer, configure_matplotlib, set_
 from bridge_sandbox_client._inbox import Inbox
 from bridge_sandbox_client._interpreter import Interpreter
 from bridge_sandbox_client._modules import install_mcp_modules
-from bridge_sandbox_client._proxies import Directory
+from bridge_sandbox_client._proxies import Directory, RefusedServer
 from bridge_sandbox_client._runtime import Runtime, build_runtime_module
-from bridge_sandbox_client.errors import ToolError
+from bridge_sandbox_client.errors import PolicyDenied, ToolError
 
 __all__ = ["SandboxClient"]
 
@@ -226,8 +226,11 @@ class SandboxClient:
             and node.id != "mcp_servers"
         }
         for name in wanted:
+            value: object
             try:
                 value = getattr(self.modules.root, name)
+            except PolicyDenied as refusal:
+                value = RefusedServer(name, refusal)  # using it raises the refusal, not NameError
             except (AttributeError, ToolError):
                 continue  # not a server alias: plain NameError semantics apply
             namespace[name] = value

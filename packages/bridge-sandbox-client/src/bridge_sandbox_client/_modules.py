@@ -13,11 +13,13 @@ import importlib.machinery
 import importlib.util
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from bridge_protocol.names import ALIAS_PREFIX, alias_for
+
 from bridge_sandbox_client import errors
-from bridge_sandbox_client._proxies import Directory, ServersMapping, alias_for
+from bridge_sandbox_client._proxies import Directory, ServerModule, ServersMapping
 from bridge_sandbox_client._values import Audio, Image
 
 __all__ = ["McpModules", "install_mcp_modules"]
@@ -53,10 +55,8 @@ class McpModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     # --- attribute access on the modules --------------------------------------------------
 
     def _alias_attribute(self, name: str) -> Any:
-        if name.startswith("mcp_"):
-            server = self._directory.resolve(name)
-            if server is not None and alias_for(server) == name:
-                return self._directory.server(server)
+        if name.startswith(ALIAS_PREFIX):
+            return self._directory.server(name)  # the host judges a name it was not shown
         known = [alias_for(s) for s in self._directory.server_names()]
         raise AttributeError(
             f"module 'mcp' has no attribute {name!r}; server aliases: "
@@ -66,12 +66,14 @@ class McpModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def _server_attribute(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        try:
-            return self._directory.server(name)
-        except KeyError as exc:
-            raise AttributeError(exc.args[0]) from None
+        return self._directory.server(name)
 
     # --- import protocol -------------------------------------------------------------------
+    #
+    # ``from X import name`` first tries ``getattr(X, name)``; when that is an AttributeError (an
+    # unknown name) and X is a package, Python imports ``X.name`` as a submodule, which lands in
+    # find_spec below. There the host's answer is raised as an ImportError with its message (a
+    # plain None would make Python say "cannot import name" and drop the did-you-mean).
 
     def find_spec(
         self,
@@ -84,34 +86,51 @@ class McpModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return importlib.util.spec_from_loader(
                 fullname, self, is_package=fullname != "mcp.runtime"
             )
-        if fullname.startswith("mcp.servers."):
-            server = fullname.removeprefix("mcp.servers.")
-            if "." in server or self._resolve(server) is None:
-                return None
-            return importlib.util.spec_from_loader(fullname, self)
-        if fullname.startswith("mcp_") and "." not in fullname:
-            server_name = self._resolve(fullname)
-            if server_name is None or alias_for(server_name) != fullname:
-                return None
-            return importlib.util.spec_from_loader(fullname, self)
+        parent, _, name = fullname.rpartition(".")
+        if parent == "mcp.servers" or (parent == "" and name.startswith(ALIAS_PREFIX)):
+            return self._server_spec(fullname, name, ours=parent != "")
+        if parent == "mcp" and name.startswith(ALIAS_PREFIX):
+            self._unknown_submodule(lambda: self._directory.lookup(name))
+            return None
+        module = sys.modules.get(parent)
+        if isinstance(module, ServerModule):
+            self._unknown_submodule(lambda: module._lookup(name))
         return None
 
-    def _resolve(self, name: str) -> str | None:
+    def _server_spec(
+        self, fullname: str, name: str, *, ours: bool
+    ) -> importlib.machinery.ModuleSpec | None:
         try:
-            return self._directory.resolve(name)
+            self._directory.lookup(name)
+        except errors.UnknownServer as exc:
+            if not ours:
+                return None  # ``import mcp_foo``: a real package of that name may exist
+            raise ModuleNotFoundError(exc.message) from exc
+        except errors.PolicyDenied:
+            raise
         except errors.ToolError:
-            return None  # the host cannot list servers: behave as "no such module"
+            return None  # the host cannot answer now (e.g. between executions)
+        return importlib.util.spec_from_loader(fullname, self, is_package=True)
+
+    @staticmethod
+    def _unknown_submodule(lookup: Callable[[], object]) -> None:
+        """Raise the host's answer about a name ``from ... import`` did not find; a name that
+        exists after all is not a module either (None: Python's own error)."""
+        try:
+            lookup()
+        except (errors.UnknownServer, errors.UnknownTool) as exc:
+            raise ImportError(exc.message) from exc
+        except errors.PolicyDenied:
+            raise
+        except errors.ToolError:
+            return
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         """The prebuilt module for ``spec.name``."""
         static = self._static.get(spec.name)
         if static is not None:
             return static
-        name = spec.name.removeprefix("mcp.servers.")
-        server = self._directory.resolve(name)
-        if server is None:
-            raise ImportError(f"no MCP server named {name!r}", name=spec.name)
-        return self._directory.server(server)
+        return self._directory.server(spec.name.removeprefix("mcp.servers."))
 
     def exec_module(self, module: types.ModuleType) -> None:
         """Nothing to run: the module objects are complete."""

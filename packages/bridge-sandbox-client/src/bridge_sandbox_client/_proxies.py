@@ -2,45 +2,60 @@
 
 A server is a module object (:class:`ServerModule`) so the very same object serves
 ``mcp_servers["github"]``, ``from mcp import mcp_github``, ``import mcp_github`` and
-``from mcp.servers.github import create_issue``. Tool names come from one ``list_tools`` request
-per server, cached, so an unknown attribute fails with suggestions before any call is sent.
+``from mcp.servers.github import create_issue``. Server and tool names come from one request each
+(``discovered_servers``, then ``list_tools`` per server), cached, and are matched here, exactly or
+by their Python form (``get_user_info`` for ``get-user.info``).
+
+A name this sandbox was not shown is not judged here: one lookup (a ``query_tool_docs`` request
+naming it) lets the host decide, with the same code that answers calls. Its answer is the
+canonical name, or a fault: ``PolicyDenied`` naming the rule and the setting, or
+``UnknownServer`` / ``UnknownTool`` with the host's did-you-mean.
 """
 
 from __future__ import annotations
 
-import difflib
-import re
 import threading
 import types
 from collections.abc import Coroutine, Iterator, Mapping
-from typing import Any
+from typing import Any, NoReturn
+
+from bridge_protocol.names import alias_for, identifier_for, python_forms
 
 from bridge_sandbox_client._calls import CallRegistry
 from bridge_sandbox_client._values import encode_arguments, unwrap_result
+from bridge_sandbox_client.errors import PolicyDenied, ToolError
 
-__all__ = ["Directory", "ServerModule", "ServersMapping", "Tool", "alias_for", "identifier_for"]
+__all__ = ["Directory", "RefusedServer", "ServerModule", "ServersMapping", "Tool"]
 
-_NOT_IDENTIFIER = re.compile(r"[^0-9A-Za-z_]")
-
-
-def identifier_for(name: str) -> str:
-    """A Python identifier for a tool or server name: ``get-user.info`` → ``get_user_info``."""
-    ident = _NOT_IDENTIFIER.sub("_", name)
-    return f"_{ident}" if not ident or ident[0].isdigit() else ident
+_LOOKUP = "query_tool_docs"
+"""The request that asks the host about one name: it answers with the canonical server (and
+tool) name, or with the fault a call would get."""
 
 
-def alias_for(server: str) -> str:
-    """The module alias of a server: ``my-server`` → ``mcp_my_server``."""
-    return "mcp_" + _NOT_IDENTIFIER.sub("_", server)
+def _is_dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
 
 
-def _close_matches(name: str, candidates: list[str]) -> str:
-    matches = difflib.get_close_matches(name, candidates, n=5, cutoff=0.5)
-    return f" Did you mean: {', '.join(matches)}?" if matches else ""
+def _known(name: str, names: list[str], *, server: bool) -> str | None:
+    if name in names:
+        return name
+    for candidate in names:
+        if name in python_forms(candidate, server=server):
+            return candidate
+    return None
+
+
+def _ask_host(registry: CallRegistry, server: str, tool: str | None) -> dict[str, Any]:
+    answer = CallRegistry.wait_sync(
+        registry.request(_LOOKUP, {"server": server, "tool": tool, "detail": "summary"})
+    )
+    if not isinstance(answer, dict):
+        raise ToolError(f"the host answered a lookup with {type(answer).__name__}", server=server)
+    return answer
 
 
 class Directory:
-    """What servers and tools exist, fetched from the host and cached for this sandbox."""
+    """What servers exist, fetched from the host and cached for this sandbox."""
 
     def __init__(self, registry: CallRegistry) -> None:
         self.registry = registry
@@ -65,25 +80,29 @@ class Directory:
         return names
 
     def resolve(self, name: str) -> str | None:
-        """The server called ``name``, or whose identifier or alias is ``name``."""
+        """The listed server called ``name`` (or whose identifier or alias it is), else None;
+        never asks the host to judge (``in mcp_servers`` is about what is listed)."""
         for refresh in (False, True):
-            names = self.server_names(refresh=refresh)
-            if name in names:
-                return name
-            for candidate in names:
-                if name in (identifier_for(candidate), alias_for(candidate)):
-                    return candidate
+            found = _known(name, self.server_names(refresh=refresh), server=True)
+            if found is not None:
+                return found
         return None
 
+    def lookup(self, name: str) -> str:
+        """The server ``name`` means. One this sandbox was not shown is judged by the host:
+        raises :class:`UnknownServer` (with the host's suggestions) or :class:`PolicyDenied`."""
+        found = _known(name, self.server_names(), server=True)
+        if found is not None:
+            return found
+        server = _ask_host(self.registry, name, None).get("server")
+        if not isinstance(server, str):
+            raise ToolError(f"the host's answer about server {name!r} names none", server=name)
+        self.server_names(refresh=True)  # the host knows a server the cached list lacks
+        return server
+
     def server(self, name: str) -> ServerModule:
-        """The module object of server ``name`` (KeyError listing the known servers)."""
-        resolved = self.resolve(name)
-        if resolved is None:
-            known = self.server_names()
-            raise KeyError(
-                f"no MCP server named {name!r}; configured servers: "
-                f"{', '.join(known) if known else 'none'}.{_close_matches(name, known)}"
-            )
+        """The module object of server ``name`` (see :meth:`lookup` for the errors)."""
+        resolved = self.lookup(name)
         with self._lock:
             module = self._modules.get(resolved)
             if module is None:
@@ -142,18 +161,23 @@ class Tool:
 
 
 class ServerModule(types.ModuleType):
-    """An MCP server: its tools are attributes (``.create_issue``) and items (``["get-user"]``)."""
+    """An MCP server: its tools are attributes (``.create_issue``) and items (``["get-user"]``).
+
+    A package (empty ``__path__``): ``from mcp.servers.x import name`` then asks the import hook
+    about a name the server lacks, and the import fails with the host's answer.
+    """
 
     def __init__(self, server: str, directory: Directory) -> None:
         super().__init__(f"mcp.servers.{identifier_for(server)}", f"MCP server {server!r}.")
+        self.__path__: list[str] = []
         self._server = server
         self._directory = directory
         self._tool_names: list[str] | None = None
         self._tools: dict[str, Tool] = {}
 
-    def _names(self, *, refresh: bool = False) -> list[str]:
+    def _names(self) -> list[str]:
         names = self._tool_names
-        if names is None or refresh:
+        if names is None:
             value = CallRegistry.wait_sync(
                 self._directory.registry.request("list_tools", {"server": self._server})
             )
@@ -161,51 +185,67 @@ class ServerModule(types.ModuleType):
             self._tool_names = names
         return names
 
-    def _find(self, name: str) -> str | None:
-        for refresh in (False, True):
-            names = self._names(refresh=refresh)
-            if name in names:
-                return name
-            for candidate in names:
-                if identifier_for(candidate) == name:
-                    return candidate
-        return None
-
-    def _tool(self, tool: str) -> Tool:
+    def _lookup(self, name: str) -> Tool:
+        """The tool ``name`` means; one this sandbox was not shown is judged by the host:
+        raises :class:`UnknownTool` (with the host's suggestions) or :class:`PolicyDenied`."""
+        tool = _known(name, self._names(), server=False)
+        if tool is None:
+            tools = _ask_host(self._directory.registry, self._server, name).get("tools")
+            first = tools[0] if isinstance(tools, list) and tools else None
+            tool = first.get("name") if isinstance(first, dict) else None
+            if not isinstance(tool, str):
+                raise ToolError(
+                    f"the host's answer about tool {name!r} names none", server=self._server
+                )
+            self._tool_names = None  # the host knows a tool the cached list lacks
         found = self._tools.get(tool)
         if found is None:
             found = self._tools[tool] = Tool(self._server, tool, self._directory.registry)
         return found
 
-    def _unknown(self, name: str) -> str:
-        names = self._names()
-        server = self._server
-        candidates = names + [identifier_for(n) for n in names]
-        return (
-            f"MCP server {server!r} has no tool {name!r}.{_close_matches(name, candidates)} "
-            f"Its tools: {', '.join(names) if names else 'none'}."
-        )
-
     def __getattr__(self, name: str) -> Tool:
-        if name.startswith("__") and name.endswith("__"):
+        if _is_dunder(name):
             # importlib, pickle, IPython-style probes: never a round trip for these.
             raise AttributeError(name)
-        tool = self._find(name)
-        if tool is None:
-            raise AttributeError(self._unknown(name))
-        return self._tool(tool)
+        return self._lookup(name)
 
     def __getitem__(self, name: str) -> Tool:
-        tool = self._find(name)
-        if tool is None:
-            raise KeyError(self._unknown(name))
-        return self._tool(tool)
+        if not isinstance(name, str):
+            raise KeyError(name)
+        return self._lookup(name)
 
     def __dir__(self) -> list[str]:
         return sorted({identifier_for(n) for n in self._names()} | set(super().__dir__()))
 
     def __repr__(self) -> str:
         return f"<MCP server {self._server!r}>"
+
+
+class RefusedServer:
+    """What a bare ``mcp_<alias>`` naming a denied server is bound to, so that using it raises
+    the host's :class:`PolicyDenied` (the rule, the setting) where it is used, instead of a
+    ``NameError`` that hides why."""
+
+    def __init__(self, alias: str, refusal: PolicyDenied) -> None:
+        self._alias = alias
+        self._refusal = refusal
+
+    def _refuse(self) -> NoReturn:
+        refusal = self._refusal  # a fresh exception each time: tracebacks must not pile up
+        raise PolicyDenied(
+            refusal.message, code=refusal.code, server=refusal.server, data=refusal.data
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        if _is_dunder(name):
+            raise AttributeError(name)
+        self._refuse()
+
+    def __getitem__(self, name: str) -> Any:
+        self._refuse()
+
+    def __repr__(self) -> str:
+        return f"<MCP server {self._alias} refused: {self._refusal.message}>"
 
 
 class ServersMapping(Mapping[str, ServerModule]):
@@ -222,10 +262,7 @@ class ServersMapping(Mapping[str, ServerModule]):
     def __getattr__(self, name: str) -> ServerModule:
         if name.startswith("_"):
             raise AttributeError(name)
-        try:
-            return self._directory.server(name)
-        except KeyError as exc:
-            raise AttributeError(exc.args[0]) from None
+        return self._directory.server(name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._directory.server_names(refresh=True))

@@ -50,25 +50,59 @@ class ToolError(Exception):
         self.result = result
         self.data = data
 
+    def __str__(self) -> str:
+        # The message as the host wrote it (KeyError, a base of some subclasses, would quote it).
+        return self.message
+
 
 class ToolTimeout(ToolError):
     """The host gave up waiting for the upstream server."""
 
 
 class PolicyDenied(ToolError):
-    """The bridge's policy does not allow this server or tool."""
+    """The bridge's policy does not allow this server or tool.
+
+    Raised wherever the name is used (attribute, item, import, call): a denied tool exists, so
+    this is not an ``AttributeError`` and ``hasattr`` does not hide it. The message and
+    :attr:`rule` name the setting and pattern that refused it
+    (``MCP_BRIDGE_DENY_TOOLS=github.delete_*``).
+    """
+
+    @property
+    def rule(self) -> str | None:
+        """The rule that refused: ``SETTING=pattern``, or the allow-list setting's name."""
+        rule = self.data.get("rule") if isinstance(self.data, dict) else None
+        return rule if isinstance(rule, str) else None
 
 
 class UpstreamUnavailable(ToolError):
     """The upstream MCP server could not be started, crashed, or is cooling down."""
 
 
-class UnknownServer(ToolError):
-    """No configured MCP server has this name."""
+class _UnknownName(ToolError, AttributeError, KeyError):
+    """A name that means nothing: also an ``AttributeError`` and a ``KeyError``, so ``hasattr``,
+    ``getattr(x, name, default)`` and ``except KeyError`` work on servers and tools as on any
+    Python object. Import statements raise ``ImportError`` with the same message instead."""
+
+    def __init__(self, message: str, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        # Set, so Python does not fill in ``name``/``obj`` on attribute access and its traceback
+        # adds no "Did you mean" of its own: the host's suggestion is the only one.
+        self.obj = None
+
+    @property
+    def suggestions(self) -> list[str]:
+        """The host's closest names, best first (empty when none is close)."""
+        found = self.data.get("suggestions") if isinstance(self.data, dict) else None
+        return [s for s in found if isinstance(s, str)] if isinstance(found, list) else []
 
 
-class UnknownTool(ToolError):
-    """The server has no tool of this name."""
+class UnknownServer(_UnknownName):
+    """No configured MCP server has this name (the message suggests close ones)."""
+
+
+class UnknownTool(_UnknownName):
+    """The server has no tool of this name (the message suggests close ones)."""
 
 
 class InvalidArguments(ToolError):

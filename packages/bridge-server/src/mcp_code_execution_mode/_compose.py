@@ -10,12 +10,15 @@ import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 from bridge_core.audit import AuditLog
 from bridge_core.catalog import ToolCache
 from bridge_core.discovery import DiscoveryReport, discover
+from bridge_core.errors import ConfigError
 from bridge_core.policy import Policy
+from bridge_core.private_files import private_dir
 from bridge_core.proxy import ProxyOptions, open_proxy
 from bridge_core.runtime.base import RuntimeBackend, SandboxLimits
 from bridge_core.runtime.detect import detect_runtime
@@ -25,7 +28,7 @@ from bridge_core.sessions.types import SessionConfig
 from mcp_code_execution_mode.server import Executor, ExecutorFactory
 from mcp_code_execution_mode.settings import Settings
 
-__all__ = ["discover_servers", "executor_factory", "session_config"]
+__all__ = ["discover_servers", "executor_factory", "private_state_dir", "session_config"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +46,7 @@ def session_config(settings: Settings) -> SessionConfig:
         security_opt=settings.security_opt,
         pool_size=settings.pool_size,
         max_sessions=settings.max_sessions,
+        max_sessions_per_client=settings.max_sessions_per_client,
         idle_ttl=settings.session_ttl,
         persist=settings.session_persist,
         default_timeout=settings.timeout,
@@ -61,6 +65,31 @@ async def discover_servers(settings: Settings) -> DiscoveryReport:
     return await anyio.to_thread.run_sync(functools.partial(_discover_sync, settings))
 
 
+async def private_state_dir(settings: Settings) -> Path:
+    """The state dir, created or tightened to 0700 (an older version made it 0755).
+
+    It holds the channel sockets of the sandboxes, the tool cache, spilled output and process
+    records: other local accounts get nothing of it. Raises :class:`ConfigError` naming the
+    setting when it cannot be made private (owned by another account, a shared /tmp-like
+    directory, not creatable).
+    """
+    path = settings.resolved_state_dir
+    try:
+        return await anyio.to_thread.run_sync(_tighten_state_dir, path)
+    except OSError as exc:
+        raise ConfigError(f"state directory {path} (MCP_BRIDGE_STATE_DIR): {exc}") from exc
+
+
+def _tighten_state_dir(path: Path) -> Path:
+    private_dir(path)
+    # Its directories (runtime, tools, upstream, sessions ...) are the bridge's too; an older
+    # version made them 0755. The state dir alone would already keep others out: defence in depth.
+    for entry in path.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            private_dir(entry)
+    return path
+
+
 def executor_factory(settings: Settings) -> ExecutorFactory:
     """Opens the whole bridge for one server lifetime; yields the session manager."""
 
@@ -69,10 +98,7 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
         report = await discover_servers(settings)
         servers = list(report.servers.values())
         logger.info("proxying %d MCP server(s): %s", len(servers), ", ".join(report.servers))
-        state_dir = settings.resolved_state_dir
-        await anyio.to_thread.run_sync(
-            functools.partial(state_dir.mkdir, parents=True, exist_ok=True)
-        )
+        state_dir = await private_state_dir(settings)
         options = ProxyOptions(
             call_timeout=settings.call_timeout,
             start_timeout=settings.server_start_timeout,

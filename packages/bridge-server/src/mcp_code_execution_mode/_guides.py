@@ -44,9 +44,12 @@ A failing tool raises an exception you can catch and retry.
 
 ## Results
 
-stdout exactly, stderr marked `[stderr]`, the last expression's value, then the trimmed
-traceback on error. Images saved or displayed by the code arrive as images. Long output keeps
-its head and tail; the full text stays in the session at the path named in the notice.
+First what the code produced: stdout exactly, stderr marked `[stderr]`, the last expression's
+value, the trimmed traceback on error; control characters show as escapes (`\\x1b`). Then, only
+when there is something to say, the bridge's own block: the status (`[error] …`, `[timeout] …`)
+and `[notice]` lines; the code's output never appears there. Images saved or displayed by the
+code arrive as images. Long output keeps its head and tail; the full text stays in the session,
+read-only, at the path named in the notice.
 """
 
 WORKFLOW_PROMPT_NAME = "discovery-first-workflow"

@@ -14,6 +14,8 @@ import os
 import sys
 from pathlib import Path
 
+from bridge_core.private_files import PRIVATE_FILE_MODE, make_dirs
+
 __all__ = ["LOG_FILE_BACKUPS", "LOG_FILE_MAX_BYTES", "configure_logging"]
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -29,8 +31,8 @@ class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
     upstream servers' errors, which may carry secrets)."""
 
     def _open(self) -> io.TextIOWrapper:
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        os.fchmod(fd, 0o600)
+        # Created private; an existing file keeps the mode its owner gave it (docs/decisions.md).
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
         stream = open(fd, "a", encoding=self.encoding, errors=self.errors)  # noqa: SIM115 - the handler owns it
         assert isinstance(stream, io.TextIOWrapper)
         return stream
@@ -45,7 +47,7 @@ def configure_logging(level: str, log_file: Path | None = None) -> None:
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file is not None:
         try:
-            log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            make_dirs(log_file.parent)
             handler = _PrivateRotatingFileHandler(
                 log_file,
                 maxBytes=LOG_FILE_MAX_BYTES,

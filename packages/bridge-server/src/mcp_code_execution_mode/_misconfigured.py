@@ -42,8 +42,15 @@ class _Refusing:
         timeout: float | None = None,  # noqa: ASYNC109 - the Executor protocol
         reset: bool = False,
         listener: ExecutionListener | None = None,
+        client: str | None = None,
     ) -> ExecutionResult:
         raise ConfigError(self._message)
+
+    def holds_sessions(self, client: str | None) -> bool:
+        return False  # it never opens one
+
+    async def close_client(self, client: str | None) -> list[str]:
+        return []
 
 
 def misconfigured_factory(problem: str, fix: str) -> ExecutorFactory:

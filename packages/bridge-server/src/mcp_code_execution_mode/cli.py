@@ -1,5 +1,5 @@
 """The ``mcp-code-execution-mode`` command: ``serve`` (default), ``doctor``, ``demo``, ``setup``,
-``image``.
+``token``, ``image``.
 
 Every setting is a flag of every command (flags win over ``MCP_BRIDGE_*`` variables). A bad
 value prints one line naming the variable or flag and exits with status 2, no traceback; except
@@ -29,11 +29,11 @@ from mcp_code_execution_mode.settings import (
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
-COMMANDS = ("serve", "doctor", "demo", "setup", "image")
+COMMANDS = ("serve", "doctor", "demo", "setup", "token", "image")
 
 # Settings holding paths: written into a client's config by `setup`, they must not depend on the
 # directory `setup` ran in.
-_PATH_SETTINGS = frozenset({"config", "state_dir", "log_file", "audit_log"})
+_PATH_SETTINGS = frozenset({"config", "state_dir", "log_file", "audit_log", "http_token_file"})
 
 
 class UsageError(Exception):
@@ -120,6 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="servers to leave in the client's file (loaded by it directly)",
     )
+    token = commands.add_parser(
+        "token",
+        parents=[parent],
+        help="make a bearer token for serve --http: its hash goes to MCP_BRIDGE_HTTP_TOKEN_FILE, "
+        "the token to stdout",
+    )
+    token.add_argument("name", metavar="NAME", help="who the token is for (the principal)")
     # Parsed by bridge-image itself (see main): listed here for --help.
     commands.add_parser(
         "image",
@@ -158,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return image_main(given[1:], prog="mcp-code-execution-mode image")
     normalised = _normalise(given)
-    if sys.platform == "win32" and normalised[0] in ("serve", "doctor", "demo", "setup"):
+    if sys.platform == "win32" and normalised[0] in COMMANDS:  # `image` returned above
         # The bridge needs POSIX process groups, signals and unix sockets; on Windows it runs in
         # WSL2. Said here, before anything that would fail with a traceback instead.
         from bridge_core.runtime import platform_problem
@@ -201,7 +208,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     if args.command == "setup":
         return _setup(args, settings)
+    if args.command == "token":
+        return _token(settings, args.name)
     return _serve(settings, args.http)
+
+
+def _token(settings: Settings, name: str) -> int:
+    from mcp_code_execution_mode._tokens import TokenFileError, add_token
+
+    if settings.http_token_file is None:
+        print(
+            "mcp-code-execution-mode: set MCP_BRIDGE_HTTP_TOKEN_FILE (or --http-token-file) to "
+            "the token file serve --http reads",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        token = add_token(settings.http_token_file, name)
+    except TokenFileError as exc:
+        print(f"mcp-code-execution-mode: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"token for {name} added to {settings.http_token_file} (only its SHA-256 is stored; "
+        "a running bridge picks it up within a second):",
+        file=sys.stderr,
+    )
+    print(token)
+    return 0
 
 
 def _setup(args: argparse.Namespace, settings: Settings) -> int:
@@ -240,7 +273,13 @@ def _serve_misconfigured(problem: str, fix: str) -> int:
 
 def _serve(settings: Settings, http: str | None) -> int:
     from mcp_code_execution_mode._compose import executor_factory
-    from mcp_code_execution_mode.serve import parse_http_address, serve_http, serve_stdio
+    from mcp_code_execution_mode.serve import (
+        check_http_exposure,
+        open_listener,
+        parse_http_address,
+        serve_http,
+        serve_stdio,
+    )
 
     factory = executor_factory(settings)
     if http is None:
@@ -251,5 +290,14 @@ def _serve(settings: Settings, http: str | None) -> int:
     except ValueError as exc:
         print(f"mcp-code-execution-mode: --http={http!r}: {exc}", file=sys.stderr)
         return 2
-    anyio.run(serve_http, settings, factory, host, port)
+    try:
+        check_http_exposure(settings, host)
+        listener = open_listener(host, port)
+    except ValueError as exc:  # TokenFileError included
+        print(f"mcp-code-execution-mode: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"mcp-code-execution-mode: --http={http!r}: cannot listen: {exc}", file=sys.stderr)
+        return 2
+    anyio.run(serve_http, settings, factory, host, listener)
     return 0

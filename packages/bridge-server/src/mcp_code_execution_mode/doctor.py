@@ -1,10 +1,12 @@
 """``mcp-code-execution-mode doctor``: check everything the bridge needs, say how to fix it.
 
-Checks, in order: the log file, the container runtime (version, rootless, API service), the
-sandbox image and its labels, a real sandbox running code with its memory/pids/cpu limits read
-back from inside, then every config file looked at (found, not found, invalid) and every
-discovered MCP server (its source file, whether it starts, how many tools it lists), and the
-servers a client loads both directly and through the bridge, with what that costs.
+Checks, in order: the state directory (made private), the log file, the container runtime
+(version, rootless, API service) and the system-call filter it applies, the sandbox image and
+its labels, a real sandbox running code with its memory/pids/cpu limits and its filter read back
+from inside (seccomp mode, and that creating a user namespace and opening an AF_VSOCK socket
+fail), then every config file looked at (found, not found, invalid) and every discovered MCP
+server (its source file, whether it starts, how many tools it lists), and the servers a client
+loads both directly and through the bridge, with what that costs.
 Exit status 1 when something needed (runtime, image, sandbox) is missing, a client config file is
 unusable or the explicit config file is missing; a server that fails is reported but does not by
 itself fail the check, since the bridge works without it.
@@ -29,13 +31,14 @@ from bridge_core.discovery import display_path as shown_path
 from bridge_core.errors import BridgeError
 from bridge_core.gateway import NullGateway
 from bridge_core.policy import Policy
+from bridge_core.runtime import user_seccomp_option
 from bridge_core.runtime.base import IMAGE_BUILD_COMMAND, RuntimeBackend, RuntimeInfo
 from bridge_core.runtime.detect import detect_runtime
 from bridge_core.servers import ServerSpec
 from bridge_core.sessions.manager import SessionManager
 
 from mcp_code_execution_mode import __version__
-from mcp_code_execution_mode._compose import discover_servers, session_config
+from mcp_code_execution_mode._compose import discover_servers, private_state_dir, session_config
 from mcp_code_execution_mode._footprint import (
     BYTES_PER_TOKEN,
     double_loads,
@@ -51,19 +54,38 @@ __all__ = ["run_doctor"]
 SANDBOX_CHECK_TIMEOUT = 120.0
 """Starting the first sandbox can include creating the image's overlay layers: be generous."""
 
-# Read back inside the sandbox: cgroup v2 files first, then the v1 hierarchy.
-_LIMITS_PROBE = """
-import pathlib
+# Tried in a child process, so that a sandbox without the filter is not changed by the check.
+_FILTER_ATTEMPTS = """
+import ctypes, socket
+libc = ctypes.CDLL(None, use_errno=True)
+unshare = 0 if libc.unshare(0x10000000) == 0 else ctypes.get_errno()  # CLONE_NEWUSER
+try:
+    socket.socket(40, socket.SOCK_STREAM).close()  # AF_VSOCK
+    vsock = 0
+except OSError as exc:
+    vsock = exc.errno
+print(unshare, vsock)
+"""
+# Read back inside the sandbox: cgroup v2 files first, then the v1 hierarchy; the seccomp mode
+# and the errno of the attempts above.
+_LIMITS_PROBE = f"""
+import pathlib, subprocess, sys
 def read(*names):
     for name in names:
         p = pathlib.Path("/sys/fs/cgroup") / name
         if p.exists():
             return p.read_text().split()[0]
     return None
-{"memory": read("memory.max", "memory/memory.limit_in_bytes"),
+_status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+_tried = subprocess.run([sys.executable, "-c", {_FILTER_ATTEMPTS!r}], capture_output=True,
+                        text=True, timeout=60)
+{{"memory": read("memory.max", "memory/memory.limit_in_bytes"),
  "pids": read("pids.max", "pids/pids.max"),
- "cpu_quota": read("cpu.max", "cpu/cpu.cfs_quota_us")}
+ "cpu_quota": read("cpu.max", "cpu/cpu.cfs_quota_us"),
+ "seccomp": _status["Seccomp"].strip(),
+ "refused": _tried.stdout.split()}}
 """
+_REFUSED = ["1", "97"]  # EPERM, EAFNOSUPPORT
 
 
 @dataclass
@@ -99,6 +121,16 @@ def _inspect_image(cli: str, image: str) -> dict[str, Any] | None:
     return data[0] if isinstance(data, list) and data else None
 
 
+async def _check_state_dir(settings: Settings, report: _Report) -> bool:
+    try:
+        path = await private_state_dir(settings)
+    except BridgeError as exc:
+        report.fail("state dir", str(exc), "see docs/configuration.md#state-directory")
+        return False
+    report.ok("state dir", f"{path} (private: only this user can enter it)")
+    return True
+
+
 async def _check_runtime(settings: Settings, report: _Report) -> RuntimeBackend | None:
     preference = None if settings.runtime == "auto" else settings.runtime
     try:
@@ -111,6 +143,8 @@ async def _check_runtime(settings: Settings, report: _Report) -> RuntimeBackend 
         return None
     mode = "rootless" if info.rootless else "rootful"
     report.ok("runtime", f"{info.backend} {info.version} ({mode}); {info.detail}")
+    if info.backend != "local":
+        _report_profile(settings, info, report)
     if info.backend == "local":
         report.warn("isolation", "runtime 'local' runs code WITHOUT a container", "use podman")
     elif not info.limits_enforced:
@@ -120,6 +154,21 @@ async def _check_runtime(settings: Settings, report: _Report) -> RuntimeBackend 
             "run on a cgroup v2 host, or run podman as root (see docs/troubleshooting.md)",
         )
     return backend
+
+
+def _report_profile(settings: Settings, info: RuntimeInfo, report: _Report) -> None:
+    users = user_seccomp_option(settings.security_opt)
+    if users is not None:
+        report.warn(
+            "seccomp",
+            f"your profile {users} (MCP_BRIDGE_SECURITY_OPT) replaces the bridge's; the bridge "
+            "does not check it",
+            "leave seccomp= out of MCP_BRIDGE_SECURITY_OPT to use the bridge's profile",
+        )
+    elif info.seccomp.startswith("UNAVAILABLE"):
+        report.fail("seccomp", info.seccomp, "see docs/troubleshooting.md#seccomp")
+    else:
+        report.ok("seccomp", info.seccomp)
 
 
 def _check_image(settings: Settings, backend: RuntimeBackend, report: _Report) -> bool:
@@ -192,6 +241,24 @@ async def _check_sandbox(settings: Settings, backend: RuntimeBackend, report: _R
             + (f", cpu quota {settings.cpu_quota}" if settings.cpu_quota else "")
             + " enforced (read back inside the sandbox)",
         )
+    if backend.name != "local" and user_seccomp_option(settings.security_opt) is None:
+        _report_filter_in_sandbox(seen, report)
+
+
+def _report_filter_in_sandbox(seen: dict[str, Any], report: _Report) -> None:
+    if seen.get("seccomp") == "2" and seen.get("refused") == _REFUSED:
+        report.ok(
+            "seccomp in the sandbox",
+            "mode 2 (filtering); creating a user namespace: EPERM, an AF_VSOCK socket: "
+            "EAFNOSUPPORT (tried inside the sandbox)",
+        )
+        return
+    report.fail(
+        "seccomp in the sandbox",
+        f"seccomp mode {seen.get('seccomp')!r}; errno of unshare(CLONE_NEWUSER) and "
+        f"socket(AF_VSOCK): {seen.get('refused')!r} (want mode 2, EPERM and EAFNOSUPPORT)",
+        "see docs/troubleshooting.md#seccomp",
+    )
 
 
 def _files_looked_at(checked: list[CheckedSource], home: Path) -> list[str]:
@@ -305,7 +372,9 @@ async def run_doctor(settings: Settings, out: TextIO | None = None) -> int:
     print(f"mcp-code-execution-mode {__version__} doctor", file=report.out)
     log_file = settings.resolved_log_file
     report.ok("log file", str(log_file) if log_file else "off (MCP_BRIDGE_LOG_FILE=off)")
-    backend = await _check_runtime(settings, report)
+    backend = None
+    if await _check_state_dir(settings, report):
+        backend = await _check_runtime(settings, report)
     if backend is not None:
         try:
             if await anyio.to_thread.run_sync(_check_image, settings, backend, report):

@@ -1,9 +1,19 @@
 """Turn an :class:`~bridge_core.sessions.types.ExecutionResult` into one MCP ``CallToolResult``.
 
-``content`` is what the model reads: compact text (stdout exactly, then marked stderr, the value
-of the last expression, the trimmed traceback) or, in ``toon`` mode, the structured payload as
-TOON when that is shorter than the text. Images follow as ``ImageContent``. ``structuredContent``
-always carries the payload with empty fields omitted, and ``isError`` is set exactly when the
+``content`` is what the model reads, in up to two text blocks, so that it can always tell what
+the bridge says from what the code printed:
+
+1. the code's block: stdout exactly (made visible by the session manager), then marked stderr,
+   the value of the last expression and the traceback; in ``toon`` mode the same fields as TOON
+   when that is shorter. Anything in it may come from the code.
+2. the bridge's block, only when there is something to say: a status line for every result that
+   is not ``ok`` and one ``[notice]`` line per notice. Code output never enters it, and the
+   sandbox text it quotes (an exception's type and message, an exit reason) is made visible on a
+   single line, so no line of it can be forged.
+
+Images follow as ``ImageContent``. ``structuredContent`` carries the small facts a program uses
+(status, session, duration, truncated, where the full output is, the error's type and message,
+notices, images) and never a second copy of the output; ``isError`` is set exactly when the
 status is not ``ok``.
 """
 
@@ -16,6 +26,7 @@ from typing import Any, Literal
 
 import mcp_types as types
 import toons
+from bridge_core.sessions import visible_head
 from bridge_core.sessions.types import ExecutionResult
 
 __all__ = ["OutputMode", "error_result", "render_result", "structured_payload"]
@@ -23,12 +34,14 @@ __all__ = ["OutputMode", "error_result", "render_result", "structured_payload"]
 OutputMode = Literal["compact", "toon"]
 
 _STATUS_LINES = {
-    "error": "error",
-    "interrupted": "interrupted: the execution was cancelled",
-    "timeout": "timeout: the execution did not finish in time",
-    "crashed": "crashed: the sandbox died",
-    "unavailable": "unavailable: no sandbox could run this code",
+    "error": "the code raised an exception",
+    "interrupted": "the execution was cancelled",
+    "timeout": "the execution did not finish in time",
+    "crashed": "the sandbox died",
+    "unavailable": "no sandbox could run this code",
 }
+NOTICE_LIMIT = 1000
+"""Characters of one notice or status line (they may quote sandbox text: an exit reason)."""
 
 
 _LITERAL_LIMIT = 256 * 1024
@@ -50,64 +63,74 @@ def _as_data(value: str) -> Any:
     return data
 
 
+def _line(text: str) -> str:
+    """Sandbox-quoting text made safe for one line of the bridge's block."""
+    line, taken = visible_head(text, NOTICE_LIMIT, single_line=True)
+    return line if taken == len(text) else line + "…"
+
+
 def structured_payload(result: ExecutionResult) -> dict[str, Any]:
-    """The ``structuredContent`` dict: status, stdout, stderr, result, error, session, duration,
-    notices — fields that are empty are left out."""
-    payload: dict[str, Any] = {"status": result.status, "session": result.session}
-    if result.stdout:
-        payload["stdout"] = result.stdout
-    if result.stderr:
-        payload["stderr"] = result.stderr
-    if result.value is not None:
-        payload["result"] = result.value
+    """The ``structuredContent`` dict: status, session, duration, and when they apply truncated,
+    full_output, error (type and message), notices and images. No output text: that is in
+    ``content`` once."""
+    payload: dict[str, Any] = {
+        "status": result.status,
+        "session": result.session,
+        "duration": round(result.duration, 3),
+    }
+    if result.truncated:
+        payload["truncated"] = True
+    if result.full_output_path:
+        payload["full_output"] = result.full_output_path
     if result.error is not None:
-        error: dict[str, str] = {"type": result.error.type, "message": result.error.message}
-        if result.error.traceback:
-            error["traceback"] = result.error.traceback
-        payload["error"] = error
-    payload["duration"] = round(result.duration, 3)
-    notices = list(result.notices)
-    if (
-        result.truncated
-        and result.full_output_path
-        and not any(result.full_output_path in notice for notice in notices)
-    ):
-        notices.append(f"output truncated; the full output is at {result.full_output_path}")
-    if notices:
-        payload["notices"] = notices
+        error = result.error
+        payload["error"] = {"type": _line(error.type), "message": _line(error.message)}
+    if result.notices:
+        payload["notices"] = [_line(notice) for notice in result.notices]
     if result.images:
         payload["images"] = len(result.images)
     return payload
 
 
-def _compact_text(result: ExecutionResult, payload: dict[str, Any]) -> str:
-    # A notice that only repeats the error message is said once, in the error section.
-    repeated = result.error.message if result.error is not None else None
-    sections = [f"[notice] {n}" for n in payload.get("notices", ()) if n != repeated]
+def _code_text(result: ExecutionResult) -> str:
+    """The code's block: everything in it may come from the code."""
+    sections = []
     if result.stdout:
         # Exact stdout; only a trailing newline is dropped because sections are joined by one.
         sections.append(result.stdout.removesuffix("\n"))
     if result.stderr:
         sections.append("[stderr]\n" + result.stderr.removesuffix("\n"))
     if result.value is not None:
-        sections.append(result.value if len(sections) == 0 else "[result] " + result.value)
-    if result.error is not None:
-        summary = f"{result.error.type}: {result.error.message}".rstrip(": ")
-        trace = result.error.traceback.rstrip("\n")
-        # A formatted traceback already ends with the "Type: message" line; add it otherwise.
-        last = trace.rsplit("\n", 1)[-1]
-        body = (
-            trace if trace and last.startswith(result.error.type) else f"{trace}\n{summary}".strip()
-        )
-        if result.status == "error":
-            sections.append("[error]\n" + body if "\n" in body else "[error] " + body)
-        else:
-            sections.append(f"[{_STATUS_LINES[result.status]}]\n{body}")
-    elif not result.ok:
-        sections.append(f"[{_STATUS_LINES[result.status]}]")
-    if not sections:
-        return "(no output)"
+        sections.append(result.value if not sections else "[result] " + result.value)
+    if result.error is not None and result.error.traceback.strip():
+        sections.append("[traceback]\n" + result.error.traceback.rstrip("\n"))
     return "\n".join(sections)
+
+
+def _code_toon(result: ExecutionResult) -> str:
+    fields: dict[str, Any] = {}
+    if result.stdout:
+        fields["stdout"] = result.stdout
+    if result.stderr:
+        fields["stderr"] = result.stderr
+    if result.value is not None:
+        fields["result"] = _as_data(result.value)
+    if result.error is not None and result.error.traceback.strip():
+        fields["traceback"] = result.error.traceback
+    return toons.dumps(fields) if fields else ""
+
+
+def _bridge_text(result: ExecutionResult, payload: dict[str, Any]) -> str:
+    """The bridge's block: one line per statement, none of them writable by the code."""
+    lines = []
+    error = payload.get("error")
+    if not result.ok:
+        said = f"{error['type']}: {error['message']}".rstrip(": ") if error else ""
+        lines.append(f"[{result.status}] {said or _STATUS_LINES[result.status]}")
+    # A notice that only repeats the error message is said once, in the status line.
+    repeated = error["message"] if error else None
+    lines.extend(f"[notice] {n}" for n in payload.get("notices", ()) if n != repeated)
+    return "\n".join(lines)
 
 
 def _image_contents(result: ExecutionResult) -> list[types.ImageContent]:
@@ -122,16 +145,16 @@ def _image_contents(result: ExecutionResult) -> list[types.ImageContent]:
 def render_result(result: ExecutionResult, mode: OutputMode = "compact") -> types.CallToolResult:
     """Render one execution for the model (see the module docstring for the shape)."""
     payload = structured_payload(result)
-    text = _compact_text(result, payload)
-    if mode == "toon":
-        toon_payload = dict(payload)
-        if result.value is not None:
-            toon_payload["result"] = _as_data(result.value)
-        encoded = toons.dumps(toon_payload)
+    code = _code_text(result)
+    if mode == "toon" and code:
+        encoded = _code_toon(result)
         # TOON pays off only on uniform tables; plain text output is usually shorter as text.
-        if len(encoded) < len(text):
-            text = encoded
-    content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
+        if len(encoded) < len(code):
+            code = encoded
+    blocks = [text for text in (code, _bridge_text(result, payload)) if text]
+    content: list[types.ContentBlock] = [
+        types.TextContent(type="text", text=text) for text in blocks or ["(no output)"]
+    ]
     content.extend(_image_contents(result))
     return types.CallToolResult(content=content, structured_content=payload, is_error=not result.ok)
 

@@ -15,6 +15,8 @@ from typing import Protocol
 
 import mcp_types as types
 from bridge_core.errors import BridgeError
+from bridge_core.sessions import MAX_PROGRESS_MESSAGE as MAX_USER_PROGRESS_MESSAGE
+from bridge_core.sessions import visible_head
 from bridge_core.sessions.types import ExecutionListener, ExecutionResult
 from bridge_protocol import Stream
 from mcp.server import Server
@@ -22,6 +24,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from mcp_code_execution_mode import __version__
+from mcp_code_execution_mode._clients import request_client
 from mcp_code_execution_mode._guides import (
     CAPABILITIES_TEXT,
     CAPABILITIES_URI,
@@ -62,8 +65,18 @@ class Executor(Protocol):
         timeout: float | None = None,  # noqa: ASYNC109 - the session manager's contract
         reset: bool = False,
         listener: ExecutionListener | None = None,
+        client: str | None = None,
     ) -> ExecutionResult:
-        """Run ``code``; sandbox failures are results, invalid arguments raise ValueError."""
+        """Run ``code`` in ``client``'s session; sandbox failures are results, invalid arguments
+        raise ValueError."""
+        ...
+
+    def holds_sessions(self, client: str | None) -> bool:
+        """Whether ``client`` has sessions (state that would be lost with it)."""
+        ...
+
+    async def close_client(self, client: str | None) -> list[str]:
+        """Stop every session of a client that is gone; return their names."""
         ...
 
 
@@ -77,6 +90,11 @@ class BridgeState:
 
     executor: Executor
     settings: Settings
+
+
+def _shown(text: str, limit: int) -> str:
+    """Code output or a code-chosen message made visible, on one line, in ``limit`` characters."""
+    return visible_head(text, limit, single_line=True)[0]
 
 
 class _ProgressRelay:
@@ -104,11 +122,12 @@ class _ProgressRelay:
             if self._lines >= MAX_STREAMED_LINES:
                 return
             self._lines += 1
-            await self._send(self._lines, None, line[:MAX_PROGRESS_MESSAGE])
+            await self._send(self._lines, None, _shown(line, MAX_PROGRESS_MESSAGE))
 
     async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
         self._user_reported = True
-        await self._send(progress, total, message)
+        shown = None if message is None else _shown(message, MAX_USER_PROGRESS_MESSAGE)
+        await self._send(progress, total, shown)
 
     async def _send(self, progress: float, total: float | None, message: str | None) -> None:
         if self._broken:
@@ -146,6 +165,14 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
             args = parse_arguments(params.arguments, max_timeout=settings.max_timeout)
         except InvalidArguments as exc:
             return error_result(str(exc))
+        client = None  # stdio: the bridge's only client
+        if ctx.request is not None:  # streamable HTTP: sessions belong to the client that asks
+            client = request_client(ctx.request.scope, ctx.request.headers)
+            if client is None:
+                return error_result(
+                    "this HTTP request has no MCP session and no authentication, so no session "
+                    "can belong to it: connect with the initialize handshake, or use a token"
+                )
         try:
             result = await ctx.lifespan_context.executor.execute(
                 args.code,
@@ -153,6 +180,7 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
                 timeout=args.timeout,
                 reset=args.reset,
                 listener=_ProgressRelay(ctx),
+                client=client,
             )
         except ValueError as exc:
             return error_result(str(exc))

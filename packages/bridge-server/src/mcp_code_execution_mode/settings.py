@@ -112,6 +112,9 @@ SETTINGS: tuple[Setting, ...] = (
     _s("pool_size", u.parse_non_negative_int, "1",
        "Sandboxes started ahead of demand so the first call is fast; 0 disables."),
     _s("max_sessions", u.parse_positive_int, "8", "Most sessions (containers) alive at once."),
+    _s("max_sessions_per_client", u.parse_positive_int, "4",
+       "Most sessions one HTTP client may hold (a token's holder, or an unauthenticated MCP "
+       "session); stdio has a single client."),
     _s("session_ttl", u.parse_duration, "30m",
        "Idle time after which a session's sandbox is stopped."),
     _s("output_cap", u.parse_size, "64k",
@@ -120,6 +123,18 @@ SETTINGS: tuple[Setting, ...] = (
        "Timeout of one proxied tool call made by sandbox code."),
     _s("server_start_timeout", u.parse_duration, "30s",
        "Time a proxied MCP server gets to start and list its tools (npx cold starts are slow)."),
+    _s("http_token_file", u.parse_path, None,
+       "Bearer tokens serve --http accepts (lines NAME sha256:HEX; add one with the token "
+       "command); required to listen beyond loopback."),
+    _s("http_allowed_hosts", u.parse_name_list, None,
+       "Host names (or host:port) clients use to reach serve --http besides loopback; other "
+       "Host headers are refused (DNS-rebinding protection)."),
+    _s("http_connections_per_client", u.parse_positive_int, "16",
+       "MCP sessions one HTTP client may keep open (per token; unauthenticated clients count "
+       "together); past it the oldest idle one without a sandbox is ended."),
+    _s("http_anonymous_ttl", u.parse_duration, "60s",
+       "Idle time after which an unauthenticated HTTP client's MCP session that holds no "
+       "sandbox ends."),
     _s("log_level", u.choice("debug", "info", "warning", "error"), "warning",
        "Log level (logs go to stderr, never stdout, and to the log file)."),
     _s("log_file", u.parse_path_or_off, None,
@@ -156,10 +171,15 @@ class Settings:
     state_dir: Path | None = None
     pool_size: int = 1
     max_sessions: int = 8
+    max_sessions_per_client: int = 4
     session_ttl: float = 1800.0
     output_cap: int = 64 * 1024
     call_timeout: float = 60.0
     server_start_timeout: float = 30.0
+    http_token_file: Path | None = None
+    http_allowed_hosts: tuple[str, ...] = ()
+    http_connections_per_client: int = 16
+    http_anonymous_ttl: float = 60.0
     log_level: str = "warning"
     log_file: Path | Literal[False] | None = None
     """None: the default place in the state dir; False: no log file."""

@@ -8,14 +8,17 @@ The description teaches the discovery-first workflow and nothing about individua
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types as types
 from bridge_core.sessions import SESSION_NAME_PATTERN, validate_session_name
 
 __all__ = [
+    "FIELDS",
     "SESSION_NAME_PATTERN",
+    "Field",
     "TOOL_DESCRIPTION",
     "TOOL_NAME",
     "InvalidArguments",
@@ -39,27 +42,6 @@ await mcp_servers["server"].tool(arg=...)
 Loop, filter, retry in Python; print only what you need. Has numpy, pandas, scipy, \
 sklearn, matplotlib (plots returned), jq."""
 
-_INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "code": {"type": "string", "description": "Python source"},
-        "timeout": {"type": "number", "description": "seconds"},
-        "session": {"type": "string", "description": "session name; default if absent"},
-        "reset": {"type": "boolean", "description": "fresh namespace first"},
-    },
-    "required": ["code"],
-    "additionalProperties": False,
-}
-
-
-def run_python_tool() -> types.Tool:
-    """The one tool this server lists."""
-    return types.Tool(
-        name=TOOL_NAME,
-        description=TOOL_DESCRIPTION,
-        input_schema=_INPUT_SCHEMA,
-    )
-
 
 class InvalidArguments(ValueError):
     """A ``run_python`` argument is wrong; the message names the field and what is allowed."""
@@ -75,50 +57,135 @@ class RunPythonArgs:
     reset: bool = False
 
 
+JSONType = Literal["string", "number", "boolean"]
+_PYTHON_TYPES: dict[JSONType, tuple[type, ...]] = {
+    "string": (str,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One argument of ``run_python``: what the schema says of it and what the parser accepts.
+
+    The schema shows only ``type`` and ``description`` (tools/list stays small and identical
+    whatever the settings); ``must`` and ``bounds`` are the rest of the rule, applied by
+    :func:`parse_arguments` and quoted in its errors.
+    """
+
+    name: str
+    type: JSONType
+    description: str
+    must: str
+    """What a valid value is, completing "'name' must be ...": ``<max_timeout>`` is filled in."""
+    required: bool = False
+    default: Any = None
+    bounds: Callable[[Any, float], Any] | None = None
+    """``bounds(value, max_timeout)``: the value to use, or InvalidArguments; after the type
+    check."""
+
+    def schema(self) -> dict[str, Any]:
+        """This field's entry under the input schema's ``properties``."""
+        return {"type": self.type, "description": self.description}
+
+    def parse(self, value: Any, *, max_timeout: float) -> Any:
+        """The validated value (``None`` or absent: the default); raises InvalidArguments."""
+        if value is None and not self.required:
+            return self.default
+        kinds = _PYTHON_TYPES[self.type]
+        # bool is an int subclass; `true` is not a number of seconds.
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            verb = "is required and must be" if self.required else "must be"
+            must = self.must.replace("<max_timeout>", f"{max_timeout:g}")
+            raise InvalidArguments(f"'{self.name}' {verb} {must}")
+        return value if self.bounds is None else self.bounds(value, max_timeout)
+
+
+def _code(code: str, max_timeout: float) -> str:
+    if not code.strip():
+        raise InvalidArguments("'code' must not be empty")
+    return code
+
+
+def _timeout(timeout: float, max_timeout: float) -> float:
+    if not math.isfinite(timeout) or timeout <= 0 or timeout > max_timeout:
+        raise InvalidArguments(
+            f"'timeout' is {timeout!r}: allowed range is (0, {max_timeout:g}] seconds"
+        )
+    return float(timeout)
+
+
+def _session(session: str, max_timeout: float) -> str:
+    # The session manager's own rule (names end up in container names and labels): any valid
+    # name creates its session on first use.
+    try:
+        return validate_session_name(session)
+    except ValueError:
+        raise InvalidArguments(
+            f"'session' is {session!r}: a session name must match {SESSION_NAME_PATTERN} "
+            "(a new name creates that session on first use)"
+        ) from None
+
+
+FIELDS: tuple[Field, ...] = (
+    Field(
+        "code",
+        "string",
+        "Python source",
+        must="a string of Python source",
+        required=True,
+        bounds=_code,
+    ),
+    Field(
+        "timeout",
+        "number",
+        "seconds",
+        must="a number of seconds in (0, <max_timeout>]",
+        bounds=_timeout,
+    ),
+    Field(
+        "session",
+        "string",
+        "session name; default if absent",
+        must=f"a session name matching {SESSION_NAME_PATTERN}",
+        bounds=_session,
+    ),
+    Field("reset", "boolean", "fresh namespace first", must="true or false", default=False),
+)
+"""The arguments of ``run_python``, in schema order: the one definition of both its input schema
+and :func:`parse_arguments`."""
+
+_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {field.name: field.schema() for field in FIELDS},
+    "required": [field.name for field in FIELDS if field.required],
+    "additionalProperties": False,
+}
+
+
+def run_python_tool() -> types.Tool:
+    """The one tool this server lists."""
+    return types.Tool(
+        name=TOOL_NAME,
+        description=TOOL_DESCRIPTION,
+        input_schema=_INPUT_SCHEMA,
+    )
+
+
 def parse_arguments(arguments: dict[str, Any] | None, *, max_timeout: float) -> RunPythonArgs:
-    """Validate raw tool arguments (the SDK's low-level server does not validate the schema).
+    """Validate raw tool arguments against :data:`FIELDS` (the SDK's low-level server does not
+    validate the schema).
 
     Raises :class:`InvalidArguments` naming the field and the allowed values.
     """
     args = dict(arguments or {})
-    unknown = sorted(set(args) - set(_INPUT_SCHEMA["properties"]))
+    names = [field.name for field in FIELDS]
+    unknown = sorted(set(args) - set(names))
     if unknown:
         raise InvalidArguments(
             f"unknown argument(s) {', '.join(map(repr, unknown))}: "
-            "run_python takes code, timeout, session and reset"
+            f"run_python takes {', '.join(names[:-1])} and {names[-1]}"
         )
-    code = args.get("code")
-    if not isinstance(code, str):
-        raise InvalidArguments("'code' is required and must be a string of Python source")
-    if not code.strip():
-        raise InvalidArguments("'code' must not be empty")
-
-    timeout = args.get("timeout")
-    if timeout is not None:
-        # bool is an int subclass; `true` is not a number of seconds.
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-            raise InvalidArguments(f"'timeout' must be a number of seconds in (0, {max_timeout:g}]")
-        if not math.isfinite(timeout) or timeout <= 0 or timeout > max_timeout:
-            raise InvalidArguments(
-                f"'timeout' is {timeout!r}: allowed range is (0, {max_timeout:g}] seconds"
-            )
-        timeout = float(timeout)
-
-    session = args.get("session")
-    if session is not None:
-        # The session manager's own rule (names end up in container names and labels): any
-        # valid name creates its session on first use.
-        try:
-            validate_session_name(session)
-        except ValueError:
-            raise InvalidArguments(
-                f"'session' is {session!r}: a session name must match {SESSION_NAME_PATTERN} "
-                "(a new name creates that session on first use)"
-            ) from None
-
-    reset = args.get("reset", False)
-    if reset is None:
-        reset = False
-    if not isinstance(reset, bool):
-        raise InvalidArguments("'reset' must be true or false")
-    return RunPythonArgs(code=code, timeout=timeout, session=session, reset=reset)
+    values = {f.name: f.parse(args.get(f.name), max_timeout=max_timeout) for f in FIELDS}
+    return RunPythonArgs(**values)

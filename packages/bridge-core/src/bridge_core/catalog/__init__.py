@@ -8,6 +8,7 @@ from bridge_core.catalog._cache import CachedTools, ToolCache
 from bridge_core.catalog._catalog import MAX_SEARCH_LIMIT, Catalog, ToolLister
 from bridge_core.catalog._docs import Detail, ToolDoc
 from bridge_core.catalog._errors import CatalogError, UnknownServer, UnknownTool, closest_names
+from bridge_core.catalog._names import resolve_server, resolve_tool
 from bridge_core.catalog._search import (
     DEFAULT_THRESHOLD,
     MAX_QUERY_CHARS,
@@ -37,4 +38,6 @@ __all__ = [
     "UnknownServer",
     "UnknownTool",
     "closest_names",
+    "resolve_server",
+    "resolve_tool",
 ]

@@ -2,22 +2,22 @@
 
 One JSON file per server configuration, named by :meth:`ServerSpec.cache_key` (a digest of what
 changes the server's offer: command, args, env, url ...), so an edited entry misses the cache.
-Writes are atomic (temp file + rename); a corrupt or foreign file is ignored and logged, never
-fatal. The methods do blocking file I/O: async callers use ``anyio.to_thread.run_sync``.
+Writes are atomic (temp file + rename) and private (0600 in a 0700 directory: tool lists can
+describe private data); a corrupt or foreign file is ignored and logged, never fatal. The
+methods do blocking file I/O: async callers use ``anyio.to_thread.run_sync``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bridge_core.catalog._docs import ToolDoc
+from bridge_core.private_files import private_dir, write_private
 from bridge_core.servers import ServerSpec
 
 __all__ = ["CachedTools", "ToolCache"]
@@ -85,14 +85,7 @@ class ToolCache:
         }
         path = self._path(spec)
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    json.dump(payload, handle)
-                os.replace(temp, path)
-            except BaseException:
-                os.unlink(temp)
-                raise
+            private_dir(self.directory)
+            write_private(path, json.dumps(payload).encode())
         except OSError as exc:
             logger.warning("cannot save tool cache %s of server %r: %s", path, spec.name, exc)

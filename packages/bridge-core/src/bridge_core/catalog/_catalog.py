@@ -4,6 +4,7 @@ It answers the sandbox's discovery requests (``discovered_servers``, ``list_tool
 ``query_tool_docs``, ``search_tool_docs``; shapes in :mod:`bridge_core.gateway`) and loads tool
 lists lazily: from memory, else from the persisted :class:`ToolCache`, else by asking the proxy
 (the ``list_tools`` callable, which starts the server). Listing servers never starts one.
+Which server or tool a name means, and whether policy allows it, is decided in :mod:`._names`.
 """
 
 from __future__ import annotations
@@ -15,15 +16,17 @@ from typing import Any, cast, get_args
 import anyio
 import anyio.to_thread
 from bridge_protocol import ErrorCode, JSONValue
+from bridge_protocol.names import MAX_NAME_CHARS
 from mcp.types import Tool
 
 from bridge_core.catalog._cache import ToolCache
 from bridge_core.catalog._docs import Detail, ToolDoc
 from bridge_core.catalog._errors import CatalogError, UnknownServer, UnknownTool
+from bridge_core.catalog._names import resolve_server, resolve_tool
 from bridge_core.catalog._search import DEFAULT_THRESHOLD, MAX_QUERY_CHARS, SearchHit, ToolIndex
 from bridge_core.catalog._stubs import render_stub
 from bridge_core.gateway import CallFailed
-from bridge_core.policy import Policy, PolicyDenied
+from bridge_core.policy import Policy
 from bridge_core.servers import ServerSpec
 
 __all__ = ["MAX_SEARCH_LIMIT", "Catalog", "ToolLister"]
@@ -72,22 +75,20 @@ class Catalog:
         """Servers the policy lets the sandbox see, in discovery (precedence) order."""
         return [name for name in self._specs if self.policy.check_server(name).allowed]
 
-    def require_server(self, server: str) -> ServerSpec:
-        """The spec of a visible server; raises :class:`UnknownServer` or :class:`PolicyDenied`."""
-        spec = self._specs.get(server)
-        if spec is None:
-            raise UnknownServer(server, self.visible_servers())
-        decision = self.policy.check_server(server)
-        if not decision.allowed:
-            raise PolicyDenied(decision)
-        return spec
+    def require_server(self, server: str, *, forms: bool = False) -> ServerSpec:
+        """The spec of the visible server ``server`` names (also by its Python forms, with
+        ``forms``); raises :class:`UnknownServer` or :class:`PolicyDenied`."""
+        return self._specs[resolve_server(self.policy, server, self._specs, forms=forms)]
 
     def check_call(self, server: str, tool: str) -> ServerSpec:
         """Refuse a call to an unknown/denied server or a denied tool, without any I/O.
 
-        Whether the tool exists is left to the upstream server (its list may have changed).
+        Whether the tool exists is decided against the server's live list
+        (:func:`resolve_tool`), which may have changed since the catalog saw it.
         """
         spec = self.require_server(server)
+        if len(tool) > MAX_NAME_CHARS:
+            raise UnknownTool(server, tool, ())
         self.policy.enforce(server, tool)
         return spec
 
@@ -150,14 +151,13 @@ class Catalog:
         return [d for d in docs if self.policy.check(server, d.name).allowed]
 
     async def tool(self, server: str, name: str) -> ToolDoc:
-        """One allowed tool; raises :class:`UnknownTool` (with the closest names) or
-        :class:`PolicyDenied`."""
+        """One allowed tool, named exactly or by its Python form (``get_user_info``); raises
+        :class:`UnknownTool` (with the closest names) or :class:`PolicyDenied`."""
         self.require_server(server)
-        for doc in await self._ensure(server):
-            if doc.name == name:
-                self.policy.enforce(server, name)
-                return doc
-        raise UnknownTool(server, name, [d.name for d in await self.tools(server)])
+        if len(name) > MAX_NAME_CHARS:  # decided without loading the list
+            raise UnknownTool(server, name, ())
+        docs = {d.name: d for d in await self._ensure(server)}
+        return docs[resolve_tool(self.policy, server, name, list(docs), forms=True)]
 
     # -- the sandbox's requests ---------------------------------------------------------------
 
@@ -187,14 +187,15 @@ class Catalog:
         return result
 
     async def list_tools(self, server: str) -> list[str]:
-        """Names of the server's allowed tools."""
-        return [d.name for d in await self.tools(server)]
+        """Names of the server's allowed tools (``server`` may be a Python form of its name)."""
+        return [d.name for d in await self.tools(self.require_server(server, forms=True).name)]
 
     async def query_tool_docs(
         self, server: str, tool: str | None = None, detail: Detail = "summary"
     ) -> dict[str, Any]:
         """``{"server", "tools": [...]}``: ``summary`` (name, description), ``full`` (+ input and
         output schema) or ``stub`` (+ a typed Python signature with docstring)."""
+        server = self.require_server(server, forms=True).name
         docs = [await self.tool(server, tool)] if tool is not None else await self.tools(server)
         rendered: list[dict[str, Any]] = []
         for doc in docs:

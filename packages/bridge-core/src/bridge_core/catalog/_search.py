@@ -1,89 +1,80 @@
-"""Fuzzy tool search: typo-, word-order- and partial-word-tolerant, names weighing most.
+"""Tool search: term matching weighted like BM25, tolerant of typos, word forms and everyday words.
 
-A tool's score is half a name score and half a words score (see ``docs/search.md`` for the
-measurements behind it):
+Each tool is indexed as weighted terms: Porter2 stems of the words of its name (weight 1),
+server name (0.7), description (first 300 characters, 0.65) and parameter names (0.4); names are
+split at ``_``, ``-`` and camelCase boundaries. A query loses filler words, and each remaining
+word is matched by, in decreasing strength: its own stem, an index word it is a misspelling of
+(one or two edits, same first letter: "ehco" -> "echo"), everyday synonyms (``_vocabulary``:
+"folder" -> "directory", "history" -> "log"), and index words it is a prefix of ("dir" ->
+"directory").
 
-- name score: ``WRatio`` of the whole query against the tool's normalised name, which catches a
-  misspelt name ("ehco", "direcotry tree") and names typed in another order;
-- words score: for each query word, its best fuzzy match among the words of the tool's name,
-  server and description (``ratio`` for typos, ``partial_ratio`` for partial words such as
-  "dir"/"directory"), averaged over the query words. Word order does not matter.
+A tool's score (0-100) is the share of the query it answers: the sum, over query words, of the
+word's rarity (BM25 ``idf``, so "file" in a file server counts little and "gzip" a lot) times
+how well the tool matches it, divided by the sum of the rarities, scaled down a little when the
+query leaves words of the tool's *name* uncovered, so ``read_file`` ranks before
+``read_text_file`` for "read file". A query word no tool has still counts in the divisor: "send
+slack message" scores low everywhere even though one tool has a ``message`` parameter.
 
-Plain ``WRatio`` or ``token_set_ratio`` over name + description fail on a typo inside a longer
-text, because both compare whole strings. Matching words against a vocabulary shared by the whole
-index keeps a query to a few C-level passes over that vocabulary plus a walk over the postings of
-the words that matched, whatever the number of tools.
+Only tools sharing a term with the query are scored (a walk over the postings of its terms), so
+a query costs little however many tools there are (``bench/search_latency.py``).
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
-from rapidfuzz import fuzz, process, utils
+import snowballstemmer
+from rapidfuzz import process, utils
+from rapidfuzz.distance import OSA
 
 from bridge_core.catalog._docs import ToolDoc
+from bridge_core.catalog._vocabulary import FILLER, SYNONYMS
 
 __all__ = ["DEFAULT_THRESHOLD", "MAX_QUERY_CHARS", "SearchHit", "ToolIndex", "normalise"]
 
-DEFAULT_THRESHOLD = 57.0
-"""Hits scored below this are dropped. Measured on real tool lists: right answers ranked first
-scored >= 71, unrelated queries <= 55 (``docs/search.md``)."""
+DEFAULT_THRESHOLD = 23.0
+"""Hits scored below this are dropped (``docs/search.md`` has the measured gap)."""
 
 MAX_QUERY_CHARS = 1000
 """Queries come from sandbox code: longer ones are cut (the catalog refuses them outright)."""
 _MAX_QUERY_WORDS = 16  # each unknown word costs a pass over the vocabulary
+_MAX_PARAMETERS = 30  # parameter names indexed per tool (schemas come from upstream servers)
+_MAX_PREFIX_EXPANSION = 50  # index words one query prefix may stand for
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-# Long descriptions dilute token_set_ratio with incidental words; the first sentences carry the
+# Long descriptions dilute the match with incidental words; the first sentences carry the
 # meaning.
 _DESCRIPTION_CHARS = 300
-_NAME_WEIGHT = 0.5
-# Query words that say nothing about a tool ("what time is it in tokyo"): they only add noise.
-_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "can",
-        "do",
-        "for",
-        "from",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "please",
-        "that",
-        "the",
-        "this",
-        "to",
-        "what",
-        "which",
-        "with",
-    ]
-)
-# Query words missing from the index are replaced by their closest index word when it is this
-# close (fuzz.ratio): "ehco" → "echo" is 75, "direcotry" → "directory" 89.
-_CORRECTION_CUTOFF = 75.0
+# How much a term counts, by where the tool has it.
+_NAME, _SERVER, _DESCRIPTION, _PARAMETER = 1.0, 0.7, 0.65, 0.4
+# How much a query word's match counts, by how it matched.
+_CORRECTED = 0.9
+SYNONYM_WEIGHT = 0.75
+_PREFIX = 0.7
+# Share of the score kept for covering the tool's whole name (ranks read_file before
+# read_text_file for "read file"); it scales the query's coverage, so it breaks near-ties
+# rather than rewarding a tool for one short name word.
+_NAME_SHARE = 0.25
+# Query words found nowhere count as much as a word found in this share of the tools.
+_UNKNOWN_DF_SHARE = 0.05
+# Query words missing from the index are replaced by an index word within one edit (two from
+# this length on): "ehco" -> "echo", "direcotry" -> "directory".
 _CORRECTION_MIN_LENGTH = 4  # shorter words have too many neighbours at one edit
+_TWO_EDITS_MIN_LENGTH = 7
 _PREFIX_MIN_LENGTH = 3  # "a" or "in" as prefixes would select nearly every tool
-_NAME_CUTOFF = 50.0  # fuzz.ratio of the whole query to a name: "ehco" / "echo" is 75
-_MIN_COMMON = 50
-_FALLBACK_CANDIDATES = 100
+
+_STEMMER = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    return str(_STEMMER.stemWord(word))
 
 
 def normalise(text: str) -> str:
@@ -110,90 +101,154 @@ class SearchHit:
         }
 
 
+def _words(text: str) -> list[str]:
+    return normalise(text).split()
+
+
+def _parameters(schema: Mapping[str, Any]) -> list[str]:
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return []
+    return [name for name in list(properties)[:_MAX_PARAMETERS] if isinstance(name, str)]
+
+
+def _idf(df: int, total: int) -> float:
+    """BM25's inverse document frequency (always positive)."""
+    return math.log(1 + (total - df + 0.5) / (df + 0.5))
+
+
 class ToolIndex:
     """An immutable search index over tool docs (build a new one when a tool list changes)."""
 
     def __init__(self, docs: Iterable[ToolDoc], *, threshold: float = DEFAULT_THRESHOLD) -> None:
         self._docs = list(docs)
         self._threshold = threshold
-        self._names = [normalise(d.name) for d in self._docs]
-        self._texts = [
-            f"{name} {normalise(d.server)} {normalise(d.description[:_DESCRIPTION_CHARS])}"
-            for name, d in zip(self._names, self._docs, strict=True)
-        ]
-        postings: dict[str, list[int]] = {}
-        for index, text in enumerate(self._texts):
-            for word in set(text.split()):
-                postings.setdefault(word, []).append(index)
+        # term -> {tool index: weight}; a term's weight in a tool is its best field's.
+        postings: dict[str, dict[int, float]] = {}
+        self._name_terms: list[frozenset[str]] = []
+        spellings: set[str] = set()
+        for index, doc in enumerate(self._docs):
+            fields = [
+                (_words(doc.name), _NAME),
+                (_words(doc.server), _SERVER),
+                (_words(doc.description[:_DESCRIPTION_CHARS]), _DESCRIPTION),
+                ([w for p in _parameters(doc.input_schema) for w in _words(p)], _PARAMETER),
+            ]
+            for words, weight in fields:
+                spellings.update(words)
+                for word in words:
+                    tools = postings.setdefault(_stem(word), {})
+                    if tools.get(index, 0.0) < weight:
+                        tools[index] = weight
+            self._name_terms.append(frozenset(_stem(w) for w in fields[0][0]))
         self._postings = postings
-        self._vocabulary = sorted(postings)
-        # A word found in this many tools narrows nothing down ("get", "file" in a file server).
-        self._common = max(_MIN_COMMON, len(self._docs) // 4)
+        self._terms = sorted(postings)
+        self._spellings = sorted(spellings)
+        total = len(self._docs)
+        self._idf = {term: _idf(len(tools), total) for term, tools in postings.items()}
+        self._unknown_idf = _idf(max(1, round(total * _UNKNOWN_DF_SHARE)), total)
 
     def __len__(self) -> int:
         return len(self._docs)
 
-    def _correct(self, word: str) -> str:
-        """The index's own spelling of a query word ("ehco" → "echo"), or the word unchanged."""
-        if word in self._postings or len(word) < _CORRECTION_MIN_LENGTH:
-            return word
-        match = process.extractOne(
-            word, self._vocabulary, scorer=fuzz.ratio, score_cutoff=_CORRECTION_CUTOFF
-        )
-        return word if match is None else match[0]
+    def _correct(self, word: str) -> str | None:
+        """The index's own spelling of a misspelt query word ("ehco" -> "echo"), if close.
 
-    def _candidates(self, words: list[str], wanted: str) -> set[int]:
-        """Tools that can score above the threshold: those sharing a word, or a word's prefix
-        ("dir" → "directory"), with the query, and those whose name looks like the query.
-
-        Scoring only these keeps a query fast however many tools there are; a tool outside
-        this set has no word in common with the query, so both halves of its score are low.
+        Typos keep the first letter and are one or two edits (a swap counts as one) away;
+        anything looser turns unrelated words into index words ("weather" -> "either").
         """
-        found: set[int] = set()
-        common: set[int] = set()
-        for word in words:
-            matched: list[int] = []
-            if len(word) >= _PREFIX_MIN_LENGTH:
-                start = bisect.bisect_left(self._vocabulary, word)
-                for entry in self._vocabulary[start:]:
-                    if not entry.startswith(word):
-                        break
-                    matched += self._postings[entry]
-            else:
-                matched = self._postings.get(word, [])
-            (common if len(matched) > self._common else found).update(matched)
-        for _, _, index in process.extract(
-            wanted, self._names, scorer=fuzz.ratio, score_cutoff=_NAME_CUTOFF, limit=None
-        ):
-            found.add(index)
-        if found or len(common) <= _FALLBACK_CANDIDATES:
-            return found or common
-        # Only very common words matched: keep the tools whose names are closest to the query
-        # (one C-level pass) rather than fully scoring most of the index.
-        pool = sorted(common)
-        best = process.extract(
-            wanted,
-            [self._names[i] for i in pool],
-            scorer=fuzz.WRatio,
-            processor=None,
-            limit=_FALLBACK_CANDIDATES,
+        if len(word) < _CORRECTION_MIN_LENGTH:
+            return None
+        start = bisect.bisect_left(self._spellings, word[0])
+        end = bisect.bisect_left(self._spellings, chr(ord(word[0]) + 1))
+        match = process.extractOne(
+            word,
+            self._spellings[start:end],
+            scorer=OSA.distance,
+            score_cutoff=1 if len(word) < _TWO_EDITS_MIN_LENGTH else 2,
         )
-        return {pool[position] for _, _, position in best}
+        return None if match is None else match[0]
+
+    def _prefixed(self, word: str) -> list[str]:
+        """Index terms a partial word may stand for ("dir" -> "directori")."""
+        if len(word) < _PREFIX_MIN_LENGTH:
+            return []
+        start = bisect.bisect_left(self._terms, word)
+        found = []
+        for term in self._terms[start : start + _MAX_PREFIX_EXPANSION]:
+            if not term.startswith(word):
+                break
+            if term != word:
+                found.append(term)
+        return found
+
+    def _alternatives(self, word: str) -> list[tuple[tuple[str, ...], float]]:
+        """What a query word may match, as (terms that must all match, strength)."""
+        stem = _stem(word)
+        found: list[tuple[tuple[str, ...], float]] = []
+        if stem in self._postings:
+            found.append(((stem,), 1.0))
+        elif (corrected := self._correct(word)) is not None:
+            found.append(((_stem(corrected),), _CORRECTED))
+        for synonym in SYNONYMS.get(word, SYNONYMS.get(stem, ())):
+            terms = tuple(_stem(w) for w in synonym.split())
+            if terms != (stem,) and all(t in self._postings for t in terms):
+                found.append((terms, SYNONYM_WEIGHT))
+        if not found:
+            found = [((term,), _PREFIX) for term in self._prefixed(word)]
+            if not found and stem != word:
+                found = [((term,), _PREFIX) for term in self._prefixed(stem)]
+        return found
+
+    def _rarity(self, alternatives: list[tuple[tuple[str, ...], float]]) -> float:
+        """How much a query word counts: the idf of its own term, else of its best stand-in."""
+        if not alternatives:
+            return self._unknown_idf
+        terms, _ = alternatives[0]
+        return max(self._idf[t] for t in terms)
 
     def scores(self, query: str) -> dict[int, float]:
         """The score (0-100) of each candidate tool, by index (for tests and tuning)."""
         words = normalise(query[:MAX_QUERY_CHARS]).split()[:_MAX_QUERY_WORDS]
         if not words or not self._docs:
             return {}
-        words = [w for w in words if w not in _STOPWORDS] or words
-        words = [self._correct(w) for w in words]
-        wanted = " ".join(words)
-        scores = {}
-        for index in self._candidates(words, wanted):
-            name_score = fuzz.WRatio(wanted, self._names[index], processor=None)
-            text_score = fuzz.token_set_ratio(wanted, self._texts[index], processor=None)
-            scores[index] = name_score * _NAME_WEIGHT + text_score * (1 - _NAME_WEIGHT)
-        return scores
+        words = list(dict.fromkeys(w for w in words if w not in FILLER)) or words
+        answered: dict[int, float] = {}
+        named: dict[int, set[str]] = {}
+        divisor = 0.0
+        for word in words:
+            alternatives = self._alternatives(word)
+            rarity = self._rarity(alternatives)
+            divisor += rarity
+            best: dict[int, float] = {}
+            for terms, strength in alternatives:
+                for index, weight in self._match(terms).items():
+                    value = weight * strength
+                    if value > best.get(index, 0.0):
+                        best[index] = value
+                    named.setdefault(index, set()).update(
+                        t for t in terms if t in self._name_terms[index]
+                    )
+            for index, value in best.items():
+                answered[index] = answered.get(index, 0.0) + rarity * value
+        return {
+            index: 100
+            * value
+            / divisor
+            * (1 - _NAME_SHARE + _NAME_SHARE * len(named[index]) / len(self._name_terms[index]))
+            for index, value in answered.items()
+            if self._name_terms[index]
+        }
+
+    def _match(self, terms: tuple[str, ...]) -> dict[int, float]:
+        """Tools having every term, with the weakest term's weight (a phrase counts as its
+        least prominent word)."""
+        first, *rest = terms
+        found = dict(self._postings[first])
+        for term in rest:
+            tools = self._postings[term]
+            found = {i: min(w, tools[i]) for i, w in found.items() if i in tools}
+        return found
 
     def search(self, query: str, limit: int = 5) -> list[SearchHit]:
         """The best ``limit`` tools for ``query`` above the threshold, best first."""

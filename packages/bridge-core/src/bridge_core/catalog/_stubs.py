@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from bridge_protocol.names import identifier_for
+
 from bridge_core.catalog._docs import ToolDoc
 
 __all__ = ["python_name", "render_stub", "schema_type"]
@@ -192,7 +194,8 @@ def render_stub(doc: ToolDoc) -> str:
         if shape:
             notes.append(f"Returns {shape}")
     signature = ", ".join(params)
-    func = python_name(doc.name)
+    # The attribute sandbox code writes (``mcp_x.get_user_info``): the sandbox's own rule.
+    func = identifier_for(doc.name)
     # Arguments travel by name (``await server.tool(path=...)``): the signature says so with ``*``.
     keyword_only = "*, " if params and params[0] != "**kwargs: Any" else ""
     head = f"async def {func}({keyword_only}{signature}) -> {returns}:"

@@ -8,6 +8,9 @@ the records directory, holding the leader's start time. On start a bridge SIGKIL
 whose owner is dead. The start time guards against pid reuse: a pgid names a group only while
 some member lives (the kernel keeps the number reserved until then), and a *new* process with
 that pid and another start time means the old group is gone and the number was reused.
+
+A record makes the next bridge SIGKILL a process group, so the directory is private (0700, the
+bridge's user only): nobody else can plant one.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import os
 import signal
 from pathlib import Path
 
+from bridge_core.private_files import private_dir, write_private
 from bridge_core.runtime._ownership import (
     current_owner,
     owner_is_alive,
@@ -37,8 +41,8 @@ def record_group(directory: Path | None, pgid: int | None) -> Path | None:
     owner = current_owner()
     path = directory / f"{owner.pid}-{owner.start_time}.{pgid}"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        path.write_text(str(start or 0), encoding="ascii")
+        private_dir(directory)
+        write_private(path, str(start or 0).encode("ascii"))
     except OSError as exc:  # no record only weakens the next start's cleanup; say so
         logger.warning("could not record server process group %d in %s: %s", pgid, directory, exc)
         return None

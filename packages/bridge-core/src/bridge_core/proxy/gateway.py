@@ -20,7 +20,7 @@ import mcp_types as types
 from bridge_protocol import ErrorCode, JSONValue
 
 from bridge_core.audit import AuditLog
-from bridge_core.catalog import Catalog, ToolCache, UnknownTool
+from bridge_core.catalog import Catalog, ToolCache, resolve_tool
 from bridge_core.errors import UpstreamError
 from bridge_core.gateway import CallContext, CallFailed
 from bridge_core.policy import Policy
@@ -116,11 +116,8 @@ class ProxyGateway:
         _require_json(server, tool, arguments)
         try:
             live = await self.pool.list_tools(server)
-            if not any(t.name == tool for t in live):
-                allowed = [
-                    t.name for t in live if self.catalog.policy.check(server, t.name).allowed
-                ]
-                raise UnknownTool(server, tool, allowed)
+            # The same decision (and did-you-mean) as the sandbox's lookups, on exact names.
+            resolve_tool(self.catalog.policy, server, tool, [t.name for t in live])
             return await self.pool.call_tool(server, tool, arguments)
         except UpstreamError as exc:
             raise _upstream_failure(spec, exc) from None

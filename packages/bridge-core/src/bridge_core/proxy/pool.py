@@ -25,8 +25,8 @@ from anyio.abc import TaskGroup
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
-from rapidfuzz import process as fuzz_process
 
+from bridge_core.catalog import closest_names
 from bridge_core.proxy._connection import Connection
 from bridge_core.proxy._leftovers import kill_dead_owners_groups
 from bridge_core.proxy.errors import (
@@ -265,6 +265,5 @@ class UpstreamPool:
     def _upstream(self, server: str) -> _Upstream:
         up = self._upstreams.get(server)
         if up is None:
-            matches = fuzz_process.extract(server, list(self._upstreams), limit=3, score_cutoff=60)
-            raise UnknownServer(server, [match[0] for match in matches])
+            raise UnknownServer(server, closest_names(server, self._upstreams))
         return up

@@ -6,6 +6,7 @@ socket), :class:`DockerBackend` (docker CLI) or, only when asked for, :class:`Lo
 """
 
 from bridge_core.runtime._locality import PLATFORMS_GUIDE, kernel_problem, platform_problem
+from bridge_core.runtime._seccomp import user_seccomp_option
 from bridge_core.runtime.base import (
     IMAGE_BUILD_COMMAND,
     OWNER_LABEL,
@@ -16,6 +17,7 @@ from bridge_core.runtime.base import (
     SandboxExit,
     SandboxLimits,
     SandboxSpec,
+    SharedDir,
 )
 from bridge_core.runtime.detect import RUNTIME_CHOICES, detect_runtime
 from bridge_core.runtime.docker import DockerBackend
@@ -37,7 +39,9 @@ __all__ = [
     "SandboxExit",
     "SandboxLimits",
     "SandboxSpec",
+    "SharedDir",
     "detect_runtime",
     "kernel_problem",
     "platform_problem",
+    "user_seccomp_option",
 ]

@@ -16,6 +16,7 @@ Everything here is synchronous (``requests``): callers run it in ``anyio.to_thre
 
 from __future__ import annotations
 
+import json
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,7 @@ from bridge_core.runtime.base import PRODUCT_LABEL, SandboxSpec
 __all__ = [
     "API_TIMEOUT",
     "APIError",
+    "applied_seccomp",
     "ImageNotFound",
     "NotFound",
     "PodmanError",
@@ -190,6 +192,23 @@ def inspect(client: podman.PodmanClient, name: str) -> dict[str, Any]:
             continue
         return attrs
     raise NotFound(f"container {name} is being removed (podman answered with an empty body)")
+
+
+def applied_seccomp(client: podman.PodmanClient, name: str) -> dict[str, Any] | None:
+    """The system-call filter in the OCI spec of an initialised container (None: no filter).
+
+    Gap: podman 4.3 shows a profile path in inspect's ``SecurityOpt`` only when the CLI set it
+    (an annotation), never for the API's ``seccomp_profile_path``; and a path says nothing about
+    what was in the file when podman read it. The spec podman wrote for crun is the truth; it
+    exists once the container is initialised, at ``OCIConfigPath``. Raises OSError or
+    ValueError when it cannot be read (e.g. a service whose storage this user cannot read).
+    """
+    path = inspect(client, name).get("OCIConfigPath")
+    if not path:
+        raise FileNotFoundError(f"podman reports no OCI spec for container {name}")
+    spec = json.loads(Path(path).read_bytes())
+    seccomp = (spec.get("linux") or {}).get("seccomp") if isinstance(spec, dict) else None
+    return seccomp if isinstance(seccomp, dict) else None
 
 
 def logs_tail(client: podman.PodmanClient, name: str, lines: int = 20) -> str:

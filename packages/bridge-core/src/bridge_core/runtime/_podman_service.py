@@ -3,7 +3,9 @@
 Typical on machines without systemd (no ``podman.socket`` unit). The service listens on a socket
 in the bridge's state dir and lives exactly as long as the backend: :meth:`PrivateService.aclose`
 stops it, and ``setpriv --pdeathsig`` (where available) makes the kernel kill it if the bridge
-itself is killed, so it can never outlive us.
+itself is killed, so it can never outlive us. Whoever reaches that socket commands podman with the
+bridge's rights: its directory is private (podman itself creates the socket 0600), and so is its
+log.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import anyio
 from anyio.abc import Process
 
 from bridge_core.errors import RuntimeUnavailable
+from bridge_core.private_files import PRIVATE_FILE_MODE, private_dir
 
 __all__ = ["SERVICE_START_TIMEOUT", "SERVICE_STOP_TIMEOUT", "PrivateService"]
 
@@ -47,7 +50,7 @@ class PrivateService:
     @classmethod
     async def start(cls, podman_binary: str, socket: Path) -> PrivateService:
         """Start the service and return once its socket exists (pinging is the caller's job)."""
-        await anyio.Path(socket.parent).mkdir(parents=True, exist_ok=True)
+        await anyio.to_thread.run_sync(private_dir, socket.parent)
         log = socket.with_suffix(".log")
         short_dir = None
         if len(os.fsencode(str(socket))) > _MAX_SOCKET_PATH:
@@ -61,17 +64,19 @@ class PrivateService:
             command = [setpriv, "--pdeathsig", "TERM", "--", *command]
         # A log file, not a pipe: nobody reads a pipe during the bridge's life, and a full pipe
         # would block the service.
-        log_file = await anyio.to_thread.run_sync(open, log, "ab")
-        with log_file:
+        log_fd = await anyio.to_thread.run_sync(_open_log, log)
+        try:
             # cwd: conmon 2.1 drops an ``oom`` marker file into its working directory, which
             # it inherits from the service; keep that out of the user's directories.
             process = await anyio.open_process(
                 command,
                 stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=log_file,
+                stdout=log_fd,
+                stderr=log_fd,
                 cwd=socket.parent,
             )
+        finally:
+            os.close(log_fd)
         service = cls(process, socket, log, short_dir)
         try:
             with anyio.fail_after(SERVICE_START_TIMEOUT):
@@ -114,3 +119,10 @@ class PrivateService:
             self.socket.unlink(missing_ok=True)
             if self._short_dir is not None:
                 shutil.rmtree(self._short_dir, ignore_errors=True)
+
+
+def _open_log(path: Path) -> int:
+    # The log of an earlier service with this pid may be there with an older, looser mode.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+    os.fchmod(fd, PRIVATE_FILE_MODE)
+    return fd

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from anyio.abc import SocketStream
+from bridge_protocol.paths import SANDBOX_CHANNEL_DIR
 
 from bridge_core.runtime._channel import ChannelDir
-from bridge_core.runtime.base import SandboxSpec
+from bridge_core.runtime.base import SandboxSpec, SharedDir
 
 __all__ = ["ContainerSandbox"]
 
@@ -24,3 +25,8 @@ class ContainerSandbox:
     stream: SocketStream
     spec: SandboxSpec
     channel: ChannelDir
+
+    @property
+    def shared_dir(self) -> SharedDir:
+        """The channel directory: bind-mounted read-only at ``SANDBOX_CHANNEL_DIR``."""
+        return SharedDir(self.channel.path, SANDBOX_CHANNEL_DIR)

@@ -11,9 +11,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from bridge_core.runtime._hardening import SANDBOX_USER, TMPFS_MODE, ulimits
+from bridge_core.runtime._seccomp import applied_profile_problems
 from bridge_core.runtime.base import OWNER_LABEL, PRODUCT_LABEL, SandboxSpec
 
-__all__ = ["RUNTIME_INJECTED_ENV", "hardening_violations", "parse_size"]
+__all__ = ["RUNTIME_INJECTED_ENV", "hardening_violations", "parse_size", "seccomp_violations"]
 
 RUNTIME_INJECTED_ENV = frozenset({"container", "HOME", "HOSTNAME", "TERM", "PATH"})
 """Variables podman/docker add to every container by themselves (none comes from the host)."""
@@ -138,3 +139,15 @@ def hardening_violations(
     if foreign:
         problems.append(f"empty environment (found {', '.join(sorted(foreign))})")
     return problems
+
+
+def seccomp_violations(applied: Mapping[str, Any] | None, expected: Mapping[str, Any]) -> list[str]:
+    """The bridge's system-call filter as a missing option, if ``applied`` is not it.
+
+    ``applied`` is what the runtime will load (podman: the OCI spec's ``linux.seccomp``;
+    docker: the profile it keeps in ``SecurityOpt``), ``expected`` the profile the bridge wrote.
+    """
+    if applied is None:
+        return ["the bridge's seccomp profile (not applied)"]
+    problems = applied_profile_problems(applied, expected)
+    return [f"the bridge's seccomp profile ({'; '.join(problems)})"] if problems else []

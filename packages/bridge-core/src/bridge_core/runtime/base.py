@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 from anyio.abc import ByteStream
@@ -24,6 +25,7 @@ __all__ = [
     "SandboxExit",
     "SandboxLimits",
     "SandboxSpec",
+    "SharedDir",
 ]
 
 IMAGE_BUILD_COMMAND = "mcp-code-execution-mode image build"
@@ -105,6 +107,21 @@ class RuntimeInfo:
     limits_enforced: bool
     """False e.g. for rootless podman on cgroup v1 hosts, which silently ignores limits."""
     detail: str = ""
+    seccomp: str = ""
+    """The sandboxes' system-call filter: which profile, or why the bridge's is unavailable."""
+
+
+@dataclass(frozen=True, slots=True)
+class SharedDir:
+    """A host directory that a sandbox sees, read-only, at ``inside``.
+
+    The host puts files there for the sandbox's code (full outputs), without running anything in
+    the sandbox. Everything in it goes when the sandbox is removed.
+    """
+
+    host: Path
+    inside: str
+    """The same directory's path as code in the sandbox sees it."""
 
 
 class Sandbox(Protocol):
@@ -116,6 +133,12 @@ class Sandbox(Protocol):
     @property
     def stream(self) -> ByteStream:
         """The connected channel: frames of :mod:`bridge_protocol` both ways."""
+        ...
+
+    @property
+    def shared_dir(self) -> SharedDir | None:
+        """A directory the host shares with the sandbox, or None when the runtime has none
+        (a remote runtime without a shared filesystem)."""
         ...
 
 

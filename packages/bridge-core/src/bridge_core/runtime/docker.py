@@ -1,8 +1,10 @@
 """The docker backend: the ``docker`` CLI (the docker SDK is deliberately not a dependency).
 
 Same behaviour as the podman backend: the same hardening (checked by ``docker inspect`` before
-the container starts), the same channel, ownership labels and leftover cleanup. Docker's
-``--read-only`` adds no writable /run or /var/tmp, so no ``--read-only-tmpfs`` is needed.
+the container starts), the same system-call filter (the docker CLI reads the profile file and
+sends its content, which inspect shows back in ``SecurityOpt``), the same private channel with
+its peer check, ownership labels and leftover cleanup. Docker's ``--read-only`` adds no writable
+/run or /var/tmp, so no ``--read-only-tmpfs`` is needed.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import os
 import shutil
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from anyio.abc import SocketListener
 from bridge_protocol.paths import SANDBOX_CHANNEL_DIR
 
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError
+from bridge_core.private_files import private_dir
 from bridge_core.runtime._channel import ChannelDir, accept_channel
 from bridge_core.runtime._hardening import (
     SANDBOX_USER,
@@ -29,8 +33,17 @@ from bridge_core.runtime._hardening import (
 )
 from bridge_core.runtime._locality import kernel_problem
 from bridge_core.runtime._ownership import ContainerRecord, current_owner, select_leftovers
+from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
 from bridge_core.runtime._sandbox import ContainerSandbox
-from bridge_core.runtime._verify import hardening_violations
+from bridge_core.runtime._seccomp import (
+    SeccompProfile,
+    SeccompUnavailable,
+    describe_filter,
+    profile_to_apply,
+    user_seccomp_option,
+    write_profile,
+)
+from bridge_core.runtime._verify import hardening_violations, seccomp_violations
 from bridge_core.runtime.base import (
     IMAGE_BUILD_COMMAND,
     PRODUCT_LABEL,
@@ -52,10 +65,20 @@ class _CommandFailed(Exception):
 
 
 def create_args(
-    spec: SandboxSpec, *, name: str, labels: Mapping[str, str], channel_dir: Path
+    spec: SandboxSpec,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    channel_dir: Path,
+    seccomp_profile: Path | None = None,
 ) -> list[str]:
-    """``docker create`` arguments giving the full hardening of the sandbox (pure)."""
+    """``docker create`` arguments giving the full hardening of the sandbox (pure).
+
+    ``seccomp_profile`` (see :mod:`._seccomp`) replaces docker's default filter unless the
+    spec's own ``seccomp=`` option names another.
+    """
     limits = spec.limits
+    ours = [] if seccomp_profile is None else [f"--security-opt=seccomp={seccomp_profile}"]
     args = [
         "create",
         f"--name={name}",
@@ -63,6 +86,7 @@ def create_args(
         "--cap-drop=ALL",
         "--read-only",
         "--security-opt=no-new-privileges",
+        *(ours if user_seccomp_option(spec.security_opt) is None else []),
         *(f"--security-opt={option}" for option in spec.security_opt),
         "--network=none",
         f"--memory={limits.memory_bytes}",
@@ -79,6 +103,18 @@ def create_args(
     return [*args, spec.image]
 
 
+def _applied_seccomp(inspect: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The profile docker keeps for the container (``seccomp=<JSON>`` in ``SecurityOpt``)."""
+    for option in (inspect.get("HostConfig") or {}).get("SecurityOpt") or ():
+        if str(option).startswith("seccomp="):
+            try:
+                profile = json.loads(str(option).removeprefix("seccomp="))
+            except ValueError:
+                return None
+            return profile if isinstance(profile, dict) else None
+    return None
+
+
 class DockerBackend:
     """Sandboxes as docker containers, driven through the docker CLI."""
 
@@ -90,6 +126,10 @@ class DockerBackend:
         self.owner = current_owner()
         """This bridge process, as written in the ownership label of every container."""
         self._live: dict[str, ContainerSandbox] = {}
+        self.seccomp: SeccompProfile | None = None
+        """The sandboxes' system-call filter (:mod:`._seccomp`); set by :meth:`connect`."""
+        self.seccomp_problem = "not connected"
+        """Why :attr:`seccomp` is None (then only a profile of the user's own is accepted)."""
 
     @classmethod
     async def connect(cls, *, state_dir: Path, binary: str | None = None) -> DockerBackend:
@@ -97,6 +137,7 @@ class DockerBackend:
         found = binary or shutil.which("docker")
         if found is None:
             raise RuntimeUnavailable("no `docker` binary on PATH")
+        await anyio.to_thread.run_sync(private_dir, state_dir)  # holds the channel sockets
         backend = cls(binary=found, state_dir=state_dir)
         try:
             await backend._docker("version", "--format", "{{.Server.Version}}")
@@ -110,6 +151,13 @@ class DockerBackend:
         problem = kernel_problem("docker", where, kernel)
         if problem:
             raise RuntimeUnavailable(problem)
+        try:
+            # The CLI reads the file and sends its content: a remote daemon gets it too.
+            backend.seccomp = await anyio.to_thread.run_sync(write_profile, state_dir)
+        except SeccompUnavailable as exc:
+            backend.seccomp_problem = str(exc)
+        except OSError as exc:
+            raise RuntimeUnavailable(f"cannot write the sandbox seccomp profile: {exc}") from exc
         await backend.remove_leftovers()
         return backend
 
@@ -143,8 +191,9 @@ class DockerBackend:
         detail = f"cgroup v{cgroup or '?'}"
         if not enforced:
             detail += "; limits NOT enforced: rootless docker on cgroup v1 ignores them"
+        seccomp = describe_filter(self.seccomp, self.seccomp_problem)
         return RuntimeInfo(
-            "docker", str(data.get("ServerVersion", "?")), rootless, enforced, detail
+            "docker", str(data.get("ServerVersion", "?")), rootless, enforced, detail, seccomp
         )
 
     async def start(self, spec: SandboxSpec) -> ContainerSandbox:
@@ -158,6 +207,7 @@ class DockerBackend:
             stream = await accept_channel(
                 listener,
                 exited=lambda: self._death(name),
+                check_peer=partial(self._check_peer, name),
                 what=f"sandbox container {name}",
                 connect_timeout=spec.connect_timeout,
             )
@@ -175,6 +225,7 @@ class DockerBackend:
         return sandbox
 
     async def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
+        ours = profile_to_apply(spec.security_opt, self.seccomp, self.seccomp_problem)
         image = await self._inspect("image", spec.image)
         if image is None:
             raise SandboxStartError(
@@ -186,7 +237,13 @@ class DockerBackend:
         labels = container_labels(spec, self.owner)
         try:
             await self._docker(
-                *create_args(spec, name=name, labels=labels, channel_dir=channel_dir)
+                *create_args(
+                    spec,
+                    name=name,
+                    labels=labels,
+                    channel_dir=channel_dir,
+                    seccomp_profile=None if ours is None else ours.path,
+                )
             )
         except _CommandFailed as exc:
             raise SandboxStartError(
@@ -200,6 +257,8 @@ class DockerBackend:
                 inspect, spec, image_env=(image.get("Config") or {}).get("Env") or []
             )
         )
+        if inspect is not None and ours is not None:
+            problems += seccomp_violations(_applied_seccomp(inspect), ours.content)
         if problems:
             await self._docker("rm", "--force", name, check=False)
             raise SandboxStartError(
@@ -221,6 +280,14 @@ class DockerBackend:
         # docker replays the container's stderr on its own stderr
         logs = (result.stdout + result.stderr).decode(errors="replace").strip()
         return exit_.describe() + (f"; last output:\n{logs}" if logs else "")
+
+    async def _check_peer(self, name: str, peer: PeerCredentials) -> str | None:
+        """Why ``peer`` is not a process of container ``name`` (None: it is)."""
+        inspect = await self._inspect("container", name)
+        if inspect is None:
+            return "docker cannot say which processes are the sandbox's"
+        container_pid = int((inspect.get("State") or {}).get("Pid") or 0)
+        return await anyio.to_thread.run_sync(container_peer_problem, peer, container_pid)
 
     async def _status(self, name: str) -> SandboxExit:
         inspect = await self._inspect("container", name)

@@ -5,9 +5,9 @@ network, filesystem and limits; nothing of the container hardening applies. :met
 (``limits_enforced=False``), and nothing selects this backend automatically: it must be asked
 for by name (``MCP_BRIDGE_RUNTIME=local``).
 
-Same lifecycle as the container backends: a per-sandbox channel directory, one accepted
-connection, and the child runs in its own process group so stop/kill reach everything it
-spawned (no orphans).
+Same lifecycle as the container backends: a per-sandbox channel directory (private: the child
+runs as our own user), one accepted connection, which must come from the child itself, and the
+child runs in its own process group so stop/kill reach everything it spawned (no orphans).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from anyio.abc import Process, SocketListener, SocketStream
 
 from bridge_core.runtime._channel import ChannelDir, accept_channel
 from bridge_core.runtime._hardening import container_name
-from bridge_core.runtime.base import RuntimeInfo, Sandbox, SandboxExit, SandboxSpec
+from bridge_core.runtime._peer import PeerCredentials, process_peer_problem
+from bridge_core.runtime.base import RuntimeInfo, Sandbox, SandboxExit, SandboxSpec, SharedDir
 
 __all__ = ["LocalBackend", "LocalSandbox"]
 
@@ -43,6 +44,11 @@ class LocalSandbox:
     spec: SandboxSpec
     process: Process
     channel: ChannelDir
+
+    @property
+    def shared_dir(self) -> SharedDir:
+        """The channel directory, at its host path (the client runs on the host)."""
+        return SharedDir(self.channel.path, str(self.channel.path))
 
 
 class LocalBackend:
@@ -68,15 +74,21 @@ class LocalBackend:
     async def start(self, spec: SandboxSpec) -> LocalSandbox:
         """Spawn the sandbox client and accept its channel connection. ``spec.image`` is unused."""
         name = container_name(spec.name)
-        channel = ChannelDir.create(self._sandboxes, name)
+        channel = ChannelDir.create(self._sandboxes, name, shared=False)
         listener: SocketListener | None = None
         process: Process | None = None
         try:
             listener = await channel.listen()
             process = await self._spawn(channel)
+            child = process.pid
+
+            async def check_peer(peer: PeerCredentials) -> str | None:
+                return process_peer_problem(peer, child)
+
             stream = await accept_channel(
                 listener,
                 exited=lambda: _death(process),
+                check_peer=check_peer,
                 what=f"local sandbox {name}",
                 connect_timeout=spec.connect_timeout,
             )

@@ -2,11 +2,13 @@
 
 The socket is found in this order: ``$CONTAINER_HOST``, the rootful ``/run/podman/podman.sock``,
 the rootless ``$XDG_RUNTIME_DIR/podman/podman.sock`` (rootless first when not root). When none
-answers, a private ``podman system service`` is started on ``<state_dir>/podman.sock`` and
-stopped by :meth:`PodmanBackend.aclose`.
+answers, a private ``podman system service`` is started on ``<state_dir>/podman-<pid>.sock`` and
+stopped by :meth:`PodmanBackend.aclose`. ``state_dir`` is made private (0700): it holds the
+channel sockets of the sandboxes (see :mod:`._channel`).
 
-Every created container is inspected before it is started; if any hardening option is missing it
-is removed and :class:`~bridge_core.errors.SandboxStartError` names the option.
+Every created container is inspected before it is started, and its system-call filter read back
+from the OCI spec podman wrote for it; if any hardening option is missing it is removed and
+:class:`~bridge_core.errors.SandboxStartError` names the option.
 """
 
 from __future__ import annotations
@@ -23,16 +25,24 @@ import podman
 from anyio.abc import SocketListener
 
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError
+from bridge_core.private_files import private_dir
 from bridge_core.runtime import _oom
 from bridge_core.runtime import _podman_api as api
 from bridge_core.runtime._channel import ChannelDir, accept_channel
 from bridge_core.runtime._hardening import container_labels, container_name
 from bridge_core.runtime._locality import kernel_problem
 from bridge_core.runtime._ownership import ContainerRecord, current_owner, select_leftovers
+from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
 from bridge_core.runtime._podman_service import PrivateService
 from bridge_core.runtime._sandbox import ContainerSandbox
-from bridge_core.runtime._seccomp import keyring_free_profile
-from bridge_core.runtime._verify import hardening_violations
+from bridge_core.runtime._seccomp import (
+    SeccompProfile,
+    SeccompUnavailable,
+    describe_filter,
+    profile_to_apply,
+    write_profile,
+)
+from bridge_core.runtime._verify import hardening_violations, seccomp_violations
 from bridge_core.runtime.base import (
     IMAGE_BUILD_COMMAND,
     RuntimeInfo,
@@ -76,9 +86,11 @@ class PodmanBackend:
         """This bridge process, as written in the ownership label of every container it starts."""
         self.url = url
         """The API URL in use."""
-        self.seccomp_profile: Path | None = None
-        """Podman's default system-call filter without the keyring calls (:mod:`._seccomp`), for
-        a local service; ``None`` keeps the runtime's default."""
+        self.seccomp: SeccompProfile | None = None
+        """The sandboxes' system-call filter (:mod:`._seccomp`); set by :meth:`connect`."""
+        self.seccomp_problem = "not connected"
+        """Why :attr:`seccomp` is None: a sandbox is then started only with a profile of the
+        user's own (``MCP_BRIDGE_SECURITY_OPT=seccomp=...``)."""
         self.track_oom = False
         """Whether sandboxes get a cgroup parent the bridge reads to detect OOM kills (see
         :mod:`._oom`); set by :meth:`connect` for rootful, cgroupfs-managed, local podman."""
@@ -90,8 +102,11 @@ class PodmanBackend:
         """Find (or start) a podman API service, then remove leftovers of dead bridges.
 
         ``url`` forces one API URL; otherwise the usual sockets are tried. Raises
-        :class:`RuntimeUnavailable` naming every URL tried.
+        :class:`RuntimeUnavailable` naming every URL tried, and
+        :class:`~bridge_core.private_files.UnsafeDirectory` for a ``state_dir`` another account
+        owns.
         """
+        await anyio.to_thread.run_sync(private_dir, state_dir)
         urls = [url] if url else api.socket_candidates(os.environ, os.geteuid())
         for candidate in urls:
             client = await _run(api.connect, candidate)
@@ -116,8 +131,7 @@ class PodmanBackend:
             if problem:
                 raise RuntimeUnavailable(problem)
             backend.track_oom = backend._can_track_oom(data)
-            if backend.url.startswith("unix://"):  # the profile path must exist for the service
-                backend.seccomp_profile = await _run(keyring_free_profile, state_dir)
+            await backend._write_seccomp_profile(state_dir)
             await backend.remove_leftovers()
         except (api.PodmanError, api.APIError, OSError) as exc:
             await backend.aclose()
@@ -142,6 +156,19 @@ class PodmanBackend:
             )
         return cls(client, url=service.url, state_dir=state_dir, service=service)
 
+    async def _write_seccomp_profile(self, state_dir: Path) -> None:
+        if not self.url.startswith("unix://"):
+            self.seccomp_problem = (
+                f"the podman service at {self.url} is not on this machine and cannot read the "
+                "bridge's seccomp profile; name a profile on that machine with "
+                "MCP_BRIDGE_SECURITY_OPT=seccomp=PATH"
+            )
+            return
+        try:
+            self.seccomp = await _run(write_profile, state_dir)
+        except SeccompUnavailable as exc:
+            self.seccomp_problem = str(exc)
+
     def _can_track_oom(self, data: dict[str, Any]) -> bool:
         if not self.url.startswith("unix://") or os.geteuid() != 0:
             return False
@@ -165,7 +192,8 @@ class PodmanBackend:
             detail += " (private service started by the bridge)"
         if reason:
             detail += f"; limits NOT enforced: {reason}"
-        return RuntimeInfo("podman", version, rootless, not reason, detail)
+        seccomp = describe_filter(self.seccomp, self.seccomp_problem)
+        return RuntimeInfo("podman", version, rootless, not reason, detail, seccomp=seccomp)
 
     async def start(self, spec: SandboxSpec) -> ContainerSandbox:
         """Create, verify and start the container, then accept its channel connection."""
@@ -178,6 +206,7 @@ class PodmanBackend:
             stream = await accept_channel(
                 listener,
                 exited=partial(self._death, name),
+                check_peer=partial(self._check_peer, name),
                 what=f"sandbox container {name}",
                 connect_timeout=spec.connect_timeout,
             )
@@ -206,13 +235,14 @@ class PodmanBackend:
         return sandbox
 
     def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
+        ours = profile_to_apply(spec.security_opt, self.seccomp, self.seccomp_problem)
         labels = container_labels(spec, self.owner)
         kwargs = api.create_kwargs(
             spec,
             name=name,
             labels=labels,
             channel_dir=channel_dir,
-            seccomp_profile=self.seccomp_profile,
+            seccomp_profile=None if ours is None else ours.path,
         )
         if self.track_oom:
             kwargs["cgroup_parent"] = _oom.cgroup_parent(name)
@@ -234,6 +264,11 @@ class PodmanBackend:
             problems = hardening_violations(
                 container.attrs, spec, image_env=image.attrs.get("Config", {}).get("Env") or []
             )
+            if not problems and ours is not None:
+                # The filter is only in the OCI spec, which podman writes when it initialises
+                # the container (crun reads it there); inspect does not show it for API calls.
+                container.init()
+                problems = self._seccomp_problems(name, ours)
             if problems:
                 api.remove_quietly(self._client, name)
                 raise SandboxStartError(
@@ -246,6 +281,13 @@ class PodmanBackend:
                 f"podman could not start sandbox container {name} from {spec.image!r}: {exc}"
             ) from exc
 
+    def _seccomp_problems(self, name: str, ours: SeccompProfile) -> list[str]:
+        try:
+            applied = api.applied_seccomp(self._client, name)
+        except (OSError, ValueError) as exc:
+            return [f"the bridge's seccomp profile (cannot read the OCI spec podman wrote: {exc})"]
+        return seccomp_violations(applied, ours.content)
+
     async def _death(self, name: str) -> str | None:
         try:
             exit_ = await self._status(name)
@@ -257,6 +299,15 @@ class PodmanBackend:
             return None
         logs = await _run(api.logs_tail, self._client, name)
         return exit_.describe() + (f"; last output:\n{logs}" if logs else "")
+
+    async def _check_peer(self, name: str, peer: PeerCredentials) -> str | None:
+        """Why ``peer`` is not a process of container ``name`` (None: it is)."""
+        try:
+            inspect: dict[str, Any] = await _run(api.inspect, self._client, name)
+        except (api.PodmanError, api.APIError, OSError) as exc:
+            return f"podman cannot say which processes are the sandbox's ({exc})"
+        container_pid = int((inspect.get("State") or {}).get("Pid") or 0)
+        return await anyio.to_thread.run_sync(container_peer_problem, peer, container_pid)
 
     async def _status(self, name: str) -> SandboxExit:
         try:

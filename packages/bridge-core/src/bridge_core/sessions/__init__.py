@@ -6,6 +6,8 @@
 
 from bridge_core.errors import SessionLimitExceeded
 from bridge_core.sessions._names import DEFAULT_SESSION, SESSION_NAME_PATTERN, validate_session_name
+from bridge_core.sessions._progress import MAX_PROGRESS_MESSAGE
+from bridge_core.sessions._visible import visible, visible_head
 from bridge_core.sessions.manager import SessionManager, SessionStats
 from bridge_core.sessions.types import (
     ExecutionListener,
@@ -17,6 +19,7 @@ from bridge_core.sessions.types import (
 
 __all__ = [
     "DEFAULT_SESSION",
+    "MAX_PROGRESS_MESSAGE",
     "SESSION_NAME_PATTERN",
     "ExecutionListener",
     "ExecutionResult",
@@ -27,4 +30,6 @@ __all__ = [
     "SessionStats",
     "Status",
     "validate_session_name",
+    "visible",
+    "visible_head",
 ]

@@ -4,6 +4,13 @@ The order of events on a timeout (the issue's contract): interrupt → wait ``in
 kill and replace the container. Partial output is always returned. Cancellation of the caller is
 a timeout without a result: the interrupt is sent at once, the cancellation propagates, and a
 background task (which now holds the session's turn) finishes the grace/kill sequence.
+
+The deadline holds for everything a call does, whatever the sandbox does: sending the code and
+waiting for it end at the timeout, sending the interrupt and waiting for it end with the grace
+(a sandbox that stops reading its channel cannot hold either: the channel's writes end at the
+caller's deadline), and building the result (the exit status, keeping the full output, which
+runs no code in the sandbox) ends :data:`RESULT_MARGIN` later. Everything the sandbox sends back
+for the result is bounded too: a sandbox can forge its result frame.
 """
 
 from __future__ import annotations
@@ -11,7 +18,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import anyio
 from bridge_protocol import ErrorInfo
@@ -20,7 +26,8 @@ from bridge_core.sessions._output import OutputCollector
 from bridge_core.sessions._progress import PROGRESS_RATE
 from bridge_core.sessions._sandbox import Execution, LiveSandbox
 from bridge_core.sessions._session import Session, Turn, status_of
-from bridge_core.sessions._spill import OUTPUT_DIR, save_full_output
+from bridge_core.sessions._spill import EXECUTION_LIMIT, FullOutputs, SpillFile
+from bridge_core.sessions._visible import visible_head, visible_tail
 from bridge_core.sessions.types import ExecutionListener, ExecutionResult, SessionConfig, Status
 
 __all__ = ["ExecutionRunner"]
@@ -29,12 +36,22 @@ logger = logging.getLogger("bridge_core.sessions")
 
 CANCEL_INTERRUPT_TIMEOUT = 1.0
 """A cancelled caller waits at most this long for the interrupt frame to be written."""
-SPILL_LIMIT = 48 * 1024 * 1024
-"""Most bytes of full output kept (on the host while streaming, then in the sandbox's /tmp)."""
+RESULT_MARGIN = 1.0
+"""Seconds after the timeout and the interrupt grace within which the result is built (the exit
+status of a dead sandbox, keeping the full output): the bound on a whole call."""
+VALUE_LIMIT = 10_000
+"""Characters of the last expression's repr shown (the sandbox's own ``repr_limit``, applied again
+here: a forged result frame can carry megabytes)."""
+TRACEBACK_LIMIT = 16 * 1024
+"""Characters of a traceback shown; its end (the failing frame and the message) is kept."""
+TYPE_LIMIT = 256
+"""Characters of an exception's type name kept."""
+MESSAGE_LIMIT = 16 * 1024
+"""Characters of an exception's message kept (the sandbox client's own limit, applied again)."""
 
 _MARKER = (
-    "\n[... {omitted} characters omitted: the output had {total} characters and {lines} lines; "
-    "{where} ...]\n"
+    "\n[... {omitted} characters omitted: "
+    "the output had {total} characters and {lines} lines ...]\n"
 )
 
 
@@ -45,13 +62,13 @@ class ExecutionRunner:
         self,
         config: SessionConfig,
         *,
-        spill_dir: Path,
+        outputs: FullOutputs,
         replace: Callable[..., None],
         exit_reason: Callable[[LiveSandbox], Awaitable[str]],
         background: Callable[..., bool],
     ) -> None:
         self.config = config
-        self._spill_dir = spill_dir
+        self._outputs = outputs
         self._replace = replace
         self._exit_reason = exit_reason
         self._background = background
@@ -69,19 +86,25 @@ class ExecutionRunner:
         *,
         ephemeral: bool = False,
     ) -> ExecutionResult:
-        spill_limit = min(SPILL_LIMIT, self.config.limits.tmpfs_bytes // 2)
-        output = OutputCollector(self.config.output_cap, self._spill_dir, spill_limit=spill_limit)
+        # A full output is kept only where code can read it later: a persistent session whose
+        # runtime shares a directory with the sandbox.
+        keeps = not ephemeral and live.sandbox.shared_dir is not None
+        spill = SpillFile(self._outputs, EXECUTION_LIMIT) if keeps else None
+        output = OutputCollector(self.config.output_cap, spill)
         execution = Execution(uuid.uuid4().hex, output, listener)
         started = anyio.current_time()
+        grace = self.config.interrupt_grace
         try:
             try:
-                await live.start(execution, code)
                 with anyio.move_on_at(deadline):
+                    # Inside the deadline: a sandbox that does not read its channel cannot hold
+                    # the call by not taking the code either.
+                    await live.start(execution, code)
                     await execution.done.wait()
                 timed_out = not execution.done.is_set()
-                if timed_out:
-                    await live.interrupt(execution)
-                    with anyio.move_on_after(self.config.interrupt_grace):
+                if timed_out and execution.sent:
+                    with anyio.move_on_after(grace):
+                        await live.interrupt(execution)
                         await execution.done.wait()
             except anyio.get_cancelled_exc_class():
                 if not execution.sent:
@@ -97,7 +120,15 @@ class ExecutionRunner:
             duration = anyio.current_time() - started
             live.finish(execution)
             return await self._result(
-                sess, live, execution, limit, timed_out, duration, notices, ephemeral
+                sess,
+                live,
+                execution,
+                limit,
+                timed_out,
+                duration,
+                notices,
+                ephemeral,
+                deadline + grace + RESULT_MARGIN,
             )
         finally:
             if not turn.handed_off:
@@ -114,7 +145,9 @@ class ExecutionRunner:
         duration: float,
         notices: list[str],
         ephemeral: bool,
+        by: float,
     ) -> ExecutionResult:
+        """The result, built by ``by`` (the call's hard deadline) whatever the sandbox does."""
         name, grace = sess.name, self.config.interrupt_grace
         result = execution.result
         status: Status
@@ -156,7 +189,9 @@ class ExecutionRunner:
                     "had to be killed: variables, imports and /tmp files from before are gone"
                 )
         else:
-            reason = await self._exit_reason(live)
+            reason = live.failure_reason
+            with anyio.move_on_at(by):
+                reason = await self._exit_reason(live)
             status = "timeout" if timed_out else "crashed"
             error = ErrorInfo("SandboxCrashed", reason)
             self._replace(sess, live, kill=True)
@@ -169,15 +204,15 @@ class ExecutionRunner:
                     f"session {name!r} was reset after its sandbox failed ({reason}): variables, "
                     "imports and /tmp files from before are gone"
                 )
-        full_path = await self._keep_full_output(live, execution, notices, ephemeral)
         output = execution.output
+        await output.finish()
+        full_path: str | None = None
         if output.truncated:
-            where = (
-                f"the full output is in {full_path}"
-                if full_path
-                else "the full output was not kept"
-            )
-            stdout, stderr = output.render(_MARKER.replace("{where}", where))
+            with anyio.move_on_at(by) as keeping:
+                full_path = await self._keep_full_output(live, execution, notices, ephemeral)
+            if keeping.cancelled_caught:
+                notices.append(f"{self._summary(output)}; the full output was not kept in time")
+            stdout, stderr = output.render(_MARKER)
         else:
             stdout, stderr = output.render("")
         if execution.dropped_images:
@@ -192,8 +227,8 @@ class ExecutionRunner:
             session=name,
             stdout=stdout,
             stderr=stderr,
-            value=result.value if result is not None else None,
-            error=error,
+            value=_shown_value(result.value) if result is not None else None,
+            error=_shown_error(error),
             images=tuple(execution.images),
             duration=duration,
             notices=tuple(notices),
@@ -201,30 +236,38 @@ class ExecutionRunner:
             full_output_path=full_path,
         )
 
+    @staticmethod
+    def _summary(output: OutputCollector) -> str:
+        return f"output truncated to {output.cap:,} of {output.chars:,} characters"
+
     async def _keep_full_output(
         self, live: LiveSandbox, execution: Execution, notices: list[str], ephemeral: bool
     ) -> str | None:
         output = execution.output
-        if not output.truncated:
-            return None
-        summary = f"output truncated to {output.cap:,} of {output.chars:,} characters"
+        summary = self._summary(output)
+        spill = output.spill
+        shared = live.sandbox.shared_dir
         if ephemeral:
             notices.append(f"{summary}; the full output was not kept (sessions do not persist)")
             return None
         if not live.alive:
             notices.append(f"{summary}; the full output was lost with the sandbox")
             return None
-        if output.spill_error is not None:
-            notices.append(f"{summary}; the full output was not kept: {output.spill_error}")
+        if spill is None or shared is None:
+            notices.append(
+                f"{summary}; the full output was not kept (the runtime shares no directory "
+                "with the sandbox)"
+            )
             return None
-        path = f"{OUTPUT_DIR}/{execution.id}.txt"
-        problem = await save_full_output(live, output, path)
-        if problem is not None:
-            notices.append(f"{summary}; the full output could not be saved: {problem}")
+        if spill.error is not None:
+            notices.append(f"{summary}; the full output was not kept: {spill.error}")
             return None
-        partial = (
-            f" (its first {output.spilled_bytes:,} bytes only)" if output.spill_incomplete else ""
-        )
+        try:
+            path = await spill.keep(shared, f"{execution.id}.txt")
+        except OSError as exc:
+            notices.append(f"{summary}; the full output could not be saved ({exc.strerror or exc})")
+            return None
+        partial = f" (its first {spill.size:,} bytes only)" if spill.incomplete else ""
         notices.append(f"{summary}; the full output{partial} is in {path} inside the session")
         return path
 
@@ -251,3 +294,27 @@ class ExecutionRunner:
             with anyio.CancelScope(shield=True):
                 await execution.output.aclose()
             sess.turn.release()
+
+
+def _shown_value(value: str | None) -> str | None:
+    if value is None:
+        return None
+    shown, taken = visible_head(value, VALUE_LIMIT)
+    if taken < len(value):
+        shown += f"... [{len(value) - taken:,} more characters]"
+    return shown
+
+
+def _shown_error(error: ErrorInfo | None) -> ErrorInfo | None:
+    """The error as shown: made visible and bounded (its traceback keeps its end)."""
+    if error is None:
+        return None
+    traceback, taken = visible_tail(error.traceback, TRACEBACK_LIMIT)
+    if taken < len(error.traceback):
+        omitted = len(error.traceback) - taken
+        traceback = f"[... {omitted:,} characters of traceback omitted ...]\n{traceback}"
+    return ErrorInfo(
+        visible_head(error.type, TYPE_LIMIT, single_line=True)[0],
+        visible_head(error.message, MESSAGE_LIMIT)[0],
+        traceback,
+    )

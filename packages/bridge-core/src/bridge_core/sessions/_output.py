@@ -1,31 +1,28 @@
-"""Bounded capture of one execution's output, with the full text spilled to a host file.
+"""Bounded capture of one execution's output, shown made visible, with the full text spilled.
 
 Memory stays bounded whatever the sandbox prints (10 MB, 200k lines): each stream keeps at most
-``cap`` characters of head and ``cap`` characters of tail. While the total is at most ``cap`` the
-chunks are also kept in arrival order; the moment it exceeds ``cap`` they are written to a host
-temp file and from then on every chunk is appended there (buffered, flushed through a worker
-thread), up to ``spill_limit`` bytes. After the execution the session copies that file into the
-sandbox's /tmp so code can read the full output in its next execution.
+``cap`` characters of head and ``cap`` characters of tail, exactly as received. While the total
+is at most ``cap`` the chunks are also kept in arrival order; the moment it exceeds ``cap`` they go
+to a :class:`~bridge_core.sessions._spill.SpillFile` and from then on every chunk is appended
+there, as received (the exact bytes, for the full-output file).
+
+What is returned is shown made visible (:mod:`._visible`: control, bidi and zero-width
+characters escaped), and the cap bounds what is *shown*: output whose escapes would make it
+longer than ``cap`` is truncated like output that is longer to begin with.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import tempfile
 from collections import deque
-from pathlib import Path
-from typing import BinaryIO
 
-import anyio
 from bridge_protocol import Stream
+
+from bridge_core.sessions._spill import SpillFile
+from bridge_core.sessions._visible import visible, visible_head, visible_tail
 
 __all__ = ["OutputCollector", "StreamCapture"]
 
-logger = logging.getLogger("bridge_core.sessions")
-
-FLUSH_BYTES = 256 * 1024
-"""Spill writes are batched: one thread hop per 256 KiB, not per frame (200k-line floods)."""
+_STREAMS: tuple[Stream, Stream] = ("stdout", "stderr")
 
 
 class StreamCapture:
@@ -39,6 +36,11 @@ class StreamCapture:
         self._tail_len = 0
         self.chars = 0
         self.lines = 0
+
+    @property
+    def whole(self) -> bool:
+        """True when :meth:`text` is everything the stream received."""
+        return self.chars <= 2 * self._keep
 
     def add(self, text: str) -> None:
         self.chars += len(text)
@@ -69,7 +71,7 @@ class StreamCapture:
                 self._tail_len -= excess
 
     def text(self) -> str:
-        """Everything, when nothing was dropped (``chars <= 2 * keep``)."""
+        """Everything, when nothing was dropped (:attr:`whole`)."""
         return "".join(self._head) + "".join(self._tail)
 
     def head(self, n: int) -> str:
@@ -80,27 +82,24 @@ class StreamCapture:
 
 
 class OutputCollector:
-    """stdout and stderr of one execution, capped at ``cap`` characters in total."""
+    """stdout and stderr of one execution, shown in at most ``cap`` characters in total.
 
-    def __init__(self, cap: int, spill_dir: Path, *, spill_limit: int) -> None:
+    ``spill`` receives the full output once it is longer than the cap (None: it is not kept).
+    """
+
+    def __init__(self, cap: int, spill: SpillFile | None = None) -> None:
         self.cap = cap
         self.streams: dict[Stream, StreamCapture] = {
             "stdout": StreamCapture(cap),
             "stderr": StreamCapture(cap),
         }
-        self.spill_dir = spill_dir
-        self._spill_limit = spill_limit
+        self.spill = spill
+        self._spilling = False
         self._ordered: list[str] | None = []
         """Arrival-ordered chunks while the total is within the cap (None once spilled)."""
-        self._spill: BinaryIO | None = None
-        self._spill_buffer: list[bytes] = []
-        self._spill_buffered = 0
-        self.spill_path: Path | None = None
-        self.spilled_bytes = 0
-        self.spill_incomplete = False
-        """True when the file holds only the start of the output (limit reached, or an error)."""
-        self.spill_error: str | None = None
-        """Why the host could not keep the full output, if it could not."""
+        self._shown: dict[Stream, str] = {}
+        """Visible text of the streams that are whole, computed once by :meth:`finish`."""
+        self._finished = False
 
     @property
     def chars(self) -> int:
@@ -112,120 +111,92 @@ class OutputCollector:
 
     @property
     def truncated(self) -> bool:
-        return self.chars > self.cap
+        """Whether what is shown had to be cut (final once :meth:`finish` ran)."""
+        if self.chars > self.cap:
+            return True
+        return self._finished and sum(map(len, self._shown.values())) > self.cap
 
     async def add(self, stream: Stream, text: str) -> None:
         """Record a chunk (in arrival order across both streams)."""
         self.streams[stream].add(text)
         if self._ordered is not None:
             self._ordered.append(text)
-            if not self.truncated:
-                return
-            # Crossing the cap: from now on the full text lives in a file, not in memory.
-            pending, self._ordered = self._ordered, None
-            try:
-                self._spill = await anyio.to_thread.run_sync(self._open_spill)
-            except OSError as exc:
-                self._give_up(exc)
-                return
-            for chunk in pending:
-                await self._write(chunk)
+            if self.chars > self.cap:
+                await self._start_spill()
             return
-        await self._write(text)
+        if self._spilling:
+            assert self.spill is not None
+            await self.spill.write(text.encode("utf-8", "surrogatepass"))
 
-    def _open_spill(self) -> BinaryIO:
-        self.spill_dir.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix="output-", suffix=".txt", dir=self.spill_dir)
-        self.spill_path = Path(name)
-        return os.fdopen(fd, "w+b")
-
-    def _give_up(self, exc: OSError) -> None:
-        # A full or read-only host disk must not end the execution: only the full copy is lost.
-        logger.warning("cannot keep the full output on the host: %s", exc)
-        self.spill_error = f"the bridge could not store it ({exc.strerror or exc})"
-        self.spill_incomplete = True
-        self._spill_buffer.clear()
-
-    async def _write(self, text: str) -> None:
-        if self.spill_incomplete:
+    async def _start_spill(self) -> None:
+        # Crossing the cap: from now on the full text lives in a file, not in memory.
+        pending, self._ordered = self._ordered or [], None
+        if self.spill is None:
             return
-        data = text.encode("utf-8", "surrogatepass")
-        room = self._spill_limit - self.spilled_bytes
-        if len(data) > room:
-            data = data[:room]
-            self.spill_incomplete = True
-        self._spill_buffer.append(data)
-        self._spill_buffered += len(data)
-        self.spilled_bytes += len(data)
-        if self._spill_buffered >= FLUSH_BYTES:
-            await self.flush()
+        await self.spill.open()
+        self._spilling = True
+        for chunk in pending:
+            await self.spill.write(chunk.encode("utf-8", "surrogatepass"))
 
-    async def flush(self) -> None:
-        """Write buffered spill bytes to the host file."""
-        if self._spill is None or not self._spill_buffer:
+    async def finish(self) -> None:
+        """The execution is over: decide what is shown, and write what the spill still buffers.
+
+        Output within the cap that its escapes make longer than the cap is truncated too, and
+        spilled now (its chunks are still in memory).
+        """
+        if self._finished:
             return
-        data = b"".join(self._spill_buffer)
-        self._spill_buffer.clear()
-        self._spill_buffered = 0
-        try:
-            await anyio.to_thread.run_sync(self._spill.write, data)
-        except OSError as exc:
-            self._give_up(exc)
+        self._finished = True
+        self._shown = {
+            name: visible(capture.text()) for name, capture in self.streams.items() if capture.whole
+        }
+        if self.truncated and self._ordered is not None:
+            await self._start_spill()
+        if self.spill is not None:
+            await self.spill.flush()
 
-    async def read_spill(self, offset: int, size: int) -> bytes:
-        """``size`` bytes of the spilled output from ``offset`` (flushes first)."""
-        await self.flush()
-        spill = self._spill
-        if spill is None:
-            return b""
-
-        def read() -> bytes:
-            spill.flush()
-            spill.seek(offset)
-            return spill.read(size)
-
-        return await anyio.to_thread.run_sync(read)
+    def _shown_len(self, name: Stream) -> int:
+        shown = self._shown.get(name)
+        return len(shown) if shown is not None else self.streams[name].chars
 
     def render(self, marker: str) -> tuple[str, str]:
-        """(stdout, stderr) as returned to the caller; ``marker`` is formatted per stream with
-        ``omitted``, ``total`` and ``lines`` when that stream had to be cut."""
-        out, err = self.streams["stdout"], self.streams["stderr"]
+        """(stdout, stderr) as returned to the caller, made visible; ``marker`` is formatted per
+        stream with ``omitted``, ``total`` and ``lines`` when that stream had to be cut."""
+        if not self._finished:
+            raise RuntimeError("render() before finish()")
         if not self.truncated:
-            return out.text(), err.text()
+            return self._shown["stdout"], self._shown["stderr"]
+        out, err = self._shown_len("stdout"), self._shown_len("stderr")
         half = self.cap // 2
-        if out.chars <= half:
-            budgets = (out.chars, self.cap - out.chars)
-        elif err.chars <= half:
-            budgets = (self.cap - err.chars, err.chars)
+        if out <= half:
+            budgets = (out, self.cap - out)
+        elif err <= half:
+            budgets = (self.cap - err, err)
         else:
             budgets = (half, self.cap - half)
         rendered: list[str] = []
-        for capture, budget in zip((out, err), budgets, strict=True):
-            if capture.chars <= budget:
-                rendered.append(capture.text())
+        for name, budget in zip(_STREAMS, budgets, strict=True):
+            if self._shown_len(name) <= budget:
+                rendered.append(self._shown[name])
                 continue
-            head_n = budget // 2
-            tail_n = budget - head_n
-            note = marker.format(
-                omitted=f"{capture.chars - head_n - tail_n:,}",
-                total=f"{capture.chars:,}",
-                lines=f"{capture.lines:,}",
-            )
-            rendered.append(capture.head(head_n) + note + capture.tail(tail_n))
+            rendered.append(self._cut(self.streams[name], budget, marker))
         return rendered[0], rendered[1]
 
+    @staticmethod
+    def _cut(capture: StreamCapture, budget: int, marker: str) -> str:
+        head, head_raw = visible_head(capture.head(budget // 2), budget // 2)
+        room = budget - len(head)
+        # A whole stream (cut only because its escapes made it long) has no separate tail.
+        rest = capture.text()[head_raw:] if capture.whole else capture.tail(room)
+        tail, tail_raw = visible_tail(rest, room)
+        note = marker.format(
+            omitted=f"{capture.chars - head_raw - tail_raw:,}",
+            total=f"{capture.chars:,}",
+            lines=f"{capture.lines:,}",
+        )
+        return head + note + tail
+
     async def aclose(self) -> None:
-        """Close and delete the host spill file (its content is in the sandbox by now)."""
-        spill, self._spill = self._spill, None
-        self._spill_buffer.clear()
-        if spill is None:
-            return
-        path = self.spill_path
-
-        def close() -> None:
-            spill.close()
-            if path is not None:
-                path.unlink(missing_ok=True)
-
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(close)
+        """Close the spill; it is deleted unless it was kept."""
+        if self.spill is not None:
+            await self.spill.aclose()

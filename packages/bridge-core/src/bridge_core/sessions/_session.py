@@ -26,8 +26,10 @@ class Session:
     wake waiters in FIFO order, which gives "executions run one at a time, in order".
     """
 
-    def __init__(self, name: str, now: float) -> None:
+    def __init__(self, name: str, now: float, *, client: str | None = None) -> None:
         self.name = name
+        self.client = client
+        """Whose session this is (None: the only client of a stdio bridge)."""
         self.live: LiveSandbox | None = None
         self.turn = anyio.Semaphore(1)
         self.users = 0

@@ -1,71 +1,272 @@
-"""Copy an execution's full (spilled) output into the sandbox's /tmp.
+"""Full outputs on the host: where they are written, who owns them, how much disk they may take.
 
-The host keeps the full text in a temp file while the execution streams (see ``_output``); once it
-ended, the file is sent to the sandbox in chunks, each one a tiny ``Execute`` that appends a
-base64 chunk to the target file. The copy code runs under ``exec`` with its own globals so it adds
-nothing to the user's namespace. Bridge memory stays at one chunk, whatever the output size.
+An execution's output past the cap streams into a spill file in this bridge's own directory,
+``<root>/<pid>-<start time>/`` (mode 0700, files 0600). The directory's name is its owner, as a
+container's owner label is (``runtime/_ownership``): every bridge removes, when it starts, the
+directories of owners that are no longer running, so a SIGKILLed bridge leaves no spill behind.
+
+When the execution ended and its sandbox lives on, the file is made read-only and moved into the
+sandbox's shared directory (``Sandbox.shared_dir``, bind-mounted read-only into the container),
+where the session's code reads it. Nothing runs in the sandbox to save it: no user namespace, no
+protocol message, so nothing sandbox code does can delay, fail or alter the saving. A kept file
+goes with its sandbox (the runtime removes the shared directory with the container, and a dead
+bridge's containers with their directories at the next start).
+
+One budget per bridge bounds the disk all of this takes, spills being written and files kept
+alike: a spill that needs room deletes the oldest kept files first, and stops (its file then holds
+the start of the output only) when the rest of the budget is in spills still being written.
 """
 
 from __future__ import annotations
 
-import base64
-import uuid
+import contextlib
+import errno
+import logging
+import os
+import shutil
+import tempfile
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
 
 import anyio
 
-from bridge_core.sessions._output import OutputCollector
-from bridge_core.sessions._sandbox import Execution, LiveSandbox
+from bridge_core.private_files import private_dir
+from bridge_core.runtime._ownership import Owner, current_owner, owner_is_alive, parse_owner
+from bridge_core.runtime.base import SharedDir
 
-__all__ = ["OUTPUT_DIR", "save_full_output"]
+__all__ = ["BRIDGE_BUDGET", "EXECUTION_LIMIT", "FullOutputs", "SpillFile"]
 
-OUTPUT_DIR = "/tmp/mcp-output"
-"""Where full outputs land inside the sandbox (/tmp is its only writable place)."""
+logger = logging.getLogger("bridge_core.sessions")
 
-CHUNK_BYTES = 768 * 1024
-"""Raw bytes per copy step: 1 MiB of base64, far below the 16 MiB frame limit."""
+MiB = 1024 * 1024
+EXECUTION_LIMIT = 48 * MiB
+"""Most bytes of one execution's full output kept."""
+BRIDGE_BUDGET = 256 * MiB
+"""Most bytes of full outputs one bridge keeps on disk, in flight and kept together."""
+OUTPUT_SUBDIR = "output"
+"""Kept files go to ``<shared dir>/output/<execution id>.txt``."""
+FLUSH_BYTES = 256 * 1024
+"""Spill writes are batched: one thread hop per 256 KiB, not per frame (200k-line floods)."""
+_SHARED_SUBDIR_MODE = 0o755
+"""The sandbox's uid (65534, or a mapped one) must traverse it; only the bridge writes."""
+_KEPT_MODE = 0o444
+"""Readable by the sandbox's uid, writable by nobody: code sees exactly what was printed."""
 
-STEP_TIMEOUT = 30.0
 
-_APPEND = "exec({source!r}, {{'path': {path!r}, 'mode': {mode!r}, 'data': {data!r}}})"
-_SOURCE = (
-    "import base64, os\n"
-    "os.makedirs(os.path.dirname(path), exist_ok=True)\n"
-    "with open(path, mode) as f:\n"
-    "    f.write(base64.b64decode(data))\n"
-)
+def _owner_dirname(owner: Owner) -> str:
+    return f"{owner.pid}-{owner.start_time}"
 
 
-async def save_full_output(live: LiveSandbox, output: OutputCollector, path: str) -> str | None:
-    """Write the spilled output to ``path`` inside ``live``; return None or what went wrong."""
-    offset = 0
-    while offset < output.spilled_bytes or offset == 0:
+def remove_dead_owners(root: Path) -> int:
+    """Remove the spill directories under ``root`` whose owner bridge is gone; how many.
+
+    Entries that do not name an owner are spill files of bridges from before owners were
+    recorded: no running bridge writes such a name any more, and one still running keeps its
+    open file (unlinking never breaks an open descriptor), so they go too.
+    """
+    try:
+        entries = list(root.iterdir())
+    except FileNotFoundError:
+        return 0
+    removed = 0
+    for entry in entries:
+        owner = parse_owner(entry.name.replace("-", ":", 1))
+        if owner is not None and owner_is_alive(owner):
+            continue  # another bridge sharing the state dir
         try:
-            data = await output.read_spill(offset, CHUNK_BYTES)
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink(missing_ok=True)
+        except OSError as exc:  # e.g. another user's file: the next start tries again
+            logger.warning("could not remove the leftover spill %s: %s", entry, exc)
+            continue
+        removed += 1
+    return removed
+
+
+@dataclass(slots=True)
+class _Kept:
+    size: int
+    home: Path
+    """The shared directory (host side) it was kept in."""
+
+
+class FullOutputs:
+    """The bridge's full-output files and their budget (one per session manager)."""
+
+    def __init__(self, root: Path, *, budget: int = BRIDGE_BUDGET) -> None:
+        self.root = root
+        self.area = root / _owner_dirname(current_owner())
+        self.budget = budget
+        self.used = 0
+        """Bytes of spills being written plus files kept, as granted by :meth:`reserve`."""
+        self._kept: OrderedDict[Path, _Kept] = OrderedDict()
+
+    def remove_dead_owners(self) -> int:
+        """Blocking: remove what dead bridges left under the root (run in a worker thread)."""
+        return remove_dead_owners(self.root)
+
+    def remove_own(self) -> None:
+        """Blocking: remove this bridge's spill directory (every spill is closed by now)."""
+        shutil.rmtree(self.area, ignore_errors=True)
+
+    def open(self) -> tuple[BinaryIO, Path]:
+        """Blocking: a new spill file (0600) in this bridge's directory (0700)."""
+        private_dir(self.area)
+        fd, name = tempfile.mkstemp(prefix="spill-", suffix=".txt", dir=self.area)
+        return os.fdopen(fd, "wb", buffering=0), Path(name)  # writes are batched already
+
+    async def reserve(self, wanted: int) -> int:
+        """Grant up to ``wanted`` bytes of the budget, deleting the oldest kept files for room."""
+        doomed: list[Path] = []
+        while self.used + wanted > self.budget and self._kept:
+            path, kept = self._kept.popitem(last=False)
+            self.used -= kept.size
+            doomed.append(path)
+        granted = max(0, min(wanted, self.budget - self.used))
+        self.used += granted
+        if doomed:
+            logger.info("deleted %d kept full output(s) to stay within the budget", len(doomed))
+            await anyio.to_thread.run_sync(_unlink_all, doomed)
+        return granted
+
+    def release(self, size: int) -> None:
+        """Give back bytes of a spill that is not kept."""
+        self.used = max(0, self.used - size)
+
+    def forget(self, shared: SharedDir) -> None:
+        """The sandbox of ``shared`` is going: its runtime removes its files, stop counting them."""
+        for path, kept in list(self._kept.items()):
+            if kept.home == shared.host:
+                del self._kept[path]
+                self.used = max(0, self.used - kept.size)
+
+    def kept(self, path: Path, size: int, shared: SharedDir) -> None:
+        """Count ``path`` (``size`` bytes already granted) as kept in ``shared``, newest last."""
+        self._kept[path] = _Kept(size, shared.host)
+
+
+def _unlink_all(paths: list[Path]) -> None:
+    for path in paths:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:  # never fail the execution that needed the room
+            logger.warning("could not delete the kept full output %s: %s", path, exc)
+
+
+class SpillFile:
+    """One execution's spill: bytes granted by the budget, written through a worker thread."""
+
+    def __init__(self, outputs: FullOutputs, limit: int) -> None:
+        self._outputs = outputs
+        self._limit = limit
+        self._file: BinaryIO | None = None
+        self.path: Path | None = None
+        self.size = 0
+        self.incomplete = False
+        """True when the file holds only the start of the output (limit, budget, or an error)."""
+        self.error: str | None = None
+        """Why the bridge could not keep the full output, if it could not."""
+        self._kept = False
+        self._buffer: list[bytes] = []
+        self._buffered = 0
+
+    async def open(self) -> None:
+        try:
+            self._file, self.path = await anyio.to_thread.run_sync(self._outputs.open)
         except OSError as exc:
-            return f"the bridge could not read its copy ({exc.strerror or exc})"
-        code = _APPEND.format(
-            source=_SOURCE,
-            path=path,
-            mode="wb" if offset == 0 else "ab",
-            data=base64.b64encode(data).decode("ascii"),
-        )
-        step = Execution(
-            uuid.uuid4().hex, OutputCollector(1024, output.spill_dir, spill_limit=0), None
-        )
+            self._give_up(exc)
+
+    def _give_up(self, exc: OSError) -> None:
+        # A full or read-only host disk must not end the execution: only the full copy is lost.
+        logger.warning("cannot keep the full output on the host: %s", exc)
+        self.error = f"the bridge could not store it ({exc.strerror or exc})"
+        self.incomplete = True
+        self._buffer.clear()
+        self._buffered = 0
+
+    async def write(self, data: bytes) -> None:
+        """Append ``data`` (or the part of it the limit and the budget still allow)."""
+        if self._file is None or self.incomplete:
+            return
+        room = min(len(data), self._limit - self.size)
+        granted = await self._outputs.reserve(room) if room > 0 else 0
+        if granted < len(data):
+            data = data[:granted]
+            self.incomplete = True
+        self.size += len(data)
+        self._buffer.append(data)
+        self._buffered += len(data)
+        if self._buffered >= FLUSH_BYTES:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Write the buffered bytes to the file."""
+        file = self._file
+        if file is None or not self._buffer:
+            return
+        data = b"".join(self._buffer)
+        self._buffer.clear()
+        self._buffered = 0
         try:
-            await live.start(step, code)
-            with anyio.move_on_after(STEP_TIMEOUT):
-                await step.done.wait()
-        finally:
-            live.finish(step)
-            await step.output.aclose()
-        if step.result is None:
-            return "the sandbox did not take it"
-        if step.result.status != "ok":
-            error = step.result.error
-            detail = f"{error.type}: {error.message}" if error else step.result.status
-            return f"writing it in the sandbox failed ({detail})"
-        if not data:
-            break
-        offset += len(data)
-    return None
+            await anyio.to_thread.run_sync(file.write, data)
+        except OSError as exc:
+            self._give_up(exc)
+
+    async def keep(self, shared: SharedDir, name: str) -> str:
+        """Move the file into ``shared`` (read-only); its path as the sandbox sees it.
+
+        Raises OSError when the host cannot (the caller reports it).
+        """
+        await self.flush()
+        file, source = self._file, self.path
+        if file is None or source is None:
+            raise OSError(errno.ENOENT, "the spill file is gone")
+        target = shared.host / OUTPUT_SUBDIR / name
+        # Shielded: a move that happened is always recorded (the budget counts every kept file).
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(_move_read_only, file, source, target)
+            self._file = None
+            self._kept = True
+            self._outputs.kept(target, self.size, shared)
+        return f"{shared.inside}/{OUTPUT_SUBDIR}/{name}"
+
+    async def aclose(self) -> None:
+        """Close and delete the spill unless it was kept; its bytes go back to the budget."""
+        file, self._file = self._file, None
+        if self._kept:
+            return
+        self._outputs.release(self.size)
+        path = self.path
+        if file is None and path is None:
+            return
+
+        def close() -> None:
+            if file is not None:
+                file.close()
+            if path is not None:
+                path.unlink(missing_ok=True)
+
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(close)
+
+
+def _move_read_only(file: BinaryIO, source: Path, target: Path) -> None:
+    file.flush()
+    file.close()
+    target.parent.mkdir(mode=_SHARED_SUBDIR_MODE, exist_ok=True)
+    os.chmod(target.parent, _SHARED_SUBDIR_MODE)  # mkdir's mode is filtered by the umask
+    os.chmod(source, _KEPT_MODE)
+    try:
+        os.rename(source, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        # The shared directory is on another filesystem than the state dir: copy, then drop.
+        shutil.copyfile(source, target)
+        os.chmod(target, _KEPT_MODE)
+        with contextlib.suppress(FileNotFoundError):
+            source.unlink()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +28,15 @@ from bridge_core.sessions._names import DEFAULT_SESSION, validate_session_name
 from bridge_core.sessions._pool import SandboxPool
 from bridge_core.sessions._sandbox import LiveSandbox
 from bridge_core.sessions._session import Session, Turn, unavailable
+from bridge_core.sessions._spill import FullOutputs
 from bridge_core.sessions.types import ExecutionListener, ExecutionResult, SessionConfig
 
 __all__ = ["SessionManager", "SessionStats"]
+
+_Key = tuple[str | None, str]
+"""A session's identity: (the client it belongs to, its name). Client None is the one client of a
+stdio bridge; over HTTP each client (an MCP session, or an authenticated principal) has its own
+names, so two clients' ``default`` sessions are two sessions."""
 
 logger = logging.getLogger("bridge_core.sessions")
 
@@ -39,6 +45,7 @@ START_ATTEMPTS = 2
 before the caller gets ``unavailable``; a broken image still fails fast, after two starts."""
 EXPIRED_NAMES_KEPT = 1024
 """Names of expired sessions remembered to tell their next caller; bounded against churn."""
+_CLIENT_GONE = "the client this session belonged to is gone (its MCP session ended)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,17 +81,19 @@ class SessionManager:
         self.config = config
         self._clock = clock
         self._fleet = SandboxFleet(config, runtime, gateway)
-        self._sessions: dict[str, Session] = {}
-        self._expired: OrderedDict[str, float] = OrderedDict()
-        self._ephemeral = 0
+        self._sessions: dict[_Key, Session] = {}
+        self._expired: OrderedDict[_Key, float] = OrderedDict()
+        self._ephemeral: Counter[str | None] = Counter()
+        """Executions running with ``persist=false``, per client (each holds a sandbox)."""
         self._tg: TaskGroup | None = None
         self._pool: SandboxPool | None = None
         self._closed = False
         self._expiry = anyio.Event()
         """Set (then replaced) whenever an idle sweep expired a session."""
+        self._outputs = FullOutputs(state_dir / "output")
         self._runner = ExecutionRunner(
             config,
-            spill_dir=state_dir / "output",
+            outputs=self._outputs,
             replace=self._replace,
             exit_reason=self._fleet.exit_reason,
             background=self._background,
@@ -95,6 +104,10 @@ class SessionManager:
     async def __aenter__(self) -> Self:
         if self._tg is not None or self._closed:
             raise RuntimeError("a SessionManager can be entered only once")
+        # Spill files of bridges that died without cleaning up (SIGKILL) go before any new one.
+        removed = await anyio.to_thread.run_sync(self._outputs.remove_dead_owners)
+        if removed:
+            logger.info("removed %d spill(s) of bridges that are gone", removed)
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
@@ -127,6 +140,8 @@ class SessionManager:
         finally:
             self._sessions.clear()
             await self._fleet.stop_all()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._outputs.remove_own)
 
     # --- public API --------------------------------------------------------------------------
 
@@ -138,21 +153,24 @@ class SessionManager:
         timeout: float | None = None,  # noqa: ASYNC109 (the run_python tool's own argument)
         reset: bool = False,
         listener: ExecutionListener | None = None,
+        client: str | None = None,
     ) -> ExecutionResult:
-        """Run ``code`` in ``session`` (the default session if None); never raises for sandbox,
-        runtime or user-code failures, which are results with a status and notices.
+        """Run ``code`` in ``client``'s ``session`` (the default session if None); never raises for
+        sandbox, runtime or user-code failures, which are results with a status and notices.
 
-        Raises ValueError for a bad session name or timeout, and
-        :class:`~bridge_core.errors.SessionLimitExceeded` when a new session would exceed
-        ``max_sessions``. Cancelling the caller interrupts the code and propagates.
+        ``client`` names whose sessions these are (None: the only client, as over stdio); each
+        client sees only its own sessions. Raises ValueError for a bad session name or timeout,
+        and :class:`~bridge_core.errors.SessionLimitExceeded` when a new session would exceed
+        ``max_sessions`` or ``max_sessions_per_client``. Cancelling the caller interrupts the
+        code and propagates.
         """
         name = validate_session_name(DEFAULT_SESSION if session is None else session)
         limit = self._check_timeout(timeout)
         self._check_open()
         deadline = anyio.current_time() + limit
         if not self.config.persist:
-            return await self._execute_ephemeral(name, code, limit, deadline, listener)
-        sess = self._session(name)
+            return await self._execute_ephemeral(client, name, code, limit, deadline, listener)
+        sess = self._session(client, name)
         sess.users += 1
         try:
             with anyio.move_on_at(deadline) as waiting:
@@ -181,11 +199,12 @@ class SessionManager:
             sess.last_used = self._clock()
             self._forget_if_empty(sess)
 
-    async def reset(self, session: str | None = None) -> None:
-        """Give ``session`` a fresh namespace (its sandbox is replaced); waits for its turn."""
+    async def reset(self, session: str | None = None, *, client: str | None = None) -> None:
+        """Give ``client``'s ``session`` a fresh namespace (its sandbox is replaced); waits for
+        its turn."""
         name = validate_session_name(DEFAULT_SESSION if session is None else session)
-        self._expired.pop(name, None)
-        sess = self._sessions.get(name)
+        self._expired.pop((client, name), None)
+        sess = self._sessions.get((client, name))
         if sess is None:
             return
         sess.users += 1
@@ -203,9 +222,39 @@ class SessionManager:
         assert self._pool is not None, "not entered"
         await self._pool.wait_ready()
 
-    def session_names(self) -> list[str]:
-        """Names of the open sessions, sorted."""
-        return sorted(self._sessions)
+    def session_names(self, client: str | None = None) -> list[str]:
+        """Names of ``client``'s open sessions, sorted."""
+        return sorted(name for owner, name in self._sessions if owner == client)
+
+    def holds_sessions(self, client: str | None) -> bool:
+        """Whether ``client`` has an open session (its state would be lost with the client)."""
+        return any(owner == client for owner, _ in self._sessions) or self._ephemeral[client] > 0
+
+    async def close_client(self, client: str | None) -> list[str]:
+        """End every session of ``client`` and stop their sandboxes; return the sessions' names.
+
+        For a client that is gone (its MCP session ended): nobody can address these sessions any
+        more. An execution still running in one ends with its sandbox. Returns once the sandboxes
+        are stopped (each stop is bounded and never raises).
+        """
+        closed, sandboxes = [], []
+        for key, sess in list(self._sessions.items()):
+            if key[0] != client:
+                continue
+            # Out of the table before the first await: nothing can reach these sessions now.
+            del self._sessions[key]
+            self._expired.pop(key, None)
+            if sess.live is not None:
+                sess.live.close()
+                sandboxes.append(sess.live)
+                sess.live = None
+            closed.append(sess.name)
+        if sandboxes and not self._closed:  # once closing, the shutdown stops everything
+            async with anyio.create_task_group() as stops:
+                for live in sandboxes:
+                    # Killed, not stopped: nobody waits for a graceful end of code nobody reads.
+                    stops.start_soon(self._fleet.stop, live, True)
+        return sorted(closed)
 
     @property
     def stats(self) -> SessionStats:
@@ -227,13 +276,14 @@ class SessionManager:
         """
         now, ttl = self._clock(), self.config.idle_ttl
         expired = []
-        for name, sess in list(self._sessions.items()):
+        for key, sess in list(self._sessions.items()):
             if ttl <= 0 or sess.busy or now - sess.last_used < ttl:
                 continue
-            del self._sessions[name]
+            del self._sessions[key]
+            name = key[1]
             if sess.live is not None:
                 self._discard(sess.live)
-                self._expired[name] = now
+                self._expired[key] = now
                 while len(self._expired) > EXPIRED_NAMES_KEPT:
                     self._expired.popitem(last=False)
             expired.append(name)
@@ -259,22 +309,34 @@ class SessionManager:
         if self._tg is None or self._closed:
             raise RuntimeError("the session manager is not running (use `async with`)")
 
-    def _check_capacity(self) -> None:
+    def _check_capacity(self, client: str | None) -> None:
+        # Only the caller's own session names are quoted: other clients' names are theirs.
+        own = self.session_names(client)
+        listed = ", ".join(own) or "none"
+        per_client = self.config.max_sessions_per_client
+        held = len(own) + self._ephemeral[client]
+        if client is not None and per_client is not None and held >= per_client:
+            raise SessionLimitExceeded(
+                f"this client already has the maximum of {per_client} sessions "
+                f"(yours: {listed}): reuse or reset one, wait for idle ones to expire, "
+                "or raise MCP_BRIDGE_MAX_SESSIONS_PER_CLIENT"
+            )
         limit = self.config.max_sessions
-        if len(self._sessions) + self._ephemeral >= limit:
+        if len(self._sessions) + self._ephemeral.total() >= limit:
             raise SessionLimitExceeded(
                 f"the maximum of {limit} concurrent sessions is reached "
-                f"(open: {', '.join(self.session_names()) or 'none'}): reuse or reset one, "
-                f"wait for idle ones to expire, or raise MCP_BRIDGE_MAX_SESSIONS"
+                f"({'yours' if client is not None else 'open'}: {listed}): reuse or reset one, "
+                "wait for idle ones to expire, or raise MCP_BRIDGE_MAX_SESSIONS"
             )
 
-    def _session(self, name: str) -> Session:
-        sess = self._sessions.get(name)
+    def _session(self, client: str | None, name: str) -> Session:
+        key = (client, name)
+        sess = self._sessions.get(key)
         if sess is not None:
             return sess
-        self._check_capacity()
-        sess = self._sessions[name] = Session(name, self._clock())
-        if self._expired.pop(name, None) is not None:
+        self._check_capacity(client)
+        sess = self._sessions[key] = Session(name, self._clock(), client=client)
+        if self._expired.pop(key, None) is not None:
             sess.notices.append(
                 f"session {name!r} was idle for more than {self.config.idle_ttl:g} s, so its "
                 "sandbox was stopped and its state (variables, imports, /tmp files) was dropped: "
@@ -286,8 +348,14 @@ class SessionManager:
         # A session with no sandbox, nothing to tell and nobody waiting holds no state: it must
         # not take a slot of max_sessions (e.g. after its sandbox could not start, or a reset).
         empty = sess.live is None and not sess.notices and not sess.busy
-        if empty and self._sessions.get(sess.name) is sess:
-            del self._sessions[sess.name]
+        key = (sess.client, sess.name)
+        if empty and self._sessions.get(key) is sess:
+            del self._sessions[key]
+
+    def _closed_by_client(self, sess: Session) -> bool:
+        # A session an execution is using leaves the table only through close_client: expiry and
+        # _forget_if_empty skip busy sessions.
+        return self._sessions.get((sess.client, sess.name)) is not sess
 
     def _prepare(self, sess: Session, reset: bool) -> list[str]:
         if reset:
@@ -300,9 +368,13 @@ class SessionManager:
     async def _sandbox_for(
         self, sess: Session, deadline: float, notices: list[str]
     ) -> LiveSandbox | ExecutionResult:
+        if self._closed_by_client(sess):
+            return unavailable(sess.name, _CLIENT_GONE, notices)
         live = sess.live
         if live is not None and not live.alive:
-            reason = await self._fleet.exit_reason(live)
+            reason = live.failure_reason
+            with anyio.move_on_at(deadline):
+                reason = await self._fleet.exit_reason(live)
             notices.append(
                 f"the sandbox of session {sess.name!r} ended while idle ({reason}): "
                 "this is a fresh one and the session's state was lost"
@@ -312,6 +384,9 @@ class SessionManager:
             taken = await self._take(sess.name, deadline, notices)
             if isinstance(taken, ExecutionResult):
                 return taken
+            if self._closed_by_client(sess):  # the client went away while its sandbox started
+                self._discard(taken, kill=True)
+                return unavailable(sess.name, _CLIENT_GONE, notices)
             sess.live = taken
         return sess.live
 
@@ -344,6 +419,7 @@ class SessionManager:
 
     async def _execute_ephemeral(
         self,
+        client: str | None,
         name: str,
         code: str,
         limit: float,
@@ -351,14 +427,14 @@ class SessionManager:
         listener: ExecutionListener | None,
     ) -> ExecutionResult:
         """``persist=false``: a fresh sandbox for this one execution, stopped right after."""
-        self._check_capacity()
-        self._ephemeral += 1
+        self._check_capacity(client)
+        self._ephemeral[client] += 1
         try:
             notices: list[str] = []
             live = await self._take(name, deadline, notices)
             if isinstance(live, ExecutionResult):
                 return live
-            sess = Session(name, self._clock())
+            sess = Session(name, self._clock(), client=client)
             sess.live = live
             try:
                 return await self._runner.run(
@@ -367,7 +443,9 @@ class SessionManager:
             finally:
                 self._drop(sess)
         finally:
-            self._ephemeral -= 1
+            self._ephemeral[client] -= 1
+            if not self._ephemeral[client]:
+                del self._ephemeral[client]
 
     async def _reap_idle(self) -> None:
         interval = min(max(self.config.idle_ttl / 4, 0.05), 30.0)
@@ -387,6 +465,8 @@ class SessionManager:
         return True
 
     def _discard(self, live: LiveSandbox, *, kill: bool = False) -> None:
+        if (shared := live.sandbox.shared_dir) is not None:
+            self._outputs.forget(shared)  # its full outputs go with its directory
         self._fleet.discard(live, kill=kill)
 
     def _replace(self, sess: Session, live: LiveSandbox, *, kill: bool) -> None:

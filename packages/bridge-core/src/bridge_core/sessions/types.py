@@ -24,6 +24,10 @@ class Image:
 
 @dataclass(frozen=True, slots=True)
 class ExecutionResult:
+    """One execution as it is shown: every text from the sandbox (stdout, stderr, value, error)
+    has its control, bidi and zero-width characters made visible and is bounded (the output by
+    the cap, the value, traceback and message by limits of their own)."""
+
     status: Status
     session: str
     stdout: str = ""
@@ -38,7 +42,8 @@ class ExecutionResult:
     total size and the path of the full output inside the sandbox)."""
     truncated: bool = False
     full_output_path: str | None = None
-    """Path INSIDE the sandbox of the complete output when it was truncated."""
+    """Path INSIDE the sandbox of the complete output (exact bytes, read-only) when it was
+    truncated and kept."""
 
     @property
     def ok(self) -> bool:
@@ -65,6 +70,8 @@ class SessionConfig:
     pool_size: int = 1
     """Warm sandboxes started ahead of demand; 0 disables the pool."""
     max_sessions: int = 8
+    max_sessions_per_client: int | None = None
+    """Sessions one client may hold when clients are named (HTTP); None: only max_sessions."""
     idle_ttl: float = 1800.0
     """Seconds of inactivity after which a session's container is stopped."""
     persist: bool = True
