@@ -156,7 +156,7 @@ async def test_a_real_mcp_client_runs_python_through_the_installed_command(
     assert block.text.strip() == "/opt/bridge/venv 42"
 
 
-def test_the_installed_package_builds_the_image_the_checkout_builds(
+def test_the_installed_package_builds_and_verifies_the_image_the_checkout_builds(
     installed: Installed, tmp_path: Path
 ) -> None:
     offline = builder.default_offline()
@@ -181,6 +181,14 @@ def test_the_installed_package_builds_the_image_the_checkout_builds(
         labels = _labels(from_install)
         assert labels[LABEL_INPUTS_HASH] == builder.inputs_hash("slim", offline=offline, repo=REPO)
         assert labels[LABEL_REVISION] == reference.labels[LABEL_REVISION]
+        verified = run(
+            [str(installed.command), "image", "verify", "--slim", flag, "--tag", from_install],
+            env=installed.env(),
+            cwd=installed.home,
+            timeout=900,
+        )
+        assert verified.returncode == 0, verified.stderr[-3000:]
+        assert "verified: a rebuild from scratch gave the same image" in verified.stdout
     finally:
         for tag in (from_install, from_checkout):
             # rmi by name: only untags while another name still points at the image
