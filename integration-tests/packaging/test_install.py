@@ -181,6 +181,14 @@ def test_the_installed_package_builds_and_verifies_the_image_the_checkout_builds
         labels = _labels(from_install)
         assert labels[LABEL_INPUTS_HASH] == builder.inputs_hash("slim", offline=offline, repo=REPO)
         assert labels[LABEL_REVISION] == reference.labels[LABEL_REVISION]
+        # The image the checkout built is current for the installed package.
+        status = run(
+            [str(installed.command), "image", "status", "--slim", flag, "--tag", from_checkout],
+            env=installed.env(),
+            cwd=installed.home,
+        )
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert "status: current" in status.stdout
         verified = run(
             [str(installed.command), "image", "verify", "--slim", flag, "--tag", from_install],
             env=installed.env(),
