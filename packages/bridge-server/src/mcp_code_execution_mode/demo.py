@@ -21,6 +21,8 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from bridge_core.runtime.base import IMAGE_BUILD_COMMAND
+from bridge_image.names import DEFAULT_IMAGE, SLIM_IMAGE
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -95,20 +97,18 @@ def _image_ready(settings: Settings) -> str | None:
     probe = [cli, "image", "exists" if cli.endswith("podman") else "inspect", settings.image]
     if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
         return None
-    try:
-        import bridge_image  # noqa: F401  (present in a repository checkout)
-    except ImportError:
+    if settings.image not in (DEFAULT_IMAGE, SLIM_IMAGE):
         return (
-            f"the sandbox image {settings.image} is missing: build it from a clone of the "
-            "repository (scripts/prepare-host, or bridge-image build), or set MCP_BRIDGE_IMAGE "
-            "to an image you have"
+            f"the sandbox image {settings.image} is missing: build it, or leave MCP_BRIDGE_IMAGE "
+            f"unset to use the standard image ({IMAGE_BUILD_COMMAND} builds it)"
         )
     print(f"building the sandbox image {settings.image} (first run only) ...", flush=True)
+    variant = [] if settings.image == DEFAULT_IMAGE else ["--slim"]
     build = subprocess.run(
-        [sys.executable, "-m", "bridge_image", "build", "--if-stale"], check=False
+        [sys.executable, "-m", "bridge_image", "build", "--if-stale", *variant], check=False
     )
     if build.returncode != 0:
-        return "building the image failed (output above); run scripts/prepare-host"
+        return f"building the image failed (output above); fix it, then {IMAGE_BUILD_COMMAND}"
     return None
 
 

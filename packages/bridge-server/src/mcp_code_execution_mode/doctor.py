@@ -32,7 +32,7 @@ from bridge_core.errors import BridgeError
 from bridge_core.gateway import NullGateway
 from bridge_core.policy import Policy
 from bridge_core.runtime import user_seccomp_option
-from bridge_core.runtime.base import RuntimeBackend, RuntimeInfo
+from bridge_core.runtime.base import IMAGE_BUILD_COMMAND, RuntimeBackend, RuntimeInfo
 from bridge_core.runtime.detect import detect_runtime
 from bridge_core.servers import ServerSpec
 from bridge_core.sessions.manager import SessionManager
@@ -184,7 +184,8 @@ def _check_image(settings: Settings, backend: RuntimeBackend, report: _Report) -
         report.fail(
             "image",
             f"{settings.image} is not present",
-            "run scripts/prepare-host (builds it), or set MCP_BRIDGE_IMAGE to an image you have",
+            f"{IMAGE_BUILD_COMMAND} (builds the standard image; --slim the slim one), or set "
+            "MCP_BRIDGE_IMAGE to an image you have",
         )
         return False
     labels = data.get("Labels") or data.get("Config", {}).get("Labels") or {}

@@ -13,6 +13,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from bridge_image.names import DEFAULT_IMAGE
+
 from mcp_code_execution_mode import _units as u
 
 __all__ = [
@@ -24,10 +26,6 @@ __all__ = [
     "default_state_dir",
     "load_settings",
 ]
-
-DEFAULT_IMAGE = "localhost/mcp-bridge-sandbox:0.1.0"
-"""The sandbox image ``scripts/prepare-host`` builds. Kept here rather than imported from
-``bridge_image`` because the server must not depend on the image-building package."""
 
 
 def default_state_dir() -> Path:
