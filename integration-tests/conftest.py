@@ -68,7 +68,8 @@ def _podman_problem(image: str) -> str | None:
         return f"`podman image exists {image}` hung for {_PROBE_TIMEOUT} s"
     if found.returncode != 0:
         return (
-            f"sandbox image {image} is not built (run scripts/prepare-host or bridge-image build)"
+            f"sandbox image {image} is not built (run scripts/prepare-host, or "
+            "mcp-code-execution-mode image build)"
         )
     return None
 

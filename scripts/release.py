@@ -1,7 +1,13 @@
 """Build the wheel and sdist of every member, after checking they release as one version.
 
     hatch run release:check             # versions, sibling pins and CHANGELOG agree, or exit 1
-    hatch run release:build [--out DIR] # the check, then wheels + sdists of all members in DIR
+    hatch run release:build [--out DIR] # the check, then wheels + sdists of all members in DIR,
+                                        # and the wheelhouse of their third-party dependencies
+
+The wheelhouse (see ``scripts/wheelhouse.py``) makes the folder installable with no package index:
+for every Python the members declare (their classifiers) on this machine's architecture (Linux
+wheels); ``--python 3.12`` and ``--arch aarch64`` (repeatable) choose other targets,
+``--no-wheelhouse`` leaves it out.
 
 Every member of packages/ carries the same version (in its pyproject.toml, and wherever its
 sources spell it: ``__version__``, the image tag ``IMAGE_VERSION``), every dependency on a sibling
@@ -26,6 +32,8 @@ from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
+import wheelhouse  # scripts/wheelhouse.py, beside this script
+
 __all__ = ["Member", "main", "problems", "read_members"]
 
 _REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -42,6 +50,7 @@ class Member:
     name: str
     version: str
     dependencies: tuple[str, ...]
+    classifiers: tuple[str, ...] = ()
 
 
 def _normalise(name: str) -> str:
@@ -59,6 +68,7 @@ def read_members(root: Path) -> list[Member]:
                 name=project["name"],
                 version=project["version"],
                 dependencies=tuple(project.get("dependencies", ())),
+                classifiers=tuple(project.get("classifiers", ())),
             )
         )
     return members
@@ -163,6 +173,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["check", "build"])
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--out", type=Path, help="folder for the artefacts (default: ROOT/dist)")
+    parser.add_argument(
+        "--python",
+        action="append",
+        metavar="X.Y",
+        help="wheelhouse only for this CPython version (repeatable; default: every version the "
+        "members declare)",
+    )
+    parser.add_argument(
+        "--arch",
+        action="append",
+        choices=wheelhouse.ARCHES,
+        help="wheelhouse for this Linux architecture (repeatable; default: this machine's)",
+    )
+    parser.add_argument(
+        "--no-wheelhouse",
+        action="store_true",
+        help="build our artefacts only (installing then needs an index for third-party wheels)",
+    )
     options = parser.parse_args(argv)
     root = options.root.resolve()
     found = problems(root)
@@ -187,6 +215,22 @@ def main(argv: list[str] | None = None) -> int:
         digest = hashlib.sha256(artefact.read_bytes()).hexdigest()
         print(f"{digest}  {artefact.name}")
     print(f"release: {len(artefacts)} artefacts in {out}")
+    if not options.no_wheelhouse:
+        server = next(m for m in members if m.folder.name == "bridge-server")
+        targets = [
+            wheelhouse.Target(python, arch)
+            for python in options.python or wheelhouse.default_pythons(server.classifiers)
+            for arch in options.arch or [wheelhouse.host_arch()]
+        ]
+        siblings = {_normalise(m.name) for m in members}
+        requirements = wheelhouse.third_party_requirements(
+            (d for m in members for d in m.dependencies), siblings
+        )
+        added = wheelhouse.fill(out, requirements, targets, server.name)
+        print(
+            f"release: wheelhouse of {len(added)} third-party wheels in {out} for "
+            f"{', '.join(map(str, targets))}; install with --no-index --find-links {out}"
+        )
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import socket
 import sys
 from ast import literal_eval
 from pathlib import Path
@@ -176,12 +177,12 @@ async def test_stderr_tail_cut_inside_a_secret_does_not_show_its_end(
     servers = {
         "longline": {
             "command": "/bin/sh",
+            # The filler is made by the script: a 3000-letter argument would itself be masked
+            # as a secret-looking configured value.
             "args": [
                 "-c",
-                'printf "%s%s%s" "$1" "$LONG_TOKEN" "$2" >&2; exit 3',
-                "sh",
-                "p" * 3000,
-                "e" * (2000 - shown),
+                'head -c 3000 /dev/zero | tr "\\0" p >&2; printf "%s" "$LONG_TOKEN" >&2; '
+                f'head -c {2000 - shown} /dev/zero | tr "\\0" e >&2; exit 3',
             ],
             "env": {"LONG_TOKEN": server_secret},
         }
@@ -192,3 +193,100 @@ async def test_stderr_tail_cut_inside_a_secret_does_not_show_its_end(
     assert "'longline'" in failed.structured_content["error"]["message"]
     assert "e" * 100 in message  # the tail is there
     assert server_secret[-shown:] not in _all_text(failed)
+
+
+def _token(kind: str) -> str:
+    return f"{kind}-{secrets.token_hex(12)}"
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port  # nothing listens on it once the socket is closed
+
+
+ECHO_BACK = """
+from mcp import mcp_servers, runtime, ToolError
+report = {"alive": await mcp_servers["argv-alive"].env()}
+# Straight `call` frames (no tool listing first), so the failures are audited too.
+env_tool = mcp_servers["argv-alive"].env
+Tool, registry = type(env_tool), env_tool._registry
+for name in ("argv-broken", "remote"):
+    try:
+        await Tool(name, "echo", registry)(text="x")
+    except ToolError as exc:
+        report[name] = [type(exc).__name__, str(exc), exc.data]
+report["servers"] = runtime.discovered_servers(detailed=True)
+report
+"""
+
+
+async def test_secrets_in_arguments_urls_and_headers_never_reach_sandbox_logs_or_audit(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # Every form a token takes in a configuration: after `=`, as the next argument, as a URL's
+    # password or query value, in a header-like argument, in an HTTP server's path, query and
+    # headers, and in env. One server echoes them all back (results), one prints its arguments
+    # and fails at start (crash report), one cannot be reached (connection error).
+    s = {kind: _token(kind) for kind in ("key", "tok", "pw", "qkey", "bearer", "path", "uq", "hdr")}
+    args = [
+        f"--api-key={s['key']}",
+        "--token",
+        s["tok"],
+        f"postgresql://app:{s['pw']}@db.example/app",
+        f"https://api.example.com/v1/items?key={s['qkey']}&mode=fast",
+        "--header",
+        f"Authorization: Bearer {s['bearer']}",
+    ]
+    env_secret = _token("env")
+    servers = {
+        "argv-alive": {
+            "command": sys.executable,
+            "args": [str(PROBE), *args],
+            "env": {"KEEPER_TOKEN": env_secret, "NODE_ENV": "production"},
+        },
+        "argv-broken": {
+            "command": "/bin/sh",
+            "args": ["-c", 'printf "%s\\n" "$@" >&2; exit 3', "sh", *args],
+        },
+        "remote": {
+            "type": "http",
+            "url": f"http://127.0.0.1:{_closed_port()}/t/{s['path']}/mcp?api_key={s['uq']}",
+            "headers": {"Authorization": f"Bearer {s['hdr']}"},
+        },
+    }
+    log, audit = tmp_path / "bridge.log", tmp_path / "audit.jsonl"
+    env = {
+        "MCP_BRIDGE_LOG_FILE": str(log),
+        "MCP_BRIDGE_LOG_LEVEL": "debug",
+        "MCP_BRIDGE_AUDIT_LOG": str(audit),
+    }
+    async with open_bridge(tmp_path, servers=servers, env=env) as bridge:
+        result = await bridge.run(ECHO_BACK, timeout=110)
+    assert result.is_error is False, result.structured_content
+    seen = _all_text(result)
+    logged, audited = log.read_text(), audit.read_text()
+    for secret in (*s.values(), env_secret):
+        assert secret not in seen
+        assert secret not in logged
+        assert secret not in audited
+    report = literal_eval(code_text(result))
+    alive = report["alive"]  # the tool's JSON text, parsed by the sandbox's `mcp` module
+    assert alive["env"]["KEEPER_TOKEN"] == "***"
+    assert alive["env"]["NODE_ENV"] == "production"  # a plain word is no secret
+    assert alive["argv"][1:4] == ["--api-key=***", "--token", "***"]
+    kind, message, data = report["argv-broken"]
+    assert kind == "UpstreamUnavailable"
+    assert "--api-key=***" in message  # the stderr tail is there, masked
+    assert "--api-key=***" in data["stderr_tail"]
+    kind, message, _ = report["remote"]
+    assert kind == "UpstreamUnavailable"
+    assert "127.0.0.1" in message
+    assert "/t/***/mcp" in message
+    # The checks above had something to look at: the servers' stderr was logged line by line,
+    # and every call was audited.
+    assert "argv-broken stderr: --api-key=***" in logged
+    records = [json.loads(line) for line in audited.splitlines()]
+    assert [r["outcome"] for r in records] == ["ok", "unavailable", "unavailable"]
+    assert "--api-key=***" in records[1]["detail"]

@@ -1,15 +1,23 @@
 """`hatch run release:check|build` refuses unless every member releases as one version.
 
 Refusals are tested on a temporary copy of the members' pyproject.toml files and the changelog,
-never by editing the real ones.
+never by editing the real ones. The wheelhouse asks an index for third-party names only and fails
+the release when incomplete; the image package's sdist builds a wheel with the same recipe.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
+import zipfile
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASE = REPO / "scripts" / "release.py"
@@ -100,3 +108,69 @@ def test_release_refuses_without_a_changelog_section_for_the_version(tmp_path: P
     checked = _release_check(root)
     assert checked.returncode == 1
     assert "CHANGELOG.md has no section '## 0.1.0'" in checked.stderr
+
+
+def _wheelhouse_module() -> Any:
+    spec = importlib.util.spec_from_file_location("wheelhouse", REPO / "scripts" / "wheelhouse.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["wheelhouse"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_wheelhouse_asks_the_index_only_for_third_party_names() -> None:
+    wheelhouse = _wheelhouse_module()
+    pyprojects = (REPO / "packages").glob("*/pyproject.toml")
+    members = [tomllib.loads(p.read_text())["project"] for p in pyprojects]
+    siblings = {m["name"] for m in members}
+    wanted = wheelhouse.third_party_requirements(
+        [d for m in members for d in m.get("dependencies", [])], siblings
+    )
+    names = {re.match(r"[A-Za-z0-9._-]+", r).group(0).lower() for r in wanted}  # type: ignore[union-attr]
+    assert not names & siblings
+    assert {"mcp", "cbor2", "hatchling", "pip", "podman"} <= names
+    server = next(m for m in members if m["name"] == "mcp-code-execution-mode")
+    assert wheelhouse.default_pythons(server["classifiers"]) == ["3.11", "3.12", "3.13"]
+
+
+def test_an_incomplete_wheelhouse_fails_the_release_naming_the_target(
+    release_dist: Path, tmp_path: Path
+) -> None:
+    wheelhouse = _wheelhouse_module()
+    ours_only = tmp_path / "dist"
+    ours_only.mkdir()
+    for wheel in release_dist.glob("mcp_*.whl"):
+        shutil.copy2(wheel, ours_only / wheel.name)
+    target = wheelhouse.Target(f"{sys.version_info.major}.{sys.version_info.minor}", "x86_64")
+    with pytest.raises(SystemExit) as refused:
+        wheelhouse._check(wheelhouse._uv(), ours_only, "mcp-code-execution-mode", target, tmp_path)
+    assert "the wheelhouse is incomplete" in str(refused.value)
+    assert str(target) in str(refused.value)
+
+
+def test_a_wheel_built_from_the_image_sdist_carries_the_same_recipe(
+    release_dist: Path, tmp_path: Path
+) -> None:
+    sdist = next(release_dist.glob("mcp_bridge_image-*.tar.gz"))
+    released = next(release_dist.glob("mcp_bridge_image-*.whl"))
+    rebuilt = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-index",
+         "--no-build-isolation", "--wheel-dir", str(tmp_path), str(sdist)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    from_sdist = next(tmp_path.glob("mcp_bridge_image-*.whl"))
+
+    def recipe(wheel: Path) -> dict[str, bytes]:
+        with zipfile.ZipFile(wheel) as archive:
+            names = archive.namelist()
+            return {n: archive.read(n) for n in names if n.startswith("bridge_image/_recipe/")}
+
+    expected = recipe(released)
+    assert "bridge_image/_recipe/images/sandbox/Containerfile" in expected
+    assert "bridge_image/_recipe/revisions.json" in expected
+    assert recipe(from_sdist) == expected

@@ -1,10 +1,10 @@
 """The released artefacts work for someone who never saw the repository.
 
-Builds every member with ``scripts/release.py build`` (``hatch build``), installs the server wheel
-with its sibling wheels from that folder into a fresh venv (third-party dependencies from the
-package index), runs ``python -m mcp_code_execution_mode --help`` from it, then serves a real MCP
-client's ``run_python`` call in a real podman sandbox. Nothing from the checkout is importable in
-the venv: the bridge runs from the installed wheels only.
+The release folder (``scripts/release.py build``: our wheels, sdists and the wheelhouse of their
+third-party dependencies) installs into a fresh venv with pip and NO package index; then
+``python -m mcp_code_execution_mode --help`` runs from it, and it serves a real MCP client's
+``run_python`` call in a real podman sandbox. Nothing from the checkout is importable in the venv:
+the bridge runs from the installed wheels only. (pipx and ``uv tool``: test_install.py.)
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 import venv
 from pathlib import Path
@@ -27,47 +26,47 @@ from bridge_core.runtime.base import OWNER_LABEL
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from .conftest import stranger_env
+
 pytestmark = pytest.mark.container
 
 REPO = Path(__file__).resolve().parents[2]
-SIBLINGS = ("mcp-bridge-protocol", "mcp-bridge-core", "mcp-code-execution-mode")
+SIBLINGS = (
+    "mcp-bridge-protocol",
+    "mcp-bridge-core",
+    "mcp-bridge-image",
+    "mcp-code-execution-mode",
+)
 INSTALL_TIMEOUT = 600
-"""Seconds for the venv install: the third-party dependencies come from the package index."""
 
 
 def _run(
-    command: list[str], *, timeout: float, cwd: Path | None = None
+    command: list[str],
+    *,
+    timeout: float,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        command, capture_output=True, text=True, check=False, timeout=timeout, cwd=cwd
+        command, capture_output=True, text=True, check=False, timeout=timeout, cwd=cwd, env=env
     )
 
 
 @pytest.fixture(scope="module")
-def installed_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The python of a fresh venv holding the server as installed from the built wheels."""
+def installed_python(release_dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The python of a fresh venv holding the server as installed from the release folder."""
     work = tmp_path_factory.mktemp("wheels")
-    dist = work / "dist"
-    built = _run(
-        [sys.executable, str(REPO / "scripts" / "release.py"), "build", "--out", str(dist)],
-        timeout=INSTALL_TIMEOUT,
-    )
-    assert built.returncode == 0, built.stderr
     venv.create(work / "venv", with_pip=True, clear=True)
     python = work / "venv" / "bin" / "python"
-    # Siblings only from the folder (a same-named release on the index must never be picked),
-    # then the server with its third-party dependencies from the index.
-    pip = [str(python), "-m", "pip", "install", "--quiet", "--find-links", str(dist)]
-    siblings = _run(
-        [*pip, "--no-index", "--no-deps", *SIBLINGS],
+    # The documented pip route: the folder alone, every connection refused, so no index (for our
+    # names or any other) can take part.
+    installed = _run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links",
+         str(release_dist), "mcp-code-execution-mode"],
         timeout=INSTALL_TIMEOUT,
-    )
-    assert siblings.returncode == 0, siblings.stderr
-    server = _run(
-        [*pip, "mcp-code-execution-mode"],
-        timeout=INSTALL_TIMEOUT,
-    )
-    assert server.returncode == 0, server.stderr
+        env=stranger_env(work, offline=True),
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr
     return python
 
 

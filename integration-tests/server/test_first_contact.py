@@ -172,7 +172,7 @@ async def test_a_missing_image_is_a_result_naming_the_image_and_how_to_build_it(
     assert isinstance(text, types.TextContent)
     assert result.is_error
     assert "localhost/no-such-image:0" in text.text
-    assert "bridge-image build" in text.text
+    assert "mcp-code-execution-mode image build" in text.text
 
 
 @pytest.mark.container

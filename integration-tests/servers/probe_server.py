@@ -10,7 +10,8 @@ Run as ``python probe_server.py [--mode MODE] [--tools N] [--page-size N]``. Mod
 Tools: ``echo``, ``sleep``, ``rendezvous`` (returns only once N calls are in flight together),
 ``wait_cancelled`` (returns once N calls were cancelled by the client), ``crash`` (stderr line,
 then exit with a status mid-call), ``hang``, ``huge`` (a text result of N bytes),
-``spawn_child`` (leaves a child process running), ``env`` (this process's environment and pid),
+``spawn_child`` (leaves a child process running), ``env`` (this process's environment, argv and
+pid),
 ``add_tool`` (adds a tool and sends ``notifications/tools/list_changed``), ``fail_is_error`` (an
 ``isError`` result), ``fail_rpc`` (a JSON-RPC error), plus ``--tools N`` generated
 ``tool_NNN`` tools.
@@ -76,7 +77,9 @@ BUILTIN_TOOLS = [
         input_schema=_schema(size="integer"),
     ),
     types.Tool(
-        name="env", description="Report this server's environment and pid.", input_schema=_schema()
+        name="env",
+        description="Report this server's environment, command line and pid.",
+        input_schema=_schema(),
     ),
     types.Tool(
         name="spawn_child",
@@ -181,7 +184,8 @@ def build_server(state: ProbeState) -> Server[Any]:
         if name == "huge":
             return _text("x" * int(args["size"]))
         if name == "env":
-            return _text(json.dumps({"pid": os.getpid(), "env": dict(os.environ)}))
+            info = {"pid": os.getpid(), "env": dict(os.environ), "argv": sys.argv}
+            return _text(json.dumps(info))
         if name == "add_tool":
             state.tools.append(
                 types.Tool(
@@ -226,7 +230,9 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=0, help="extra generated tools")
     parser.add_argument("--page-size", type=int, default=1000, help="tools per tools/list page")
     parser.add_argument("--exit-code", type=int, default=3)
-    opts = parser.parse_args()
+    # Other arguments are accepted and ignored: tests pass secrets on the command line, as users
+    # pass tokens to real servers, and read them back with the ``env`` tool.
+    opts, _ = parser.parse_known_args()
     if opts.mode == "exit-at-start":
         sys.stderr.write(f"probe: refusing to start (exit {opts.exit_code})\n")
         sys.exit(opts.exit_code)

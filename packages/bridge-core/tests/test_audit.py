@@ -9,7 +9,13 @@ from pathlib import Path
 
 import anyio
 import pytest
-from bridge_core.audit import AuditLog, argument_sizes
+from bridge_core.audit import (
+    MAX_ARGUMENTS,
+    MAX_DETAIL_CHARS,
+    MAX_RECORD_BYTES,
+    AuditLog,
+    argument_sizes,
+)
 
 SECRET = "hunter2-very-secret"
 
@@ -114,3 +120,31 @@ def test_argument_sizes_survive_values_json_cannot_encode() -> None:
     assert sizes["text"] == len('"é"'.encode())
     assert sizes["loop"] > 0
     assert sizes["bytes"] > 0
+
+
+async def test_every_record_is_bounded_whatever_names_and_details_sandbox_code_sends(
+    tmp_path: Path,
+) -> None:
+    # Control characters are the worst case: JSON escapes each to six bytes.
+    huge = "\x01" * (4 * 1024 * 1024)
+    log = AuditLog(tmp_path / "a.jsonl")
+    for _ in range(4):
+        await log.record(
+            session=huge,
+            server=huge,
+            tool=huge,
+            arguments={f"{i}{huge}": i for i in range(100)} | {huge: "x"},
+            outcome="unknown_tool",
+            duration=0,
+            execution_id=huge,
+            detail=huge,
+        )
+    lines = (tmp_path / "a.jsonl").read_bytes().splitlines()
+    assert len(lines) == 4
+    assert all(len(line) <= MAX_RECORD_BYTES for line in lines)
+    record = json.loads(lines[0])
+    assert record["more_arguments"] == 101 - MAX_ARGUMENTS
+    assert len(record["arguments"]) == MAX_ARGUMENTS
+    assert all(name.endswith("…") for name in record["arguments"])
+    assert record["tool"].endswith("…")
+    assert len(record["detail"]) == MAX_DETAIL_CHARS + 1

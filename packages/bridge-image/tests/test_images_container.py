@@ -23,6 +23,7 @@ from bridge_image import (
     status,
 )
 from bridge_image._inputs import find_repo
+from bridge_image._wheels import PYTHON_VERSION
 from bridge_image.builder import _differences
 
 pytestmark = pytest.mark.container
@@ -115,7 +116,7 @@ def test_base_image_runs_as_nobody_with_a_read_only_venv_tools_and_the_client(
     assert probe["gid"] == 65534
     assert probe["home"] == "/tmp"
     assert probe["prefix"] == "/opt/bridge/venv"
-    assert probe["version"] == [3, 11]
+    assert probe["version"] == [int(n) for n in PYTHON_VERSION.split(".")]
     assert probe["venv_owner"] == 0
     assert probe["venv_writable"] is False
     assert probe["channel_dir"] == []

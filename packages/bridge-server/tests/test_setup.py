@@ -313,6 +313,19 @@ def test_comments_and_layout_outside_the_servers_table_are_kept(home: Path) -> N
     assert '[profiles.fast]\nmodel = "o4-mini"' in text
 
 
+def test_setup_of_a_freshly_installed_client_writes_a_servers_file_the_bridge_can_read(
+    home: Path,
+) -> None:
+    # A new Claude Desktop: its folder, no config file, no servers to move.
+    (home / ".config" / "Claude").mkdir(parents=True)
+    status, out = setup(home, "claude-desktop")
+    assert status == 0, out
+    assert json.loads(servers_file(home).read_text()) == {"mcpServers": {}}
+    report = discover(home=home, cwd=home / "project", environ={}, platform="linux")
+    assert report.errors == []
+    assert report.servers == {}
+
+
 def test_a_client_that_is_not_installed_is_refused_with_the_reason(home: Path) -> None:
     status, out = setup(home, "windsurf")
     assert status == 1

@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import anyio
-from mcp_code_execution_mode._stdin import _Lines
+from mcp_code_execution_mode._stdin import MAX_LINE, SKIPPED, _Lines
 
 
 async def test_lines_from_a_pipe_arrive_whole_and_the_end_is_kept() -> None:
@@ -54,3 +55,34 @@ def test_bridge_with_stdin_from_dev_null_exits_cleanly(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
+
+
+async def test_a_line_past_the_bound_is_skipped_as_it_arrives_and_the_next_line_is_read() -> None:
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    lines: list[str] = []
+
+    async def read() -> None:
+        async for line in _Lines(read_fd):
+            lines.append(line)
+
+    def write() -> None:
+        chunk = b"x" * (1024 * 1024)
+        for _ in range(2 * MAX_LINE // len(chunk)):  # twice the bound, no newline
+            os.write(write_fd, chunk)
+        os.write(write_fd, b'\n{"after": true}\n')
+        os.close(write_fd)
+
+    tracemalloc.start()
+    try:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(read)
+                await anyio.to_thread.run_sync(write)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        os.close(read_fd)
+    assert lines == [SKIPPED, '{"after": true}\n']
+    # One line's worth (plus the buffer's growth slack), never the whole flood.
+    assert peak < MAX_LINE * 5 // 4 + 4 * 1024 * 1024

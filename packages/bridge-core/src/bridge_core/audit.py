@@ -4,6 +4,11 @@ Each record holds the time (UTC, ISO 8601), session, execution, server, tool, th
 with the size in bytes of each value's JSON encoding, the outcome and the duration. Values stay
 out on purpose: they may hold secrets or personal data, and the log outlives the session.
 
+Names come from sandbox code, so every record is bounded (at most :data:`MAX_RECORD_BYTES`):
+names are cut to :data:`MAX_NAME_CHARS` / :data:`MAX_ARGUMENT_NAME_CHARS` (a cut name ends with
+``…``), at most :data:`MAX_ARGUMENTS` arguments are listed (``more_arguments`` counts the rest)
+and ``detail`` is cut to :data:`MAX_DETAIL_CHARS`.
+
 Writing never raises into the caller: an I/O error is logged as a warning and the call goes on.
 A new log file is created 0600 (missing directories 0700); an existing file keeps the mode its
 owner gave it (docs/decisions.md: the path is the user's choice, maybe a shared collector).
@@ -11,6 +16,7 @@ owner gave it (docs/decisions.md: the path is the user's choice, maybe a shared 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -24,9 +30,31 @@ import anyio.to_thread
 
 from bridge_core.private_files import PRIVATE_FILE_MODE, make_dirs
 
-__all__ = ["AuditLog", "argument_sizes"]
+__all__ = [
+    "MAX_ARGUMENTS",
+    "MAX_ARGUMENT_NAME_CHARS",
+    "MAX_DETAIL_CHARS",
+    "MAX_NAME_CHARS",
+    "MAX_RECORD_BYTES",
+    "AuditLog",
+    "argument_sizes",
+]
 
 logger = logging.getLogger(__name__)
+
+MAX_NAME_CHARS = 128
+"""Session, server and tool names longer than this are cut."""
+MAX_ARGUMENTS = 24
+"""Arguments listed per record; ``more_arguments`` counts the others."""
+MAX_ARGUMENT_NAME_CHARS = 48
+MAX_DETAIL_CHARS = 800
+MAX_RECORD_BYTES = 16 * 1024
+"""Bound on one record, reached only by names of escaped control characters (6 bytes each)."""
+_CUT = "…"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + _CUT
 
 
 def _size(value: object) -> int:
@@ -37,8 +65,15 @@ def _size(value: object) -> int:
 
 
 def argument_sizes(arguments: Mapping[str, Any]) -> dict[str, int]:
-    """``{name: size in bytes of the value's JSON}``: what the log records instead of values."""
-    return {str(name): _size(value) for name, value in arguments.items()}
+    """``{name: size in bytes of the value's JSON}`` for the first :data:`MAX_ARGUMENTS`
+    arguments, names cut to :data:`MAX_ARGUMENT_NAME_CHARS`: what the log records instead of
+    values."""
+    sizes: dict[str, int] = {}
+    for index, (name, value) in enumerate(arguments.items()):
+        if index == MAX_ARGUMENTS:
+            break
+        sizes[_cut(str(name), MAX_ARGUMENT_NAME_CHARS)] = _size(value)
+    return sizes
 
 
 class AuditLog:
@@ -78,7 +113,9 @@ class AuditLog:
         """
         if self.path is None:
             return
-        line = self.format(
+        # In the worker thread: measuring a large argument (JSON-encoding it) is CPU work.
+        record = functools.partial(
+            self.format,
             session=session,
             server=server,
             tool=tool,
@@ -87,8 +124,9 @@ class AuditLog:
             duration=duration,
             execution_id=execution_id,
             detail=detail,
+            at=datetime.now(UTC),
         )
-        await anyio.to_thread.run_sync(self._append, line)
+        await anyio.to_thread.run_sync(lambda: self._append(record()))
 
     def format(
         self,
@@ -101,20 +139,23 @@ class AuditLog:
         duration: float,
         execution_id: str | None = None,
         detail: str | None = None,
+        at: datetime | None = None,
     ) -> str:
-        """The JSON line :meth:`record` writes (without the newline)."""
+        """The JSON line :meth:`record` writes (without the newline), every field bounded."""
         record: dict[str, Any] = {
-            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
-            "session": session,
-            "execution": execution_id,
-            "server": server,
-            "tool": tool,
+            "time": (at or datetime.now(UTC)).isoformat(timespec="milliseconds"),
+            "session": _cut(session, MAX_NAME_CHARS),
+            "execution": None if execution_id is None else _cut(execution_id, MAX_NAME_CHARS),
+            "server": _cut(server, MAX_NAME_CHARS),
+            "tool": _cut(tool, MAX_NAME_CHARS),
             "arguments": argument_sizes(arguments),
-            "outcome": outcome,
-            "duration_ms": round(duration * 1000, 3),
         }
+        if len(arguments) > MAX_ARGUMENTS:
+            record["more_arguments"] = len(arguments) - MAX_ARGUMENTS
+        record["outcome"] = outcome
+        record["duration_ms"] = round(duration * 1000, 3)
         if detail is not None:
-            record["detail"] = detail
+            record["detail"] = _cut(detail, MAX_DETAIL_CHARS)
         return json.dumps(record, ensure_ascii=False)
 
     def _append(self, line: str) -> None:

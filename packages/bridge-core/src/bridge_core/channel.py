@@ -75,7 +75,7 @@ class Channel:
         self._stream = stream
         self._send_timeout = send_timeout
         self._decoder = FrameDecoder(max_frame_size=max_frame_size, accept=SANDBOX_TO_HOST)
-        self._pending: deque[Message] = deque()
+        self._pending: deque[tuple[Message, int]] = deque()
         # fast_acquire: an uncontended send does not yield to the loop an extra time (a
         # cancelled caller is still refused at acquire, before any byte is written).
         self._send_lock = anyio.Lock(fast_acquire=True)
@@ -94,14 +94,20 @@ class Channel:
         return self._decoder.buffered
 
     async def send(self, message: Message) -> None:
-        """Send one message. Raises :class:`ChannelClosed` if the sandbox is gone.
+        """Send one message. Raises :class:`ChannelClosed` if the sandbox is gone, and the
+        encoder's :class:`~bridge_protocol.ProtocolError` (nothing written) for a message the
+        wire cannot carry."""
+        await self.send_frame(encode(message))
+
+    async def send_frame(self, frame: bytes) -> None:
+        """Send one frame made by :func:`~bridge_protocol.encode` (a caller that needs its size
+        encodes it first).
 
         The write is shielded from cancellation (and bounded instead): a frame cut in half by a
         cancelled caller would desynchronise the stream for every later message. It is bounded
         by the send timeout and by the caller's own deadline (a call's timeout must hold even
         against a sandbox that stops reading): a write cut by either closes the channel.
         """
-        frame = encode(message)
         async with self._send_lock:
             # One scope both shields the write from outside cancellation and bounds it: its own
             # deadline still cancels it (cheaper on every frame than a fail_after inside a shield).
@@ -129,6 +135,11 @@ class Channel:
         Raises :class:`ChannelClosed` at end of stream and
         :class:`~bridge_protocol.ProtocolError` on any invalid frame (the channel is then unusable).
         """
+        message, _ = await self.receive_frame()
+        return message
+
+    async def receive_frame(self) -> tuple[Message, int]:
+        """The next message and the size of the frame it came in (see :meth:`receive`)."""
         while not self._pending:
             try:
                 data = await self._stream.receive(RECEIVE_CHUNK)
@@ -136,7 +147,7 @@ class Channel:
                 raise ChannelClosed("the sandbox closed the channel") from exc
             except OSError as exc:
                 raise ChannelClosed(f"the sandbox channel failed: {exc}") from exc
-            self._pending.extend(self._decoder.feed(data))
+            self._pending.extend(self._decoder.feed_frames(data))
         return self._pending.popleft()
 
     async def handshake(self, session: str = "") -> int:

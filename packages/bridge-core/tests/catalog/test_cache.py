@@ -92,3 +92,36 @@ def test_an_unwritable_cache_is_logged_not_raised(
     with caplog.at_level(logging.WARNING):
         ToolCache(blocker).store(SPEC, docs(real_tools))
     assert "cannot save tool cache" in caplog.text
+
+
+def _many(count: int) -> list[ToolDoc]:
+    return [ToolDoc("time", f"tool_{i}", "x" * 100) for i in range(count)]
+
+
+def test_a_list_past_the_bounds_is_not_saved_and_replaces_no_older_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = ToolCache(tmp_path, max_tools=10, max_bytes=64 * 1024)
+    cache.store(SPEC, _many(5))
+    with caplog.at_level(logging.WARNING):
+        cache.store(SPEC, _many(11))
+    assert "past the bounds" in caplog.text
+    assert cache.load(SPEC) is None  # the older list is gone too: it no longer holds
+    big = [ToolDoc("time", "big", "y" * 200_000)]
+    cache.store(SPEC, big)
+    assert cache.load(SPEC) is None
+
+
+def test_a_cache_file_past_the_bounds_is_removed_without_being_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ToolCache(tmp_path, max_tools=5000).store(SPEC, _many(3000))  # by a bridge with higher bounds
+    path = tmp_path / "tools" / f"{SPEC.cache_key()}.json"
+    assert path.stat().st_size > 64 * 1024 + 64 * 1024
+    with caplog.at_level(logging.WARNING):
+        assert ToolCache(tmp_path, max_tools=5000, max_bytes=64 * 1024).load(SPEC) is None
+    assert "removed, not read" in caplog.text
+    assert not path.exists()
+    ToolCache(tmp_path, max_tools=5000).store(SPEC, _many(3000))
+    assert ToolCache(tmp_path, max_tools=100).load(SPEC) is None  # too many tools
+    assert not path.exists()

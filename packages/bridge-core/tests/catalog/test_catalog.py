@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+import snowballstemmer
 from bridge_core.catalog import (
     Catalog,
     CatalogError,
+    SearchHit,
     ToolCache,
     ToolDoc,
+    ToolIndex,
     UnknownServer,
     UnknownTool,
+    _search,
 )
 from bridge_core.errors import UpstreamError
 from bridge_core.gateway import CallFailed
@@ -304,3 +310,55 @@ async def test_huge_names_from_the_sandbox_give_short_errors(upstream: Upstream)
     with pytest.raises(UnknownTool) as tool_error:
         await catalog.query_tool_docs("time", "x" * 1_000_000)
     assert len(tool_error.value.message) < 400
+
+
+async def test_the_index_is_built_and_searched_off_the_event_loop_and_rebuilt_only_on_change(
+    upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[tuple[frozenset[str], bool]] = []
+    searched: list[bool] = []
+
+    class Recording(ToolIndex):
+        def __init__(self, docs: Sequence[ToolDoc], **kwargs: Any) -> None:
+            on_loop = threading.current_thread() is main
+            built.append((frozenset(d.server for d in docs), on_loop))
+            super().__init__(docs, **kwargs)
+
+        def search(self, query: str, limit: int = 5) -> list[SearchHit]:
+            searched.append(threading.current_thread() is main)
+            return super().search(query, limit)
+
+    main = threading.current_thread()
+    monkeypatch.setattr("bridge_core.catalog._catalog.ToolIndex", Recording)
+    catalog = Catalog(specs(), list_tools=upstream.list_tools)
+    assert [h.tool for h in await catalog.search("ehco")] == ["echo"]
+    await catalog.search("commit")
+    assert built == [(frozenset(NAMES), False)]  # once, in a worker thread, for every server
+    await catalog.set_tools("everything", [ToolDoc("everything", "shout", "Echo loudly")])
+    assert [h.tool for h in await catalog.search("shout")] == ["shout"]
+    assert built[1:] == [(frozenset(NAMES), False)]  # a list changed: built again, off the loop
+    assert searched == [False, False, False]
+
+
+def test_stemming_from_many_threads_at_once_gives_each_word_its_own_stem() -> None:
+    # Indexes are built and searched in worker threads; a stemmer keeps its word in its fields.
+    words = [
+        f"{stem}{suffix}"
+        for stem in ("connect", "gener", "run", "index")
+        for suffix in ("ing", "ed", "ion", "ions", "er", "ers", "ly", "ness", "ation", "ations")
+    ] * 40
+    expected = [snowballstemmer.stemmer("english").stemWord(w) for w in words]
+    results: list[list[str]] = []
+
+    def stem_all(offset: int) -> None:
+        rotated = words[offset:] + words[:offset]
+        stems = [_search._stem.__wrapped__(w) for w in rotated]  # uncached: the stemmer itself
+        results.append(stems[len(words) - offset :] + stems[: len(words) - offset])
+
+    threads = [threading.Thread(target=stem_all, args=(i * 7,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(results) == 8
+    assert all(stems == expected for stems in results)

@@ -1,4 +1,5 @@
-"""Our probe MCP server (integration-tests/servers/probe_server.py) as a real subprocess."""
+"""Our test MCP servers (integration-tests/servers/: the probe and the hostile one) as real
+subprocesses."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from pathlib import Path
 import pytest
 from bridge_core.servers import ServerSpec
 
-PROBE_SERVER = (
-    Path(__file__).resolve().parents[4] / "integration-tests" / "servers" / "probe_server.py"
-)
+SERVERS = Path(__file__).resolve().parents[4] / "integration-tests" / "servers"
+PROBE_SERVER = SERVERS / "probe_server.py"
+HOSTILE_SERVER = SERVERS / "hostile_server.py"
 
 ProbeFactory = Callable[..., ServerSpec]
 
@@ -27,6 +28,18 @@ def probe() -> ProbeFactory:
             command=sys.executable,
             args=(str(PROBE_SERVER), *args),
             env=env or {},
+        )
+
+    return make
+
+
+@pytest.fixture
+def hostile() -> ProbeFactory:
+    """Build a spec for the hostile server: ``hostile(*args, name=...)``."""
+
+    def make(*args: str, name: str = "hostile") -> ServerSpec:
+        return ServerSpec(
+            name=name, transport="stdio", command=sys.executable, args=(str(HOSTILE_SERVER), *args)
         )
 
     return make

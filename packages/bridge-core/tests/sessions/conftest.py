@@ -243,6 +243,9 @@ class FakeSandbox:
             await self._end.send(b"\x00\x00\x00\x03abc")
         elif verb in ("call", "request"):
             await self._call(xid, verb, arg)
+        elif verb == "fan":  # fan:N:K:server.tool:SIZE - N calls at once, wait for K replies
+            count, expect, target, size = arg.split(":")
+            await self._fan(xid, int(count), int(expect), target, int(size))
         elif verb == "progress":
             done, _, total = arg.partition("/")
             await self._send(Progress(xid, float(done), float(total), "working"))
@@ -276,6 +279,21 @@ class FakeSandbox:
             await self._out(xid, f"fault {reply.fault.code}: {reply.fault.message}\n")
         else:
             await self._out(xid, f"reply {reply.value!r}\n")
+
+    async def _fan(self, xid: str, count: int, expect: int, target: str, size: int) -> None:
+        server, _, tool = target.partition(".")
+        done, replies = anyio.Event(), []
+        ids = range(self._next_call + 1, self._next_call + count + 1)
+        self._next_call += count
+        for call_id in ids:
+            self._replies[call_id] = (done, replies)
+            await self._send(Call(call_id, xid, server, tool, {"pad": "x" * size}))
+        await settle(lambda: len(replies) >= expect)
+        tally: dict[str, int] = {}
+        for reply in replies:
+            key = f"fault {reply.fault.code}" if reply.fault is not None else "ok"
+            tally[key] = tally.get(key, 0) + 1
+        await self._out(xid, " ".join(f"{k} x{n}" for k, n in sorted(tally.items())) + "\n")
 
     def read_shared(self, inside: str) -> bytes:
         """A file of the shared directory, by its path as the sandbox sees it (b"" if absent)."""

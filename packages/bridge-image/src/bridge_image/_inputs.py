@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 from collections.abc import Iterable
@@ -12,11 +13,16 @@ from bridge_image.errors import MissingInput
 
 __all__ = [
     "DEFAULT_EPOCH",
+    "PACKAGED_RECIPE",
+    "REVISIONS_FILE",
     "build_epoch",
+    "cache_dir",
     "find_repo",
     "hash_files",
     "hash_tree",
+    "recorded_revisions",
     "source_revision",
+    "tree_files",
 ]
 
 DEFAULT_EPOCH = 1_704_067_200
@@ -25,25 +31,70 @@ DEFAULT_EPOCH = 1_704_067_200
 _MARKER = Path("images/sandbox/Containerfile")
 _SKIPPED_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 
+PACKAGED_RECIPE = Path(__file__).resolve().parent / "_recipe"
+"""The recipe a built wheel carries: the repository files the builder reads (images/, the
+protocol and sandbox-client projects, this builder's source), at their repository paths, so the
+same inputs give the same inputs hash as in the checkout the wheel was built from."""
+
+REVISIONS_FILE = "revisions.json"
+"""In the packaged recipe: the revision label of each variant, recorded when the wheel was built
+(there is no git history to ask after installation)."""
+
 
 def find_repo(start: Path | None = None) -> Path:
-    """Return the repository root holding ``images/sandbox/Containerfile``.
+    """Return the root holding ``images/sandbox/Containerfile``: a checkout, or the recipe
+    packaged in this wheel.
 
-    Searched upwards from ``start`` (default: the working directory), then from this file (an
-    editable install lives inside the repository).
+    ``start`` given (``--repo``): searched upwards from it. Otherwise, in order: the recipe
+    packaged in this wheel (an installed wheel builds the image of its own version, whatever the
+    working directory), the checkout this file lives in (an editable install), then upwards from
+    the working directory (a wheel built without its recipe, e.g. from the package folder alone).
     """
-    candidates = [start or Path.cwd(), Path(__file__).resolve()]
-    for origin in candidates:
+    if start is None and (PACKAGED_RECIPE / _MARKER).is_file():
+        return PACKAGED_RECIPE
+    origins = [start] if start is not None else [Path(__file__).resolve().parent, Path.cwd()]
+    for origin in origins:
         for directory in [origin, *origin.parents]:
             if (directory / _MARKER).is_file():
                 return directory
     raise MissingInput(
-        f"no repository with {_MARKER} above {candidates[0]}: run from a checkout of "
-        "MCP Code Execution Mode or pass --repo"
+        f"no repository with {_MARKER} above {origins[-1]}, and this installation of "
+        "mcp-bridge-image carries no recipe: run from a checkout of MCP Code Execution Mode or "
+        "pass --repo"
     )
 
 
-def _tree_files(root: Path) -> list[Path]:
+def cache_dir(root: Path) -> Path:
+    """Where builds keep downloaded wheels, contexts and the bootstrap work directory.
+
+    ``.cache/bridge-image`` of a writable checkout (scripts/prepare-host and the tests find it
+    there); otherwise, for the packaged recipe or a read-only tree,
+    ``$XDG_CACHE_HOME/mcp-code-execution-mode/bridge-image`` (default ``~/.cache``), never inside
+    site-packages.
+    """
+    if root != PACKAGED_RECIPE and os.access(root, os.W_OK):
+        return root / ".cache/bridge-image"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mcp-code-execution-mode" / "bridge-image"
+
+
+def recorded_revisions(root: Path) -> dict[str, str] | None:
+    """The revisions recorded in a packaged recipe (variant -> revision), None in a checkout."""
+    path = root / REVISIONS_FILE
+    if not path.is_file():
+        return None
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise MissingInput(f"cannot read the recorded revisions {path}: {exc}") from exc
+    if not isinstance(found, dict):
+        raise MissingInput(f"{path} is not an object of variant -> revision")
+    return {str(k): str(v) for k, v in found.items()}
+
+
+def tree_files(root: Path) -> list[Path]:
+    """The files under ``root`` (or ``root`` itself) that make up an input: bytecode and tool
+    caches left out. The inputs hash and the packaged recipe take exactly these."""
     if root.is_file():
         return [root]
     found: list[Path] = []
@@ -56,7 +107,7 @@ def _tree_files(root: Path) -> list[Path]:
 def hash_tree(repo: Path, paths: Iterable[str]) -> str:
     """sha256 over the files under ``paths`` (relative to ``repo``): names, contents, exec bits."""
     digest = hashlib.sha256()
-    files = sorted({f for p in paths for f in _tree_files(repo / p)})
+    files = sorted({f for p in paths for f in tree_files(repo / p)})
     for file in files:
         executable = b"x" if os.access(file, os.X_OK) else b"-"
         digest.update(file.relative_to(repo).as_posix().encode() + b"\0" + executable)

@@ -8,10 +8,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from bridge_image._inputs import recorded_revisions, source_revision, tree_files
 from bridge_image.errors import MissingInput
 from bridge_image.names import DEFAULT_IMAGE, SLIM_IMAGE
 
-__all__ = ["RECIPES", "Recipe", "Variant", "protocol_versions", "project_version"]
+__all__ = [
+    "RECIPES",
+    "RECIPE_PATHS",
+    "Recipe",
+    "Variant",
+    "packaged_files",
+    "project_version",
+    "protocol_versions",
+    "recipe_revision",
+]
 
 Variant = Literal["slim", "standard"]
 
@@ -78,6 +88,42 @@ RECIPES: dict[Variant, Recipe] = {
         data_stack=True,
     ),
 }
+
+
+RECIPE_PATHS: tuple[str, ...] = tuple(
+    sorted(
+        {
+            *(path for recipe in RECIPES.values() for path in recipe.inputs),
+            # Read by _bootstrap (the offline base), which hashes it into the base's own inputs.
+            "images/bootstrap/Containerfile",
+        }
+    )
+)
+"""Every repository path a build reads: what a wheel of bridge-image packages as its recipe."""
+
+
+def packaged_files(repo: Path) -> dict[str, Path]:
+    """The packaged recipe of checkout ``repo``: repository path (posix) -> file.
+
+    The same files the inputs hash covers (:func:`~bridge_image._inputs.tree_files`), so the
+    recipe installed from a wheel hashes like the checkout it was built from.
+    """
+    found: dict[str, Path] = {}
+    for path in RECIPE_PATHS:
+        if not (repo / path).exists():
+            raise MissingInput(f"{repo / path} is missing: cannot package the image recipe")
+        for file in tree_files(repo / path):
+            found[file.relative_to(repo).as_posix()] = file
+    return found
+
+
+def recipe_revision(root: Path, recipe: Recipe) -> str:
+    """The revision label of ``recipe`` built from ``root``: recorded in a packaged recipe,
+    else the last git commit of its inputs (``unknown`` outside git)."""
+    recorded = recorded_revisions(root)
+    if recorded is not None:
+        return recorded.get(recipe.variant, "unknown")
+    return source_revision(root, recipe.inputs)
 
 
 def project_version(repo: Path, project: str = _CLIENT) -> str:

@@ -13,8 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bridge_image import _bootstrap
-from bridge_image._inputs import build_epoch, find_repo, hash_files, hash_tree, source_revision
-from bridge_image._recipes import RECIPES, Recipe, Variant, project_version, protocol_versions
+from bridge_image._inputs import build_epoch, cache_dir, find_repo, hash_files, hash_tree
+from bridge_image._recipes import (
+    RECIPES,
+    Recipe,
+    Variant,
+    project_version,
+    protocol_versions,
+    recipe_revision,
+)
 from bridge_image._run import (
     Progress,
     append_labels,
@@ -136,19 +143,25 @@ def inputs_hash(
 
 
 def status(
-    variant: Variant = "standard", *, offline: bool | None = None, repo: Path | None = None
+    variant: Variant = "standard",
+    *,
+    offline: bool | None = None,
+    repo: Path | None = None,
+    tag: str | None = None,
 ) -> ImageStatus:
-    """Inspect the variant's image and compare its inputs-hash label with the current inputs.
+    """Inspect the variant's image (or ``tag``) and compare its inputs-hash label with the
+    current inputs.
 
     ``offline=None``: the path of :func:`default_offline`.
     """
     recipe = RECIPES[variant]
     root = repo or find_repo()
     expected = inputs_hash(variant, offline=default_offline(offline), repo=root)
-    found = image_inspect(_podman(), recipe.tag)
+    target = tag or recipe.tag
+    found = image_inspect(_podman(), target)
     labels = dict((found or {}).get("Labels") or {})
-    revision = source_revision(root, recipe.inputs)
-    return ImageStatus(recipe.tag, expected, found is not None, labels, revision)
+    revision = recipe_revision(root, recipe)
+    return ImageStatus(target, expected, found is not None, labels, revision)
 
 
 def _result(podman: str, tag: str, *, built: bool, started: float) -> BuildResult:
@@ -189,7 +202,7 @@ def _build_args(
     podman: str,
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The build args and the variable labels of one build (after fetching its wheels)."""
-    cache = root / ".cache/bridge-image"
+    cache = cache_dir(root)
     third_party = fetch_pinned_wheels(
         context / "requirements.txt",
         context / "wheels/third-party",
@@ -274,13 +287,13 @@ def build(
     if if_stale:
         found = image_inspect(podman, target)
         labels = dict((found or {}).get("Labels") or {})
-        revision = source_revision(root, recipe.inputs)
+        revision = recipe_revision(root, recipe)
         if not ImageStatus(target, expected, found is not None, labels, revision).stale:
             if progress:
                 progress(f"{target} is up to date (inputs {expected[:12]})")
             return _result(podman, target, built=False, started=started)
     # One context per build: prepare-host and a test may build at the same time.
-    contexts = root / ".cache/bridge-image/contexts"
+    contexts = cache_dir(root) / "contexts"
     contexts.mkdir(parents=True, exist_ok=True)
     context = Path(tempfile.mkdtemp(prefix=f"{variant}-", dir=contexts))
     try:
@@ -302,7 +315,7 @@ def _build_in(
     started = time.monotonic()
     podman = _podman()
     variant = recipe.variant
-    revision, epoch = source_revision(root, recipe.inputs), build_epoch()
+    revision, epoch = recipe_revision(root, recipe), build_epoch()
     _copy_context(root, recipe, context)
     args, labels = _build_args(
         root,
@@ -352,16 +365,20 @@ def verify(
     *,
     offline: bool | None = None,
     repo: Path | None = None,
+    tag: str | None = None,
     progress: Progress | None = None,
 ) -> BuildResult:
-    """Rebuild the image from scratch under a scratch tag and compare it with the tagged one.
+    """Rebuild the image from scratch under a scratch tag and compare it with the tagged one
+    (the variant's tag, or ``tag``).
 
     Builds the tagged image first if it is missing or stale. Raises :class:`DigestMismatch`
     naming both IDs when the rebuild differs; returns the (identical) result otherwise.
     """
     offline = default_offline(offline)
-    reference = build(variant, offline=offline, if_stale=True, repo=repo, progress=progress)
-    scratch = f"{RECIPES[variant].tag}-verify"
+    reference = build(
+        variant, offline=offline, if_stale=True, tag=tag, repo=repo, progress=progress
+    )
+    scratch = f"{tag or RECIPES[variant].tag}-verify"
     try:
         again = build(
             variant, offline=offline, no_cache=True, tag=scratch, repo=repo, progress=progress

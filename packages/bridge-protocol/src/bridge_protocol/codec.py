@@ -117,6 +117,11 @@ class FrameDecoder:
         If ``data`` completes some frames and then holds an invalid one, the error is raised and
         the messages before it are not returned: the peer is being dropped anyway.
         """
+        return [message for message, _ in self.feed_frames(data)]
+
+    def feed_frames(self, data: bytes | bytearray | memoryview) -> list[tuple[Message, int]]:
+        """Like :meth:`feed`, with each message's frame size in bytes (prefix included): what
+        a receiver holding the message for a while accounts for."""
         if self._failed:
             raise MalformedFrame("decoder already failed; the stream is out of sync")
         try:
@@ -135,8 +140,8 @@ class FrameDecoder:
                 got = f"{len(self._body)} of {self._expected} body bytes"
             raise MalformedFrame(f"stream ended inside a frame: got {got}")
 
-    def _feed(self, view: memoryview) -> list[Message]:
-        messages: list[Message] = []
+    def _feed(self, view: memoryview) -> list[tuple[Message, int]]:
+        messages: list[tuple[Message, int]] = []
         pos, end = 0, len(view)
         while pos < end:
             if self._expected is None:
@@ -163,7 +168,8 @@ class FrameDecoder:
             self._expected = None
             check_item_count(body, self.max_items)
             untrusted = loads_untrusted(body, max_depth=self.max_depth)
-            messages.append(message_from_untrusted(untrusted, accept=self.accept))
+            message = message_from_untrusted(untrusted, accept=self.accept)
+            messages.append((message, HEADER_SIZE + expected))
         return messages
 
     def _check_length(self, length: int) -> int:

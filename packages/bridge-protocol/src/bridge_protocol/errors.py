@@ -42,6 +42,9 @@ class ErrorCode(IntEnum):
     INVALID_ARGUMENTS = 206
     UNKNOWN_METHOD = 207
     CANCELLED = 208
+    TOO_MANY_CALLS = 209
+    """The sandbox already has as many calls (or bytes of them) in flight as the host allows:
+    this call was refused before anything was forwarded, and may be made again later."""
     INTERNAL = 299
 
 

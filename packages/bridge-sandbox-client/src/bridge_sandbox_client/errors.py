@@ -19,6 +19,7 @@ __all__ = [
     "UnknownTool",
     "InvalidArguments",
     "ToolCancelled",
+    "TooManyCalls",
     "BridgeDisconnected",
     "error_from_fault",
 ]
@@ -113,6 +114,11 @@ class ToolCancelled(ToolError):
     """The call was abandoned (interrupt, or the host cancelled it)."""
 
 
+class TooManyCalls(ToolError):
+    """The sandbox already had as many calls (or bytes of them) in flight as the bridge allows;
+    the call was not made, so it is safe to make again once some of the others are done."""
+
+
 class BridgeDisconnected(ToolError):
     """The channel to the host closed while the call was in flight."""
 
@@ -126,6 +132,7 @@ _BY_CODE: dict[int, type[ToolError]] = {
     ErrorCode.UNKNOWN_TOOL: UnknownTool,
     ErrorCode.INVALID_ARGUMENTS: InvalidArguments,
     ErrorCode.CANCELLED: ToolCancelled,
+    ErrorCode.TOO_MANY_CALLS: TooManyCalls,
 }
 
 

@@ -20,15 +20,23 @@ from bridge_core.errors import ConfigError
 from bridge_core.policy import Policy
 from bridge_core.private_files import private_dir
 from bridge_core.proxy import ProxyOptions, open_proxy
+from bridge_core.redaction import Redactor
 from bridge_core.runtime.base import RuntimeBackend, SandboxLimits
 from bridge_core.runtime.detect import detect_runtime
 from bridge_core.sessions.manager import SessionManager
 from bridge_core.sessions.types import SessionConfig
 
+from mcp_code_execution_mode._logging import mask_logs
 from mcp_code_execution_mode.server import Executor, ExecutorFactory
 from mcp_code_execution_mode.settings import Settings
 
-__all__ = ["discover_servers", "executor_factory", "private_state_dir", "session_config"]
+__all__ = [
+    "discover_servers",
+    "executor_factory",
+    "private_state_dir",
+    "proxy_options",
+    "session_config",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +60,20 @@ def session_config(settings: Settings) -> SessionConfig:
         default_timeout=settings.timeout,
         max_timeout=settings.max_timeout,
         output_cap=settings.output_cap,
+        max_calls_in_flight=settings.max_calls_in_flight,
+        max_call_bytes=settings.max_call_bytes,
+    )
+
+
+def proxy_options(settings: Settings, *, process_dir: Path | None = None) -> ProxyOptions:
+    """How upstream servers are started, timed and bounded, from the settings."""
+    return ProxyOptions(
+        call_timeout=settings.call_timeout,
+        start_timeout=settings.server_start_timeout,
+        max_message_bytes=settings.max_upstream_message,
+        max_tools=settings.max_server_tools,
+        max_tool_list_bytes=settings.max_tool_list_size,
+        process_dir=process_dir,
     )
 
 
@@ -97,13 +119,10 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
     async def open_executor() -> AsyncIterator[Executor]:
         report = await discover_servers(settings)
         servers = list(report.servers.values())
+        mask_logs(Redactor.for_servers(servers))
         logger.info("proxying %d MCP server(s): %s", len(servers), ", ".join(report.servers))
         state_dir = await private_state_dir(settings)
-        options = ProxyOptions(
-            call_timeout=settings.call_timeout,
-            start_timeout=settings.server_start_timeout,
-            process_dir=state_dir / "upstream",
-        )
+        options = proxy_options(settings, process_dir=state_dir / "upstream")
         policy = Policy.from_settings(
             allow_servers=settings.allow_servers,
             deny_servers=settings.deny_servers,
@@ -120,7 +139,11 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
                 servers,
                 options=options,
                 policy=policy,
-                cache=ToolCache(state_dir),
+                cache=ToolCache(
+                    state_dir,
+                    max_tools=settings.max_server_tools,
+                    max_bytes=settings.max_tool_list_size,
+                ),
                 audit=AuditLog(settings.audit_log),
             ) as gateway,
             SessionManager(

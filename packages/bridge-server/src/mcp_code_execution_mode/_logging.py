@@ -3,6 +3,11 @@
 The file is on by default, in the state dir, because MCP clients keep a server's stderr in places
 users rarely find (or not at all); ``doctor`` prints its path. Several bridges (one per client)
 may share it: each record carries the process id.
+
+Every record, to either place, passes one formatter that masks the proxied servers' secrets (an
+upstream's stderr, an HTTP client's request line or an error may quote them) and caps its length:
+many records quote text that sandbox code or an upstream server controls (names, junk output,
+protocol errors), which must not reach the host's disk unbounded.
 """
 
 from __future__ import annotations
@@ -15,8 +20,15 @@ import sys
 from pathlib import Path
 
 from bridge_core.private_files import PRIVATE_FILE_MODE, make_dirs
+from bridge_core.redaction import Redactor
 
-__all__ = ["LOG_FILE_BACKUPS", "LOG_FILE_MAX_BYTES", "configure_logging"]
+__all__ = [
+    "LOG_FILE_BACKUPS",
+    "LOG_FILE_MAX_BYTES",
+    "MAX_RECORD_CHARS",
+    "configure_logging",
+    "mask_logs",
+]
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _FILE_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
@@ -24,6 +36,26 @@ _FILE_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
 LOG_FILE_MAX_BYTES = 1024 * 1024
 """Rotation size of the log file: with the backups kept, at most ~4 MiB of logs on disk."""
 LOG_FILE_BACKUPS = 3
+MAX_RECORD_CHARS = 16 * 1024
+"""Longest log record (traceback included); past it the head and the tail are kept."""
+_TAIL_CHARS = 4 * 1024
+"""Of a cut record, the end kept: a traceback's last lines say what failed."""
+
+
+class _BoundedFormatter(logging.Formatter):
+    """Formats, masks every configured secret, then cuts to :data:`MAX_RECORD_CHARS` (in this
+    order, so a cut can never leave part of a secret)."""
+
+    redactor = Redactor()
+    """Shared by every instance; set by :func:`mask_logs` once discovery is done."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = self.redactor.text(super().format(record))
+        if len(text) <= MAX_RECORD_CHARS:
+            return text
+        head = MAX_RECORD_CHARS - _TAIL_CHARS
+        omitted = len(text) - MAX_RECORD_CHARS
+        return f"{text[:head]} [... {omitted:,} characters cut ...] {text[-_TAIL_CHARS:]}"
 
 
 class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
@@ -61,7 +93,12 @@ def configure_logging(level: str, log_file: Path | None = None) -> None:
                 file=sys.stderr,
             )
         else:
-            handler.setFormatter(logging.Formatter(_FILE_FORMAT))
+            handler.setFormatter(_BoundedFormatter(_FILE_FORMAT))
             handlers.append(handler)
-    handlers[0].setFormatter(logging.Formatter(_FORMAT))
+    handlers[0].setFormatter(_BoundedFormatter(_FORMAT))
     logging.basicConfig(level=level.upper(), handlers=handlers, force=True)
+
+
+def mask_logs(redactor: Redactor) -> None:
+    """Mask ``redactor``'s secrets in every record from now on (set once discovery is done)."""
+    _BoundedFormatter.redactor = redactor

@@ -17,14 +17,14 @@ SERVER_CHECK_TIMEOUT = 60.0
 
 
 async def probe_servers(
-    specs: Iterable[ServerSpec], *, call_timeout: float, start_timeout: float
+    specs: Iterable[ServerSpec], options: ProxyOptions
 ) -> dict[str, list[types.Tool] | str]:
-    """Each server's tools, or why it could not list them (all started concurrently)."""
+    """Each server's tools, or why it could not list them (all started concurrently, with the
+    timeouts and bounds of ``options``)."""
     specs = list(specs)
     results: dict[str, list[types.Tool] | str] = {}
     if not specs:
         return results
-    options = ProxyOptions(call_timeout=call_timeout, start_timeout=start_timeout)
     async with UpstreamPool(specs, options) as pool:
 
         async def probe(name: str) -> None:

@@ -4,11 +4,17 @@ Why not the SDK's default: ``stdio_server`` reads stdin with a blocking ``readli
 thread that cancellation cannot stop, so a SIGTERM while the client still holds the pipe open
 (a supervisor stopping the bridge) cleaned up and then hung forever waiting for one more line.
 Reading the pipe non-blocking on the event loop lets cancellation end the read at once.
+
+The client's bytes are untrusted in shape: each byte is scanned once for the newline, and a line
+longer than :data:`MAX_LINE` is skipped (its bytes dropped as they come) and stands as a short
+line that is not JSON, which the server answers with a JSON-RPC parse error.
 """
 
 from __future__ import annotations
 
+import codecs
 import fcntl
+import logging
 import os
 import stat
 from collections.abc import AsyncIterator
@@ -16,9 +22,15 @@ from contextlib import asynccontextmanager
 
 import anyio
 
-__all__ = ["interruptible_stdin"]
+__all__ = ["MAX_LINE", "SKIPPED", "interruptible_stdin"]
+
+logger = logging.getLogger(__name__)
 
 _READ_CHUNK = 64 * 1024
+MAX_LINE = 32 * 1024 * 1024
+"""Longest request line read from the client: no request larger than the sandbox's 16 MiB frame
+can be run, and this leaves room for JSON escaping."""
+SKIPPED = f"<a request line longer than {MAX_LINE // (1024 * 1024)} MiB was skipped>\n"
 
 
 class _Lines:
@@ -32,20 +44,35 @@ class _Lines:
         return self._lines()
 
     async def _lines(self) -> AsyncIterator[str]:
+        scanned = 0  # bytes of the buffer known to hold no newline
+        skipping = False  # inside a line past MAX_LINE: its bytes are dropped
         while True:
-            newline = self._buffer.find(b"\n")
+            newline = self._buffer.find(b"\n", scanned)
             if newline >= 0:
-                line = bytes(self._buffer[: newline + 1])
+                if skipping:
+                    line, skipping = SKIPPED, False
+                else:  # decoded straight from the buffer: no copy of the bytes first
+                    with memoryview(self._buffer) as view:
+                        line = codecs.decode(view[: newline + 1], "utf-8", "replace")
                 del self._buffer[: newline + 1]
-                yield line.decode("utf-8", errors="replace")
+                scanned = 0
+                yield line
                 continue
+            if len(self._buffer) > MAX_LINE:
+                if not skipping:
+                    logger.warning("skipping a request line longer than %d bytes", MAX_LINE)
+                skipping = True
+                self._buffer.clear()
+            scanned = len(self._buffer)
             await anyio.wait_readable(self._fd)
             try:
                 chunk = os.read(self._fd, _READ_CHUNK)
             except BlockingIOError:
                 continue
             if not chunk:  # the client closed its end
-                if self._buffer:
+                if skipping:
+                    yield SKIPPED
+                elif self._buffer:
                     yield self._buffer.decode("utf-8", errors="replace")
                 return
             self._buffer += chunk

@@ -1,5 +1,5 @@
 """The ``mcp-code-execution-mode`` command: ``serve`` (default), ``doctor``, ``demo``, ``setup``,
-``token``.
+``token``, ``image``.
 
 Every setting is a flag of every command (flags win over ``MCP_BRIDGE_*`` variables). A bad
 value prints one line naming the variable or flag and exits with status 2, no traceback; except
@@ -30,7 +30,7 @@ from mcp_code_execution_mode.settings import (
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
-COMMANDS = ("serve", "doctor", "demo", "setup", "token")
+COMMANDS = ("serve", "doctor", "demo", "setup", "token", "image")
 
 # Settings holding paths: written into a client's config by `setup`, they must not depend on the
 # directory `setup` ran in.
@@ -128,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
         "the token to stdout",
     )
     token.add_argument("name", metavar="NAME", help="who the token is for (the principal)")
+    # Parsed by bridge-image itself (see main): listed here for --help.
+    commands.add_parser(
+        "image",
+        add_help=False,
+        help="build, verify or inspect the sandbox image (image build|verify|status|tag --help)",
+    )
     return parser
 
 
@@ -154,7 +160,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if given and given[0] == "image":
+        # The image builder's own command line, from the recipe installed with this version.
+        from bridge_image.cli import main as image_main
+
+        return image_main(given[1:], prog="mcp-code-execution-mode image")
     normalised = _normalise(given)
+    if sys.platform == "win32" and normalised[0] in COMMANDS:  # `image` returned above
+        # The bridge needs POSIX process groups, signals and unix sockets; on Windows it runs in
+        # WSL2. Said here, before anything that would fail with a traceback instead.
+        from bridge_core.runtime import platform_problem
+
+        print(f"mcp-code-execution-mode: {platform_problem('win32')}", file=sys.stderr)
+        return 2
     parser = build_parser()
     try:
         args = parser.parse_args(normalised)

@@ -21,6 +21,8 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from bridge_core.runtime.base import IMAGE_BUILD_COMMAND
+from bridge_image.names import DEFAULT_IMAGE, SLIM_IMAGE
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -95,20 +97,18 @@ def _image_ready(settings: Settings) -> str | None:
     probe = [cli, "image", "exists" if cli.endswith("podman") else "inspect", settings.image]
     if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
         return None
-    try:
-        import bridge_image  # noqa: F401  (present in a repository checkout)
-    except ImportError:
+    if settings.image not in (DEFAULT_IMAGE, SLIM_IMAGE):
         return (
-            f"the sandbox image {settings.image} is missing: build it from a clone of the "
-            "repository (scripts/prepare-host, or bridge-image build), or set MCP_BRIDGE_IMAGE "
-            "to an image you have"
+            f"the sandbox image {settings.image} is missing: build it, or leave MCP_BRIDGE_IMAGE "
+            f"unset to use the standard image ({IMAGE_BUILD_COMMAND} builds it)"
         )
     print(f"building the sandbox image {settings.image} (first run only) ...", flush=True)
+    variant = [] if settings.image == DEFAULT_IMAGE else ["--slim"]
     build = subprocess.run(
-        [sys.executable, "-m", "bridge_image", "build", "--if-stale"], check=False
+        [sys.executable, "-m", "bridge_image", "build", "--if-stale", *variant], check=False
     )
     if build.returncode != 0:
-        return "building the image failed (output above); run scripts/prepare-host"
+        return f"building the image failed (output above); fix it, then {IMAGE_BUILD_COMMAND}"
     return None
 
 
@@ -143,15 +143,14 @@ async def _startable(servers: dict[str, Any], settings: Settings) -> dict[str, s
     come from npx/uvx, which need the network)."""
     from bridge_core.discovery import discover
 
+    from mcp_code_execution_mode._compose import proxy_options
     from mcp_code_execution_mode._probe import probe_servers
 
     with tempfile.TemporaryDirectory(prefix="mcp-demo-probe-") as tmp:
         config = Path(tmp) / "servers.json"
         config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
         specs = discover(explicit=config, clients=False).servers.values()
-        results = await probe_servers(
-            specs, call_timeout=settings.call_timeout, start_timeout=settings.server_start_timeout
-        )
+        results = await probe_servers(specs, proxy_options(settings))
     return {name: outcome for name, outcome in results.items() if isinstance(outcome, str)}
 
 

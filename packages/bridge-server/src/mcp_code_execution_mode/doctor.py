@@ -32,13 +32,18 @@ from bridge_core.errors import BridgeError
 from bridge_core.gateway import NullGateway
 from bridge_core.policy import Policy
 from bridge_core.runtime import user_seccomp_option
-from bridge_core.runtime.base import RuntimeBackend, RuntimeInfo
+from bridge_core.runtime.base import IMAGE_BUILD_COMMAND, RuntimeBackend, RuntimeInfo
 from bridge_core.runtime.detect import detect_runtime
 from bridge_core.servers import ServerSpec
 from bridge_core.sessions.manager import SessionManager
 
 from mcp_code_execution_mode import __version__
-from mcp_code_execution_mode._compose import discover_servers, private_state_dir, session_config
+from mcp_code_execution_mode._compose import (
+    discover_servers,
+    private_state_dir,
+    proxy_options,
+    session_config,
+)
 from mcp_code_execution_mode._footprint import (
     BYTES_PER_TOKEN,
     double_loads,
@@ -179,7 +184,8 @@ def _check_image(settings: Settings, backend: RuntimeBackend, report: _Report) -
         report.fail(
             "image",
             f"{settings.image} is not present",
-            "run scripts/prepare-host (builds it), or set MCP_BRIDGE_IMAGE to an image you have",
+            f"{IMAGE_BUILD_COMMAND} (builds the standard image; --slim the slim one), or set "
+            "MCP_BRIDGE_IMAGE to an image you have",
         )
         return False
     labels = data.get("Labels") or data.get("Config", {}).get("Labels") or {}
@@ -347,11 +353,7 @@ async def _check_servers(settings: Settings, report: _Report) -> None:
         deny_tools=settings.deny_tools,
     )
     proxied = {n: s for n, s in discovery.servers.items() if policy.check_server(n).allowed}
-    results = await probe_servers(
-        proxied.values(),
-        call_timeout=settings.call_timeout,
-        start_timeout=settings.server_start_timeout,
-    )
+    results = await probe_servers(proxied.values(), proxy_options(settings))
     for name, spec in proxied.items():
         outcome = results.get(name, "not checked")
         if isinstance(outcome, list):

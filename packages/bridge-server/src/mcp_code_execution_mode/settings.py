@@ -13,6 +13,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from bridge_image.names import DEFAULT_IMAGE
+
 from mcp_code_execution_mode import _units as u
 
 __all__ = [
@@ -24,10 +26,6 @@ __all__ = [
     "default_state_dir",
     "load_settings",
 ]
-
-DEFAULT_IMAGE = "localhost/mcp-bridge-sandbox:0.1.0"
-"""The sandbox image ``scripts/prepare-host`` builds. Kept here rather than imported from
-``bridge_image`` because the server must not depend on the image-building package."""
 
 
 def default_state_dir() -> Path:
@@ -123,8 +121,19 @@ SETTINGS: tuple[Setting, ...] = (
        "Characters of stdout+stderr returned per call; past it, head and tail are kept."),
     _s("call_timeout", u.parse_duration, "60s",
        "Timeout of one proxied tool call made by sandbox code."),
+    _s("max_calls_in_flight", u.parse_positive_int, "256",
+       "Most tool calls one sandbox may have in flight at once; past it a call fails at once."),
+    _s("max_call_bytes", u.parse_size, "32m",
+       "Most bytes of arguments and results those calls may hold on the host at once."),
     _s("server_start_timeout", u.parse_duration, "30s",
        "Time a proxied MCP server gets to start and list its tools (npx cold starts are slow)."),
+    _s("max_upstream_message", u.parse_size, "32m",
+       "Longest JSON-RPC message (one line) read from a stdio MCP server; past it the "
+       "connection is cut and the server stopped."),
+    _s("max_server_tools", u.parse_positive_int, "2000",
+       "Most tools one MCP server may list; a server listing more is refused."),
+    _s("max_tool_list_size", u.parse_size, "8m",
+       "Largest tool list of one MCP server (JSON, all pages); a larger one is refused."),
     _s("http_token_file", u.parse_path, None,
        "Bearer tokens serve --http accepts (lines NAME sha256:HEX; add one with the token "
        "command); required to listen beyond loopback."),
@@ -177,7 +186,12 @@ class Settings:
     session_ttl: float = 1800.0
     output_cap: int = 64 * 1024
     call_timeout: float = 60.0
+    max_calls_in_flight: int = 256
+    max_call_bytes: int = 32 * 1024 * 1024
     server_start_timeout: float = 30.0
+    max_upstream_message: int = 32 * 1024 * 1024
+    max_server_tools: int = 2000
+    max_tool_list_size: int = 8 * 1024 * 1024
     http_token_file: Path | None = None
     http_allowed_hosts: tuple[str, ...] = ()
     http_connections_per_client: int = 16

@@ -5,10 +5,16 @@ changes the server's offer: command, args, env, url ...), so an edited entry mis
 Writes are atomic (temp file + rename) and private (0600 in a 0700 directory: tool lists can
 describe private data); a corrupt or foreign file is ignored and logged, never fatal. The
 methods do blocking file I/O: async callers use ``anyio.to_thread.run_sync``.
+
+Bounded like the live lists it mirrors (``MCP_BRIDGE_MAX_SERVER_TOOLS``,
+``MCP_BRIDGE_MAX_TOOL_LIST_SIZE``): a list past them is never written, and a file past them (an
+older bridge's, or a foreign one) is removed on sight without being read, so a huge catalog is
+not reloaded on every start.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -25,8 +31,8 @@ __all__ = ["CachedTools", "ToolCache"]
 logger = logging.getLogger(__name__)
 
 _FORMAT = 1
-# Real tool lists are tens of KB; a larger file is not ours (and must not be read into memory).
-_MAX_BYTES = 16 * 1024 * 1024
+_SLACK_BYTES = 64 * 1024
+"""Room in a file for what is not the tool list itself (format, name, time, description)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +48,12 @@ class CachedTools:
 class ToolCache:
     """Tool lists under ``state_dir/tools/<cache key>.json``."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(
+        self, state_dir: Path, *, max_tools: int = 2000, max_bytes: int = 8 * 1024 * 1024
+    ) -> None:
         self.directory = state_dir / "tools"
+        self._max_tools = max_tools
+        self._max_file = max_bytes + _SLACK_BYTES
 
     def _path(self, spec: ServerSpec) -> Path:
         return self.directory / f"{spec.cache_key()}.json"
@@ -52,14 +62,18 @@ class ToolCache:
         """The cached list for this exact configuration, or None (missing, corrupt, foreign)."""
         path = self._path(spec)
         try:
-            if path.stat().st_size > _MAX_BYTES:
-                raise ValueError(f"larger than {_MAX_BYTES} bytes")
+            if path.stat().st_size > self._max_file:
+                path.unlink(missing_ok=True)
+                raise ValueError(f"larger than {self._max_file} bytes: removed, not read")
             data = json.loads(path.read_bytes())
             if not isinstance(data, dict) or data.get("format") != _FORMAT:
                 raise ValueError("unknown cache format")
             raw_tools = data["tools"]
             if not isinstance(raw_tools, list):
                 raise ValueError("tools is not a list")
+            if len(raw_tools) > self._max_tools:
+                path.unlink(missing_ok=True)
+                raise ValueError(f"more than {self._max_tools} tools: removed")
             tools = tuple(ToolDoc.from_json(spec.name, t) for t in raw_tools)
             description = data.get("description")
             saved_at = data.get("saved_at")
@@ -75,7 +89,8 @@ class ToolCache:
             return None
 
     def store(self, spec: ServerSpec, tools: Sequence[ToolDoc], description: str = "") -> None:
-        """Save the list atomically; I/O errors are logged, not raised (the cache is optional)."""
+        """Save the list atomically; I/O errors are logged, not raised (the cache is optional).
+        A list past the bounds is not saved (and an older file for it is removed)."""
         payload = {
             "format": _FORMAT,
             "server": spec.name,
@@ -84,8 +99,15 @@ class ToolCache:
             "tools": [t.to_json() for t in tools],
         }
         path = self._path(spec)
+        # Compact UTF-8, as the wire's tool lists are measured: non-ASCII is not inflated.
+        data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+        if len(tools) > self._max_tools or len(data) > self._max_file:
+            logger.warning("not caching the tool list of server %r: past the bounds", spec.name)
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+            return
         try:
             private_dir(self.directory)
-            write_private(path, json.dumps(payload).encode())
+            write_private(path, data)
         except OSError as exc:
             logger.warning("cannot save tool cache %s of server %r: %s", path, spec.name, exc)

@@ -5,6 +5,11 @@ It answers the sandbox's discovery requests (``discovered_servers``, ``list_tool
 lists lazily: from memory, else from the persisted :class:`ToolCache`, else by asking the proxy
 (the ``list_tools`` callable, which starts the server). Listing servers never starts one.
 Which server or tool a name means, and whether policy allows it, is decided in :mod:`._names`.
+
+Work that grows with the tool lists (converting one, indexing them, searching them) runs in
+worker threads: a large catalog never holds up the event loop, hence never another session. The
+index is one over every visible server, because its ranking weighs a word by its rarity across
+all of them (BM25 idf); it is rebuilt only when a list changed.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from bridge_core.catalog._errors import CatalogError, UnknownServer, UnknownTool
 from bridge_core.catalog._names import resolve_server, resolve_tool
 from bridge_core.catalog._search import DEFAULT_THRESHOLD, MAX_QUERY_CHARS, SearchHit, ToolIndex
 from bridge_core.catalog._stubs import render_stub
+from bridge_core.errors import BridgeError
 from bridge_core.gateway import CallFailed
 from bridge_core.policy import Policy
 from bridge_core.servers import ServerSpec
@@ -62,7 +68,9 @@ class Catalog:
         self._cache_tried: set[str] = set()
         self._locks: dict[str, anyio.Lock] = {}
         self._generation = 0
+        """Bumped whenever a list changes; an index built at an older one is stale."""
         self._index: tuple[int, ToolIndex] | None = None
+        self._index_lock = anyio.Lock()
 
     # -- servers and tool lists ---------------------------------------------------------------
 
@@ -100,7 +108,7 @@ class Catalog:
         spec = self._specs.get(server)
         if spec is None:
             raise UnknownServer(server, self._specs)
-        docs = tuple(_valid_docs(server, tools))
+        docs = tuple(await anyio.to_thread.run_sync(_valid_docs, server, tools))
         self._remember(server, docs, description)
         if self._cache is not None:
             await anyio.to_thread.run_sync(
@@ -210,12 +218,30 @@ class Catalog:
     async def _load_quietly(self, server: str) -> None:
         try:
             await self._ensure(server)
-        except Exception:
+        except (BridgeError, CallFailed) as exc:
             # One broken upstream must not break search over the others (the failure is the
-            # proxy's to report on a direct call); the traceback goes to the log.
+            # proxy's to report on a direct call, with this same message).
+            logger.warning("search skips server %r: %s", server, exc)
+        except Exception:
             logger.warning(
                 "search skips server %r: its tool list is unavailable", server, exc_info=True
             )
+
+    async def _current_index(self, visible: list[str]) -> ToolIndex:
+        """The index over the visible servers' lists, rebuilt in a worker thread if one changed."""
+        async with self._index_lock:  # one build at a time; waiting searches share its result
+            generation = self._generation
+            if self._index is None or self._index[0] != generation:
+                lists = {s: self._tools[s] for s in visible if s in self._tools}
+                index = await anyio.to_thread.run_sync(self._build_index, lists)
+                self._index = (generation, index)
+            return self._index[1]
+
+    def _build_index(self, lists: dict[str, tuple[ToolDoc, ...]]) -> ToolIndex:
+        docs = [
+            d for s, docs in lists.items() for d in docs if self.policy.check(s, d.name).allowed
+        ]
+        return ToolIndex(docs, threshold=self._threshold)
 
     async def search(self, query: str, limit: int = 5) -> list[SearchHit]:
         """Ranked hits across every visible server, loading missing tool lists concurrently."""
@@ -225,15 +251,8 @@ class Catalog:
             async with anyio.create_task_group() as group:
                 for server in missing:
                     group.start_soon(self._load_quietly, server)
-        if self._index is None or self._index[0] != self._generation:
-            docs = [
-                d
-                for s in visible
-                for d in self._tools.get(s, ())
-                if self.policy.check(s, d.name).allowed
-            ]
-            self._index = (self._generation, ToolIndex(docs, threshold=self._threshold))
-        return self._index[1].search(query, limit)
+        index = await self._current_index(visible)
+        return await anyio.to_thread.run_sync(index.search, query, limit)
 
     async def search_tool_docs(self, query: str, limit: int = 5) -> list[JSONValue]:
         """:meth:`search` as ``[{"server", "tool", "description", "score"}, ...]``."""
@@ -263,7 +282,8 @@ class Catalog:
             if len(query) > MAX_QUERY_CHARS:
                 raise _invalid(f"query is longer than {MAX_QUERY_CHARS} characters")
             return await self.search_tool_docs(query, limit)
-        raise CallFailed(ErrorCode.UNKNOWN_METHOD, f"unknown request method {method!r}")
+        # The method comes from sandbox code: only its head is quoted back.
+        raise CallFailed(ErrorCode.UNKNOWN_METHOD, f"unknown request method {method[:100]!r}")
 
 
 def _valid_docs(server: str, tools: Sequence[Tool | ToolDoc]) -> list[ToolDoc]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -69,12 +70,17 @@ _CORRECTION_MIN_LENGTH = 4  # shorter words have too many neighbours at one edit
 _TWO_EDITS_MIN_LENGTH = 7
 _PREFIX_MIN_LENGTH = 3  # "a" or "in" as prefixes would select nearly every tool
 
-_STEMMER = snowballstemmer.stemmer("english")
+_STEMMERS = threading.local()
 
 
 @lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    return str(_STEMMER.stemWord(word))
+    # A stemmer keeps the word it works on in its own fields, and indexes are built and searched
+    # in worker threads (``_catalog``): one stemmer per thread.
+    stemmer = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        stemmer = _STEMMERS.english = snowballstemmer.stemmer("english")
+    return str(stemmer.stemWord(word))
 
 
 def normalise(text: str) -> str:

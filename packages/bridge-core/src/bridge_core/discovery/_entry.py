@@ -127,8 +127,11 @@ def _build(
         if url is None or url == "":
             raise _Skip(f"missing url (a {transport} server needs one)")
         expanded_url = text("url", url, scalars=False)
-        if urlsplit(expanded_url).scheme not in ("http", "https"):
-            raise _Skip(f"url must start with http:// or https://, got {expanded_url!r}")
+        scheme = urlsplit(expanded_url).scheme
+        if scheme not in ("http", "https"):
+            # Not the URL itself: it may hold a token, and this message reaches logs and doctor.
+            got = f"a {scheme}: URL" if scheme else "no scheme"
+            raise _Skip(f"url must start with http:// or https://, got {got}")
         spec = ServerSpec(
             name=raw.name,
             transport=transport,

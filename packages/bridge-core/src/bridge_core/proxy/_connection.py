@@ -10,33 +10,30 @@ which the SDK's dispatcher supports from any task.
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import sys
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+import httpx2
 import mcp_types as types
 from anyio.abc import ObjectSendStream
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-
-# The SDK's own HTTP transports build their client with this (default MCP timeouts); the
-# streamable HTTP client takes headers only through a client passed in.
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from bridge_core.proxy.errors import UpstreamCrashed, UpstreamUnavailable
 from bridge_core.proxy.options import ProxyOptions
+from bridge_core.redaction import Redactor
 from bridge_core.servers import ServerSpec
 
-from ._leftovers import forget_group, record_group
 from ._stderr import StderrTail
+from ._stdio import StdioServer, open_stdio
+from ._toollist import ToolListLimits, ToolListTooLarge, list_all_tools
 
 __all__ = ["Connection"]
 
@@ -45,8 +42,9 @@ logger = logging.getLogger("bridge_core.proxy")
 _STDERR_EOF_GRACE = 1.0
 """After the transport closed (the child is reaped), how long to keep reading stderr: a crash
 message is usually the last thing written, but a surviving grandchild can hold the pipe open."""
-_MAX_TOOL_PAGES = 100
-"""A server whose tools/list never stops paginating cannot hang start-up."""
+_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+"""The SDK's defaults for its own HTTP transports: 30 s to connect and write, 5 minutes between
+reads (a server may hold a response stream open)."""
 
 Transport = tuple[Any, Any]
 """The (read, write) stream pair an SDK transport yields (the SDK's alias for it is private)."""
@@ -62,8 +60,10 @@ class Connection:
         options: ProxyOptions,
         on_tools: Callable[[list[types.Tool]], Awaitable[None]],
         on_end: Callable[[Connection], None],
+        redactor: Redactor | None = None,
     ) -> None:
         self.spec = spec
+        self._redactor = redactor or Redactor.for_servers([spec])
         self._options = options
         self._on_tools = on_tools
         self._on_end = on_end
@@ -78,7 +78,8 @@ class Connection:
         self._stopping = False
         self._wake = anyio.Event()
         self._tools_dirty = anyio.Event()
-        self._process: Any = None
+        self._stdio: StdioServer | None = None
+        self._limits = ToolListLimits(options.max_tools, options.max_tool_list_bytes)
         self._tail: StderrTail | None = None
         self._scope = anyio.CancelScope()
 
@@ -88,9 +89,9 @@ class Connection:
 
     @property
     def pid(self) -> int | None:
-        """The stdio child's pid (diagnostics and tests), ``None`` for HTTP servers."""
-        pid = getattr(self._process, "pid", None)
-        return pid if isinstance(pid, int) else None
+        """The stdio child's pid (its supervisor's on Linux; diagnostics and tests), ``None``
+        for HTTP servers."""
+        return self._stdio.pid if self._stdio is not None else None
 
     def stop(self) -> None:
         """Ask :meth:`run` to close the session and stop the server (returns at once)."""
@@ -110,7 +111,7 @@ class Connection:
             error = exc
         finally:
             self.session = None
-            status = getattr(self._process, "returncode", None)
+            status = self._stdio.process.returncode if self._stdio is not None else None
             tail = self._tail.tail() if self._tail is not None else ""
             if self.failure is None:
                 self.failure = self._describe_end(error, status, tail)
@@ -125,22 +126,27 @@ class Connection:
     def _describe_end(
         self, error: BaseException | None, status: int | None, tail: str
     ) -> UpstreamUnavailable:
-        name = self.spec.name
+        """Why the connection ended, with the server's secrets masked (an error or URL may quote
+        them; the stderr tail is masked already)."""
+        name, mask = self.spec.name, self._redactor.text
         if self.spec.transport == "stdio":
             who = f"MCP server {name!r}"
             stderr = f"; stderr tail:\n{tail}" if tail else "; it wrote nothing to stderr"
             ended = _exit_phrase(status)
         else:
-            who = f"MCP server {name!r} at {_safe_url(self.spec.url or '')}"
+            who = f"MCP server {name!r} at {mask(_safe_url(self.spec.url or ''))}"
             stderr = ""
             ended = "closed the connection"
         if self._stopping and not self.lost:
             return UpstreamUnavailable(name, f"{who} was stopped (the bridge is shutting down)")
+        cut = self._stdio.cut if self._stdio is not None else None
+        if cut is not None:
+            return UpstreamCrashed(name, f"{cut}{stderr}", exit_status=status, stderr_tail=tail)
         if not self.ready.is_set() and error is not None and not self.lost:
             # Spawn error or no answer in time: the error says more than the exit status of a
             # process we stopped ourselves.
             return UpstreamUnavailable(
-                name, f"{who} failed to start: {_error_phrase(error)}{stderr}"
+                name, f"{who} failed to start: {mask(_error_phrase(error))}{stderr}"
             )
         prefix = "failed to start: it " if not self.ready.is_set() else ""
         return UpstreamCrashed(
@@ -149,14 +155,14 @@ class Connection:
 
     async def _serve(self) -> None:
         if self.spec.transport == "stdio":
-            self._tail = StderrTail(self.spec.name, self._options.stderr_tail_bytes)
+            self._tail = StderrTail(self.spec.name, self._options.stderr_tail_bytes, self._redactor)
         async with anyio.create_task_group() as outer:
             if self._tail is not None:
                 outer.start_soon(self._tail.pump)
             try:
                 async with self._open_transport() as (read, write):
                     if self._tail is not None:
-                        self._tail.close_writer()
+                        self._tail.close_writer()  # the child holds it now
                     await self._run_session(read, write)
             finally:
                 if self._tail is not None:
@@ -177,7 +183,7 @@ class Connection:
                 try:
                     with anyio.fail_after(self._options.start_timeout):
                         await session.initialize()
-                        self.tools = await list_all_tools(session)
+                        self.tools = await list_all_tools(session, self._limits)
                 except TimeoutError:
                     limit = self._options.start_timeout
                     raise TimeoutError(f"no answer to initialize within {limit:g}s") from None
@@ -194,10 +200,7 @@ class Connection:
             if not spec.command:
                 raise ValueError(f"MCP server {spec.name!r} has no command")
             assert self._tail is not None
-            params = StdioServerParameters(
-                command=spec.command, args=list(spec.args), env=dict(spec.env), cwd=spec.cwd
-            )
-            return self._stdio(params, self._tail)
+            return self._open_stdio(self._tail)
         if not spec.url:
             raise ValueError(f"MCP server {spec.name!r} has no url")
         if spec.transport == "sse":
@@ -205,20 +208,16 @@ class Connection:
         return _streamable_http(spec.url, dict(spec.headers))
 
     @asynccontextmanager
-    async def _stdio(
-        self, params: StdioServerParameters, tail: StderrTail
-    ) -> AsyncIterator[Transport]:
-        transport = stdio_client(params, errlog=tail.writer)
-        record: Path | None = None
-        try:
-            async with transport as streams:
-                self._process = _spawned_process(transport)
-                # Synchronous on purpose: one tiny file, and it must exist before any await.
-                record = record_group(self._options.process_dir, self.pid)
-                yield streams
-        finally:
-            _kill_leftovers(self.pid)
-            forget_group(record)
+    async def _open_stdio(self, tail: StderrTail) -> AsyncIterator[Transport]:
+        async with open_stdio(
+            self.spec,
+            stderr=tail.writer,
+            max_message_bytes=self._options.max_message_bytes,
+            limits=self._limits,
+            process_dir=self._options.process_dir,
+        ) as server:
+            self._stdio = server
+            yield server.read, server.write
 
     async def _relay(
         self,
@@ -243,8 +242,9 @@ class Connection:
         if isinstance(message, types.ToolListChangedNotification):
             self._tools_dirty.set()
         elif isinstance(message, Exception):
-            # Junk on a stdio server's stdout, or an HTTP stream failure: the session goes on;
-            # a real loss shows up as the end of the stream.
+            # An HTTP stream failure (junk on a stdio server's stdout is skipped by our
+            # transport): the session goes on; a real loss shows up as the end of the stream.
+            # The text is the server's (hostile) output: the log formatter masks and caps it.
             logger.warning("transport error from MCP server %r: %s", self.spec.name, message)
 
     async def _refresh_on_change(self, session: ClientSession) -> None:
@@ -253,7 +253,14 @@ class Connection:
             self._tools_dirty = anyio.Event()
             try:
                 with anyio.fail_after(self._options.start_timeout):
-                    tools = await list_all_tools(session)
+                    tools = await list_all_tools(session, self._limits)
+            except (ToolListTooLarge, MCPError) as exc:
+                logger.warning(
+                    "refreshing the tool list of %r failed, the previous list stays: %s",
+                    self.spec.name,
+                    exc,
+                )
+                continue
             except Exception:
                 logger.warning(
                     "refreshing the tool list of %r failed", self.spec.name, exc_info=True
@@ -269,56 +276,18 @@ class Connection:
             logger.warning("tool-list listener failed for %r", self.spec.name, exc_info=True)
 
 
-async def list_all_tools(session: ClientSession) -> list[types.Tool]:
-    """Every page of ``tools/list``."""
-    result = await session.list_tools()
-    tools = list(result.tools)
-    for _ in range(_MAX_TOOL_PAGES):
-        if not result.next_cursor:
-            break
-        result = await session.list_tools(
-            params=types.PaginatedRequestParams(cursor=result.next_cursor)
-        )
-        tools.extend(result.tools)
-    return tools
-
-
 @asynccontextmanager
 async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncIterator[Transport]:
+    # The SDK's streamable HTTP client takes headers only through a client passed in; it is
+    # built here from httpx2's public API (the SDK's own factory is in a private module).
     async with AsyncExitStack() as stack:
-        client = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+        client = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT)
+        )
         read, write = await stack.enter_async_context(
             streamable_http_client(url, http_client=client)
         )
         yield read, write
-
-
-def _spawned_process(transport: Any) -> Any:
-    """The child process of an entered ``stdio_client``, for its exit status and pid.
-
-    Why the frame walk: the SDK's ``stdio_client`` does not expose its process, and re-writing the
-    transport (its careful shielded shutdown included) to get one integer would be worse. The
-    generator is suspended at its ``yield``, so its locals are stable; any other SDK shape just
-    yields ``None`` and crash reports say "exit status unknown".
-    """
-    frame = getattr(getattr(transport, "gen", None), "ag_frame", None)
-    process = frame.f_locals.get("process") if frame is not None else None
-    return process if hasattr(process, "returncode") else None
-
-
-def _kill_leftovers(pid: int | None) -> None:
-    """SIGKILL whatever is left in the server's process group once the server itself is gone.
-
-    The SDK starts the server as a session (and group) leader and kills the group only when the
-    server does not exit on its own; a server that exits cleanly can still leave children behind
-    (a detached helper, an ``npx`` grandchild), which would outlive the bridge.
-    """
-    if pid is None or sys.platform == "win32":
-        return
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _safe_url(url: str) -> str:

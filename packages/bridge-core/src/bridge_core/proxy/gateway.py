@@ -6,6 +6,10 @@ whether it would have answered ``isError`` or a JSON-RPC error) → the upstream
 line. Upstream failures become :class:`~bridge_core.gateway.CallFailed` with a specific
 :class:`~bridge_protocol.ErrorCode`; an ``isError`` result is returned as-is (the sandbox raises
 it as the tool's error).
+
+This is the one place where the sandbox's answers are made: every result, error and discovery
+answer leaves it through :attr:`ProxyGateway.redactor`, which masks every secret configured for
+any server (an upstream may echo its token in an error, its environment in a result).
 """
 
 from __future__ import annotations
@@ -33,13 +37,10 @@ from bridge_core.proxy.errors import (
 )
 from bridge_core.proxy.options import ProxyOptions
 from bridge_core.proxy.pool import UpstreamPool
+from bridge_core.redaction import Redactor
 from bridge_core.servers import ServerSpec
 
 __all__ = ["ProxyGateway", "open_proxy"]
-
-_MIN_SECRET_LENGTH = 6
-"""Shorter env/header values (``1``, ``true``, ``info``) are settings, not secrets; replacing
-them would garble messages."""
 
 
 class ProxyGateway:
@@ -53,6 +54,7 @@ class ProxyGateway:
         self.pool = pool
         self.catalog = catalog
         self.audit = audit or AuditLog(None)
+        self.redactor: Redactor = pool.redactor
 
     @classmethod
     def for_pool(
@@ -90,10 +92,12 @@ class ProxyGateway:
         try:
             result = await self._call(server, tool, arguments)
             outcome = "tool_error" if result.is_error else "ok"
-            return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+            dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+            return self.redactor.value(dumped)  # type: ignore[no-any-return]
         except CallFailed as exc:
-            outcome, detail = _OUTCOMES.get(exc.code, "error"), exc.message
-            raise
+            failure = self._masked(exc)
+            outcome, detail = _OUTCOMES.get(failure.code, "error"), failure.message
+            raise failure from None
         finally:
             if self.audit.enabled:
                 # Shielded: a cancelled call is recorded too (the write is one short append).
@@ -108,6 +112,16 @@ class ProxyGateway:
                         duration=anyio.current_time() - started,
                         detail=detail,
                     )
+
+    def _masked(self, failure: CallFailed) -> CallFailed:
+        """``failure`` as the sandbox may see it: every configured secret masked."""
+        if not self.redactor:
+            return failure
+        masked = CallFailed(
+            failure.code, self.redactor.text(failure.message), self.redactor.value(failure.data)
+        )
+        masked.__cause__ = failure.__cause__
+        return masked
 
     async def _call(
         self, server: str, tool: str, arguments: Mapping[str, Any]
@@ -125,7 +139,12 @@ class ProxyGateway:
     async def request(self, ctx: CallContext, method: str, params: Mapping[str, Any]) -> JSONValue:
         """Answer a discovery/docs/search request from the catalog (which starts a server only
         when neither memory nor the persisted cache knows its tools)."""
-        return await self.catalog.handle_request(method, params)
+        try:
+            answer = await self.catalog.handle_request(method, params)
+            masked: JSONValue = self.redactor.value(answer)
+            return masked
+        except CallFailed as exc:
+            raise self._masked(exc) from None
 
 
 def _require_json(server: str, tool: str, arguments: Mapping[str, Any]) -> None:
@@ -154,26 +173,18 @@ _OUTCOMES = {
 
 
 def _upstream_failure(spec: ServerSpec, exc: UpstreamError) -> CallFailed:
-    """The :class:`CallFailed` a sandbox sees for a proxy error, with the server's secrets (its
-    ``env`` and ``headers`` values) masked out of every text: a crash report quotes stderr,
-    which may echo them."""
-
-    def clean(text: str) -> str:
-        for secret in (*spec.env.values(), *spec.headers.values()):
-            if len(secret) >= _MIN_SECRET_LENGTH:
-                text = _mask_cut_secret(text.replace(secret, "***"), secret)
-        return text
-
-    message = clean(str(exc))
+    """The :class:`CallFailed` a sandbox sees for a proxy error (masked on its way out by
+    :meth:`ProxyGateway._masked`)."""
+    message = str(exc)
     data: dict[str, JSONValue] = {"server": spec.name}
     if isinstance(exc, UpstreamTimeout):
         data.update(tool=exc.tool, timeout=exc.timeout)
         return CallFailed(ErrorCode.CALL_TIMEOUT, message, data)
     if isinstance(exc, UpstreamRPCError):
-        data.update(tool=exc.tool, code=exc.code, message=clean(exc.rpc_message))
+        data.update(tool=exc.tool, code=exc.code, message=exc.rpc_message)
         return CallFailed(ErrorCode.TOOL_ERROR, message, data)
     if isinstance(exc, UpstreamCrashed):
-        data.update(exit_status=exc.exit_status, stderr_tail=clean(exc.stderr_tail))
+        data.update(exit_status=exc.exit_status, stderr_tail=exc.stderr_tail)
         return CallFailed(ErrorCode.UPSTREAM_UNAVAILABLE, message, data)
     if isinstance(exc, UpstreamUnavailable):
         return CallFailed(ErrorCode.UPSTREAM_UNAVAILABLE, message, data)
@@ -181,29 +192,6 @@ def _upstream_failure(spec: ServerSpec, exc: UpstreamError) -> CallFailed:
         data["suggestions"] = list(exc.suggestions)
         return CallFailed(ErrorCode.UNKNOWN_SERVER, message, data)
     return CallFailed(ErrorCode.INTERNAL, message, data)
-
-
-_TAIL_MARK = "stderr tail:\n"
-"""What precedes the stderr tail in a crash message (see ``_connection``)."""
-_MIN_CUT_PART = 3
-"""Shorter ends of a secret are left: masking them would garble ordinary text for nothing."""
-
-
-def _mask_cut_secret(text: str, secret: str) -> str:
-    """Mask the end of ``secret`` where a stderr tail begins: the tail is cut from the front of
-    the server's output, so a secret straddling the cut shows as its last part only, which a
-    plain replacement of the whole secret misses."""
-    starts = [0] if not text.startswith(_TAIL_MARK) else []
-    index = text.find(_TAIL_MARK)
-    while index >= 0:
-        starts.append(index + len(_TAIL_MARK))
-        index = text.find(_TAIL_MARK, index + 1)
-    for start in reversed(starts):  # from the back, so earlier positions stay valid
-        for size in range(len(secret) - 1, _MIN_CUT_PART - 1, -1):  # the longest end first
-            if text.startswith(secret[-size:], start):
-                text = f"{text[:start]}***{text[start + size :]}"
-                break
-    return text
 
 
 @asynccontextmanager

@@ -27,6 +27,16 @@ class ProxyOptions:
     max_failures: int = 3
     """Consecutive failures after which calls fail fast until ``cooldown`` passes."""
     cooldown: float = 30.0
+    max_message_bytes: int = 32 * 1024 * 1024
+    """Longest JSON-RPC message (one line) read from a stdio server
+    (``MCP_BRIDGE_MAX_UPSTREAM_MESSAGE``); past it the connection is cut and the server
+    stopped. Above the sandbox's 16 MiB frame limit on purpose: a result that merely cannot be
+    forwarded gets that clear error and leaves the server running."""
+    max_tools: int = 2000
+    """Most tools one server may list (``MCP_BRIDGE_MAX_SERVER_TOOLS``); more is refused."""
+    max_tool_list_bytes: int = 8 * 1024 * 1024
+    """Largest tool list of one server, all pages as JSON (``MCP_BRIDGE_MAX_TOOL_LIST_SIZE``);
+    larger is refused."""
     stderr_tail_bytes: int = 16 * 1024
     """How much of each stdio server's stderr is kept (a ring buffer) for crash reports."""
     process_dir: Path | None = None

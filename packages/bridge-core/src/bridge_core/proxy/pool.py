@@ -36,6 +36,7 @@ from bridge_core.proxy.errors import (
     UpstreamUnavailable,
 )
 from bridge_core.proxy.options import ProxyOptions
+from bridge_core.redaction import Redactor
 from bridge_core.servers import ServerSpec
 
 __all__ = ["UpstreamPool", "ToolsListener"]
@@ -96,7 +97,9 @@ class _Upstream:
             raise conn.failure
 
     def _start(self) -> Connection:
-        conn = Connection(self.spec, self.pool.options, self._tools_changed, self._ended)
+        conn = Connection(
+            self.spec, self.pool.options, self._tools_changed, self._ended, self.pool.redactor
+        )
         self.conn = conn
         self.pool.task_group.start_soon(conn.run, name=f"mcp-upstream:{self.spec.name}")
         return conn
@@ -142,6 +145,8 @@ class UpstreamPool:
             if spec.name in self._upstreams:
                 raise ValueError(f"two MCP servers are named {spec.name!r}")
             self._upstreams[spec.name] = _Upstream(self, spec)
+        self.redactor = Redactor.for_servers(self.specs)
+        """Masks every configured secret of every server (see :mod:`bridge_core.redaction`)."""
         self._tg: TaskGroup | None = None
         self.closing = False
 

@@ -5,8 +5,10 @@ socket), :class:`DockerBackend` (docker CLI) or, only when asked for, :class:`Lo
 (NO isolation, tests and development only). See ``docs/runtime.md``.
 """
 
+from bridge_core.runtime._locality import PLATFORMS_GUIDE, kernel_problem, platform_problem
 from bridge_core.runtime._seccomp import user_seccomp_option
 from bridge_core.runtime.base import (
+    IMAGE_BUILD_COMMAND,
     OWNER_LABEL,
     PRODUCT_LABEL,
     RuntimeBackend,
@@ -23,7 +25,9 @@ from bridge_core.runtime.local import LocalBackend
 from bridge_core.runtime.podman import PodmanBackend
 
 __all__ = [
+    "IMAGE_BUILD_COMMAND",
     "OWNER_LABEL",
+    "PLATFORMS_GUIDE",
     "PRODUCT_LABEL",
     "RUNTIME_CHOICES",
     "DockerBackend",
@@ -37,5 +41,7 @@ __all__ = [
     "SandboxSpec",
     "SharedDir",
     "detect_runtime",
+    "kernel_problem",
+    "platform_problem",
     "user_seccomp_option",
 ]

@@ -16,6 +16,7 @@ from typing import Literal, Protocol, runtime_checkable
 from anyio.abc import ByteStream
 
 __all__ = [
+    "IMAGE_BUILD_COMMAND",
     "OWNER_LABEL",
     "PRODUCT_LABEL",
     "RuntimeBackend",
@@ -26,6 +27,10 @@ __all__ = [
     "SandboxSpec",
     "SharedDir",
 ]
+
+IMAGE_BUILD_COMMAND = "mcp-code-execution-mode image build"
+"""Builds the standard sandbox image (``--slim``: the slim one); installed with the server, so
+every "image missing" message can name it."""
 
 PRODUCT_LABEL = "io.github.mcp-code-execution-mode"
 """Every container we create carries this label (value: ``"sandbox"``)."""

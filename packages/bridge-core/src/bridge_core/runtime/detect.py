@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bridge_core.errors import ConfigError, RuntimeUnavailable
+from bridge_core.runtime._locality import platform_problem
 from bridge_core.runtime.base import RuntimeBackend
 
 __all__ = ["RUNTIME_CHOICES", "detect_runtime"]
@@ -48,6 +49,11 @@ async def detect_runtime(preference: str | None, *, state_dir: Path) -> RuntimeB
             f"{', '.join(RUNTIME_CHOICES)} (or leave it unset to auto-detect)"
         )
     order = (preference,) if preference else _AUTO_ORDER
+    if preference != "local":
+        # Before any runtime is probed: off Linux the channel cannot reach a container at all.
+        problem = platform_problem()
+        if problem:
+            raise RuntimeUnavailable(problem)
     failures = []
     for name in order:
         try:

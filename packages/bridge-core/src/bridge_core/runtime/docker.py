@@ -10,6 +10,7 @@ its peer check, ownership labels and leftover cleanup. Docker's ``--read-only`` 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -30,6 +31,7 @@ from bridge_core.runtime._hardening import (
     container_name,
     ulimits,
 )
+from bridge_core.runtime._locality import kernel_problem
 from bridge_core.runtime._ownership import ContainerRecord, current_owner, select_leftovers
 from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
 from bridge_core.runtime._sandbox import ContainerSandbox
@@ -42,7 +44,14 @@ from bridge_core.runtime._seccomp import (
     write_profile,
 )
 from bridge_core.runtime._verify import hardening_violations, seccomp_violations
-from bridge_core.runtime.base import PRODUCT_LABEL, RuntimeInfo, Sandbox, SandboxExit, SandboxSpec
+from bridge_core.runtime.base import (
+    IMAGE_BUILD_COMMAND,
+    PRODUCT_LABEL,
+    RuntimeInfo,
+    Sandbox,
+    SandboxExit,
+    SandboxSpec,
+)
 
 __all__ = ["CLI_TIMEOUT", "DockerBackend", "create_args"]
 
@@ -137,6 +146,14 @@ class DockerBackend:
         except _CommandFailed as exc:
             raise RuntimeUnavailable(f"the docker daemon does not answer: {exc}") from None
         try:
+            kernel = await backend._docker("info", "--format", "{{.KernelVersion}}")
+        except _CommandFailed as exc:
+            raise RuntimeUnavailable(f"docker info failed: {exc}") from None
+        where = os.environ.get("DOCKER_HOST") or "the docker CLI's daemon"
+        problem = kernel_problem("docker", where, kernel)
+        if problem:
+            raise RuntimeUnavailable(problem)
+        try:
             # The CLI reads the file and sends its content: a remote daemon gets it too.
             backend.seccomp = await anyio.to_thread.run_sync(write_profile, state_dir)
         except SeccompUnavailable as exc:
@@ -213,7 +230,12 @@ class DockerBackend:
         ours = profile_to_apply(spec.security_opt, self.seccomp, self.seccomp_problem)
         image = await self._inspect("image", spec.image)
         if image is None:
-            raise SandboxStartError(f"sandbox image {spec.image!r} is not in docker's image store")
+            raise SandboxStartError(
+                f"sandbox image {spec.image!r} is not in docker's image store: build it with "
+                f"`{IMAGE_BUILD_COMMAND}` (it builds with podman) and load it into docker "
+                f"(podman save {spec.image} | docker load), or set MCP_BRIDGE_IMAGE to an image "
+                "you have"
+            )
         labels = container_labels(spec, self.owner)
         try:
             await self._docker(

@@ -37,6 +37,7 @@ from bridge_core.runtime import _oom, _pidfd
 from bridge_core.runtime import _podman_api as api
 from bridge_core.runtime._channel import ChannelDir, accept_channel
 from bridge_core.runtime._hardening import container_labels, container_name
+from bridge_core.runtime._locality import kernel_problem
 from bridge_core.runtime._ownership import (
     ContainerRecord,
     current_owner,
@@ -60,7 +61,14 @@ from bridge_core.runtime._verify import (
     lifecycle_violations,
     seccomp_violations,
 )
-from bridge_core.runtime.base import RuntimeInfo, Sandbox, SandboxExit, SandboxLimits, SandboxSpec
+from bridge_core.runtime.base import (
+    IMAGE_BUILD_COMMAND,
+    RuntimeInfo,
+    Sandbox,
+    SandboxExit,
+    SandboxLimits,
+    SandboxSpec,
+)
 
 __all__ = ["CLEANUP_TIMEOUT", "PodmanBackend"]
 
@@ -147,7 +155,12 @@ class PodmanBackend:
                 )
             backend = await cls._with_private_service(binary, state_dir, urls)
         try:
-            backend.track_oom = await backend._can_track_oom()
+            data: dict[str, Any] = await _run(backend._client.info)
+            # Before anything else touches host paths: a runtime in a VM cannot use them.
+            problem = kernel_problem("podman", backend.url, str(data.get("host", {}).get("kernel")))
+            if problem:
+                raise RuntimeUnavailable(problem)
+            backend.track_oom = backend._can_track_oom(data)
             await backend._write_seccomp_profile(state_dir)
             await backend.remove_leftovers()
         except (api.PodmanError, api.APIError, OSError) as exc:
@@ -186,10 +199,9 @@ class PodmanBackend:
         except SeccompUnavailable as exc:
             self.seccomp_problem = str(exc)
 
-    async def _can_track_oom(self) -> bool:
+    def _can_track_oom(self, data: dict[str, Any]) -> bool:
         if not self.url.startswith("unix://") or os.geteuid() != 0:
             return False
-        data: dict[str, Any] = await _run(self._client.info)
         host = data.get("host", {})
         rootless = bool(host.get("security", {}).get("rootless", False))
         return not rootless and host.get("cgroupManager") == "cgroupfs"
@@ -277,8 +289,9 @@ class PodmanBackend:
             image = self._client.images.get(spec.image)
         except (api.NotFound, api.ImageNotFound):
             raise SandboxStartError(
-                f"sandbox image {spec.image!r} is not in podman's image store; build it with "
-                "`bridge-image build` (scripts/prepare-host does it)"
+                f"sandbox image {spec.image!r} is not in podman's image store: build it with "
+                f"`{IMAGE_BUILD_COMMAND}` (the standard image; add --slim for the slim one), or "
+                "set MCP_BRIDGE_IMAGE to an image you have"
             ) from None
         except (api.PodmanError, api.APIError) as exc:
             raise SandboxStartError(

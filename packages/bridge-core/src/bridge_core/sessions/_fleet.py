@@ -19,6 +19,7 @@ from bridge_core.channel import Channel
 from bridge_core.errors import BridgeError, RuntimeUnavailable, SandboxStartError
 from bridge_core.gateway import Gateway
 from bridge_core.runtime.base import RuntimeBackend, SandboxSpec
+from bridge_core.sessions._budget import CallLimits
 from bridge_core.sessions._sandbox import LiveSandbox
 from bridge_core.sessions._session import format_bytes
 from bridge_core.sessions.types import SessionConfig
@@ -131,7 +132,11 @@ class SandboxFleet:
             raise SandboxStartError(f"sandbox {spec.name} could not be started: {exc}") from exc
         # No checkpoint between start() returning and this line: shutdown will see it.
         live = LiveSandbox(
-            sandbox, Channel(sandbox.stream), self._gateway, handshake_timeout=HANDSHAKE_TIMEOUT
+            sandbox,
+            Channel(sandbox.stream),
+            self._gateway,
+            handshake_timeout=HANDSHAKE_TIMEOUT,
+            call_limits=CallLimits(self.config.max_calls_in_flight, self.config.max_call_bytes),
         )
         self.live.add(live)
         assert self._tg is not None

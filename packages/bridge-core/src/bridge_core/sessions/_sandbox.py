@@ -6,6 +6,11 @@ task (owned by the session manager's task group) does the handshake, then reads 
 dispatches it to the current :class:`Execution`. Tool calls and requests run as tasks of the
 sandbox's own task group, each in a cancel scope recorded on its execution, so ending the
 execution (result, timeout, interrupt) or a ``CancelCall`` from the sandbox cancels them.
+
+Everything the sandbox sends is bounded before the host keeps it: calls and requests by the
+sandbox's :class:`~bridge_core.sessions._budget.CallBudget` (refused past it, never queued),
+output, images and progress by their own caps, and a ``Result``'s fields (which the bridge
+forwards to the MCP client) by the same limits the sandbox client applies to honest ones.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from bridge_protocol import (
     CancelCall,
     Display,
     ErrorCode,
+    ErrorInfo,
     Execute,
     Fault,
     Hello,
@@ -36,11 +42,13 @@ from bridge_protocol import (
     Request,
     Result,
     Stream,
+    encode,
 )
 
 from bridge_core.channel import Channel, ChannelClosed, UnexpectedMessage
 from bridge_core.gateway import CallContext, CallFailed, Gateway
 from bridge_core.runtime.base import Sandbox
+from bridge_core.sessions._budget import CallBudget, CallLimits
 from bridge_core.sessions._output import OutputCollector
 from bridge_core.sessions._progress import ProgressGate, cut_message
 from bridge_core.sessions.types import ExecutionListener, Image
@@ -54,6 +62,14 @@ LISTENER_TIMEOUT = 5.0
 MAX_IMAGES = 32
 MAX_IMAGE_BYTES = 32 * 1024 * 1024
 """Images are kept in bridge memory until the result is returned, so they are capped too."""
+MAX_VALUE_CHARS = Execute(execution_id="", code="").repr_limit
+"""The ``repr_limit`` every ``Execute`` asks for: a forged ``Result`` gets no more."""
+MAX_ERROR_TYPE_CHARS = 200
+MAX_ERROR_MESSAGE_CHARS = 16 * 1024
+MAX_TRACEBACK_CHARS = 64 * 1024 + 100
+"""The sandbox client's own caps (``_traceback``), plus the room of its omission marker."""
+MAX_SHOWN_NAME = 200
+"""Characters of a sandbox-chosen server, tool or method name quoted in a refusal."""
 
 
 class Execution:
@@ -134,6 +150,7 @@ class LiveSandbox:
         gateway: Gateway,
         *,
         handshake_timeout: float,
+        call_limits: CallLimits | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.channel = channel
@@ -144,6 +161,8 @@ class LiveSandbox:
         self.failure: _Failure | None = None
         self._gateway = gateway
         self._handshake_timeout = handshake_timeout
+        self.budget = CallBudget(call_limits or CallLimits())
+        """Calls in flight and the bytes they hold; refused past its limits."""
         self._execution: Execution | None = None
         self._scope: anyio.CancelScope | None = None
         self._calls: TaskGroup | None = None
@@ -188,8 +207,8 @@ class LiveSandbox:
     async def _read_frames(self) -> None:
         try:
             while True:
-                message = await self.channel.receive()
-                await self._dispatch(message)
+                message, size = await self.channel.receive_frame()
+                await self._dispatch(message, size)
         except ChannelClosed as exc:
             self._fail(str(exc) or "the sandbox closed its channel", protocol=False)
         except ProtocolError as exc:
@@ -229,19 +248,19 @@ class LiveSandbox:
             return None
         return execution
 
-    async def _dispatch(self, message: Message) -> None:
+    async def _dispatch(self, message: Message, size: int) -> None:
         if isinstance(message, Output):
             if execution := self._current(message.execution_id, "output"):
                 await execution.on_output(message.stream, message.text)
         elif isinstance(message, Result):
             if execution := self._current(message.execution_id, "result"):
                 self._execution = None
-                execution.result = message
+                execution.result = _bounded(message)
                 execution.cancel_calls()
                 execution.done.set()
         elif isinstance(message, (Call, Request)):
             if execution := self._current(message.execution_id, message.KIND):
-                self._start_call(execution, message)
+                await self._start_call(execution, message, size)
         elif isinstance(message, CancelCall):
             if self._execution is not None and (
                 scope := self._execution.calls.pop(message.call_id, None)
@@ -261,41 +280,58 @@ class LiveSandbox:
             assert isinstance(message, Hello)
             raise UnexpectedMessage("hello after the handshake")
 
-    def _start_call(self, execution: Execution, message: Call | Request) -> None:
+    async def _start_call(self, execution: Execution, message: Call | Request, size: int) -> None:
         if message.call_id in execution.calls:
             raise UnexpectedMessage(f"call id {message.call_id} is already in flight")
+        if reason := self.budget.refusal(size):
+            # Answered from the reader: a sandbox that floods without reading its replies is
+            # slowed down to the pace at which it reads them.
+            text = (
+                f"{_describe(message)} was not made: {reason}; await some of the calls in flight "
+                "before starting more (for example, limit concurrency with an asyncio.Semaphore)"
+            )
+            fault = Fault(ErrorCode.TOO_MANY_CALLS, text, _limits_data(self.budget))
+            await self.channel.send(Reply(message.call_id, fault=fault))
+            return
         assert self._calls is not None
+        self.budget.take(size)
         scope = anyio.CancelScope()
         execution.calls[message.call_id] = scope
-        self._calls.start_soon(self._run_call, execution, message, scope)
+        self._calls.start_soon(self._run_call, execution, message, scope, size)
 
     async def _run_call(
-        self, execution: Execution, message: Call | Request, scope: anyio.CancelScope
+        self, execution: Execution, message: Call | Request, scope: anyio.CancelScope, size: int
     ) -> None:
-        reply: Reply | None = None
-        with scope:
-            reply = await self._answer(execution, message)
-        execution.calls.pop(message.call_id, None)
-        if reply is None:  # cancelled: the sandbox abandoned it or the execution ended
-            return
+        held = size
         try:
-            await self.channel.send(reply)
-        except ChannelClosed:
-            return
-        except (ProtocolError, ValueError, TypeError) as exc:
-            # The encoder refused the reply (a value the wire cannot carry, or above the frame
-            # limit): the sandbox gets a fault instead, the stream stays in sync.
-            logger.warning("reply to call %s cannot be sent: %s", message.call_id, exc)
-            what = (
-                f"the result of {message.server}.{message.tool}"
-                if isinstance(message, Call)
-                else f"the answer to {message.method}"
-            )
-            fault = Fault(ErrorCode.INTERNAL, f"{what} could not be sent to the sandbox: {exc}")
+            reply: Reply | None = None
+            with scope:
+                reply = await self._answer(execution, message)
+            execution.calls.pop(message.call_id, None)
+            if reply is None:  # cancelled: the sandbox abandoned it or the execution ended
+                return
             try:
-                await self.channel.send(Reply(message.call_id, fault=fault))
+                frame = encode(reply)
+            except (ProtocolError, ValueError, TypeError) as exc:
+                # The encoder refused the reply (a value the wire cannot carry, or above the
+                # frame limit): the sandbox gets a fault instead, the stream stays in sync.
+                logger.warning("reply to call %s cannot be sent: %s", message.call_id, exc)
+                what = (
+                    f"the result of {_shown(message.server)}.{_shown(message.tool)}"
+                    if isinstance(message, Call)
+                    else f"the answer to {_shown(message.method)}"
+                )
+                fault = Fault(ErrorCode.INTERNAL, f"{what} could not be sent to the sandbox: {exc}")
+                frame = encode(Reply(message.call_id, fault=fault))
+            # While it waits to be sent, the result is what the call holds.
+            self.budget.resize(held, len(frame))
+            held = len(frame)
+            try:
+                await self.channel.send_frame(frame)
             except ChannelClosed:
                 return
+        finally:
+            self.budget.release(held)
 
     async def _answer(self, execution: Execution, message: Call | Request) -> Reply:
         ctx = CallContext(self.session, execution.id)
@@ -358,7 +394,43 @@ class LiveSandbox:
         execution.cancel_calls()
 
 
+def _shown(name: str) -> str:
+    return name if len(name) <= MAX_SHOWN_NAME else name[:MAX_SHOWN_NAME] + "…"
+
+
 def _describe(message: Call | Request) -> str:
     if isinstance(message, Call):
-        return f"call to {message.server}.{message.tool}"
-    return f"request {message.method!r}"
+        return f"call to {_shown(message.server)}.{_shown(message.tool)}"
+    return f"request {_shown(message.method)!r}"
+
+
+def _limits_data(budget: CallBudget) -> dict[str, int]:
+    return {
+        "calls_in_flight": budget.calls,
+        "bytes_in_flight": budget.bytes,
+        "max_calls_in_flight": budget.limits.max_calls,
+        "max_call_bytes": budget.limits.max_bytes,
+    }
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    marker = f"... [{len(text) - limit} more characters]"
+    return text[: max(0, limit - len(marker))] + marker
+
+
+def _bounded(result: Result) -> Result:
+    """``result`` with its fields held to the sandbox client's own caps: they go to the MCP
+    client (the model's context), and a forged frame could hold up to the frame limit."""
+    error = result.error
+    value = None if result.value is None else _cut(result.value, MAX_VALUE_CHARS)
+    if error is not None:
+        error = ErrorInfo(
+            _cut(error.type, MAX_ERROR_TYPE_CHARS),
+            _cut(error.message, MAX_ERROR_MESSAGE_CHARS),
+            _cut(error.traceback, MAX_TRACEBACK_CHARS),
+        )
+    if value is result.value and error == result.error:
+        return result
+    return Result(result.execution_id, result.status, value, error)

@@ -8,6 +8,7 @@ from typing import Literal, Protocol
 from bridge_protocol import ErrorInfo, Stream
 
 from bridge_core.runtime.base import SandboxLimits
+from bridge_core.sessions._budget import DEFAULT_MAX_CALL_BYTES, DEFAULT_MAX_CALLS
 
 __all__ = ["ExecutionListener", "ExecutionResult", "Image", "SessionConfig", "Status"]
 
@@ -82,4 +83,8 @@ class SessionConfig:
     """Seconds an interrupted execution gets to stop before its container is killed."""
     output_cap: int = 64 * 1024
     """Characters of stdout+stderr kept per execution; past it head and tail are kept."""
+    max_calls_in_flight: int = DEFAULT_MAX_CALLS
+    """Tool calls and requests one sandbox may have in flight; past it they are refused."""
+    max_call_bytes: int = DEFAULT_MAX_CALL_BYTES
+    """Bytes those calls may hold on the host (arguments, then results until sent)."""
     start_timeout: float = 60.0

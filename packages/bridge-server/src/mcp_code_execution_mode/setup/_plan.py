@@ -226,6 +226,10 @@ def make_plan(request: Request) -> Plan:
     doc.put_server(bridge_name, _bridge_entry(request, table.get(bridge_name)))
     plan.client_edit = _edit(path, label, before, doc, old_table)
     old_servers = servers_doc.servers()
+    if servers_before is None:
+        # A new file gets its servers table even when nothing moves: the bridge's reader rejects
+        # a bare `{}` (no servers table, not a server object), and doctor fails on it.
+        servers_doc.replace_table({})
     for name, value in plan.moved.items():
         if name not in present:
             servers_doc.put_server(name, value)

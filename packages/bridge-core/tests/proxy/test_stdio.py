@@ -1,0 +1,171 @@
+"""Our stdio transport against hostile servers run as real subprocesses: the line bound, the
+tool-list bounds, and the supervisor that owns every descendant of a server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from bridge_core.proxy import ProxyOptions, UpstreamCrashed, UpstreamPool, UpstreamUnavailable
+from bridge_core.servers import ServerSpec
+from mcp.client.stdio import get_default_environment
+
+from .conftest import HOSTILE_SERVER, ProbeFactory
+
+linux_only = pytest.mark.skipif(sys.platform != "linux", reason="the supervisor is Linux-only")
+
+
+def _json(result: types.CallToolResult) -> dict[str, Any]:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    value = json.loads(block.text)
+    assert isinstance(value, dict)
+    return value
+
+
+async def _exited(pid: int) -> bool:
+    """Wait (bounded) until ``pid`` has exited (a pidfd turns readable at exit)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        with anyio.move_on_after(10):
+            await anyio.wait_readable(fd)
+            return True
+        return False
+    finally:
+        os.close(fd)
+
+
+async def test_a_line_past_the_bound_cuts_the_connection_and_stops_the_server(
+    hostile: ProbeFactory,
+) -> None:
+    options = ProxyOptions(max_message_bytes=1024 * 1024)
+    async with UpstreamPool([hostile()], options) as pool:
+        server = _json(await pool.call_tool("hostile", "whoami"))["server"]
+        with anyio.fail_after(20), pytest.raises(UpstreamCrashed) as caught:
+            await pool.call_tool("hostile", "flood", {"size": 8 * 1024 * 1024})
+        assert await _exited(server)
+        again = await pool.call_tool("hostile", "echo", {"text": "back"})  # restarted
+    message = str(caught.value)
+    assert "'hostile'" in message
+    assert "longer than 1 MiB (MCP_BRIDGE_MAX_UPSTREAM_MESSAGE" in message
+    assert not again.is_error
+
+
+async def test_lines_up_to_the_bound_arrive_whole(hostile: ProbeFactory) -> None:
+    options = ProxyOptions(max_message_bytes=1024 * 1024)
+    async with UpstreamPool([hostile()], options) as pool:
+        text = "é" * 100_000  # 200 KB of UTF-8, split across reads
+        result = await pool.call_tool("hostile", "echo", {"text": text})
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    assert block.text == text
+
+
+@pytest.mark.parametrize(
+    ("args", "options", "setting"),
+    [
+        # One answer past the size bound: refused before it is parsed.
+        (("--tools", "2000"), ProxyOptions(max_tool_list_bytes=64 * 1024), "TOOL_LIST_SIZE"),
+        # One answer within the size bound but past the count: refused before it is parsed.
+        (("--tools", "500"), ProxyOptions(max_tools=100), "SERVER_TOOLS"),
+        # Small pages, past the count only together: refused after the page that passes it.
+        (("--tools", "500", "--page-size", "50"), ProxyOptions(max_tools=100), "SERVER_TOOLS"),
+        (
+            ("--tools", "500", "--page-size", "50"),
+            ProxyOptions(max_tool_list_bytes=16 * 1024),
+            "TOOL_LIST_SIZE",
+        ),
+    ],
+)
+async def test_a_tool_list_past_a_bound_is_refused_naming_the_setting(
+    hostile: ProbeFactory, args: tuple[str, ...], options: ProxyOptions, setting: str
+) -> None:
+    async with UpstreamPool([hostile(*args)], options) as pool:
+        with anyio.fail_after(30), pytest.raises(UpstreamUnavailable) as caught:
+            await pool.list_tools("hostile")
+    message = str(caught.value)
+    assert "MCP server 'hostile' failed to start" in message
+    assert f"MCP_BRIDGE_MAX_{setting}" in message
+
+
+async def test_a_tool_list_within_the_bounds_is_listed_across_pages(hostile: ProbeFactory) -> None:
+    options = ProxyOptions(max_tools=100)
+    async with UpstreamPool([hostile("--tools", "90", "--page-size", "7")], options) as pool:
+        tools = await pool.list_tools("hostile")
+    assert len(tools) == 95  # 90 generated + 5 built in
+
+
+@linux_only
+async def test_the_server_runs_under_its_supervisor_and_a_daemon_it_starts_dies_with_it(
+    hostile: ProbeFactory,
+) -> None:
+    async with UpstreamPool([hostile()]) as pool:
+        spawned = _json(await pool.call_tool("hostile", "spawn_daemon"))
+        assert spawned["server_parent"] == pool.pid("hostile")
+        with anyio.fail_after(20), pytest.raises(UpstreamCrashed) as caught:
+            await pool.call_tool("hostile", "exit", {"status": 3})
+        assert await _exited(spawned["daemon"])
+    assert caught.value.exit_status == 3  # the supervisor exits as its server did
+    assert "exited with status 3" in str(caught.value)
+
+
+@linux_only
+async def test_a_server_killed_by_a_signal_is_reported_so_through_its_supervisor(
+    probe: ProbeFactory,
+) -> None:
+    async with UpstreamPool([probe()]) as pool:
+        block = (await pool.call_tool("probe", "env")).content[0]
+        assert isinstance(block, types.TextContent)
+        server = json.loads(block.text)["pid"]
+        failures: list[UpstreamCrashed] = []
+
+        async def hang() -> None:
+            with pytest.raises(UpstreamCrashed) as caught:
+                await pool.call_tool("probe", "hang")
+            failures.append(caught.value)
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(hang)
+                await anyio.wait_all_tasks_blocked()
+                os.kill(server, signal.SIGKILL)
+    (failure,) = failures
+    assert failure.exit_status == -signal.SIGKILL
+    assert "was killed by SIGKILL" in str(failure)
+
+
+@linux_only
+async def test_stopping_the_pool_ends_the_daemon_of_a_running_server(
+    hostile: ProbeFactory,
+) -> None:
+    async with UpstreamPool([hostile()]) as pool:
+        spawned = _json(await pool.call_tool("hostile", "spawn_daemon"))
+    assert await _exited(spawned["daemon"])
+    assert await _exited(spawned["server"])
+
+
+async def test_a_server_gets_exactly_the_environment_it_was_given(tmp_path: Path) -> None:
+    # A shell, not Python: Python adds LC_CTYPE to its own environment when the locale is C
+    # (PEP 538), so only a non-Python server shows whether the supervisor's leaked through.
+    dump = tmp_path / "env"
+    spec = ServerSpec(
+        name="shell",
+        transport="stdio",
+        command="/bin/sh",
+        args=("-c", f'env > "{dump}"; exec "{sys.executable}" "{HOSTILE_SERVER}"'),
+        env={"SERVER_TOKEN": "abc123"},
+    )
+    async with UpstreamPool([spec]) as pool:
+        await pool.list_tools("shell")
+    names = {line.partition("=")[0] for line in dump.read_text().splitlines()}
+    assert names - {"PWD", "SHLVL", "_"} == {"SERVER_TOKEN", *get_default_environment()}

@@ -1,0 +1,134 @@
+"""Which configured values are secrets, and how texts are masked (also where they were cut)."""
+
+from __future__ import annotations
+
+import pytest
+from bridge_core.redaction import MASK, Redactor, configured_secrets, is_secret_name
+from bridge_core.servers import ServerSpec
+
+
+def _stdio(*args: str, env: dict[str, str] | None = None) -> ServerSpec:
+    return ServerSpec(name="s", transport="stdio", command="srv", args=args, env=env or {})
+
+
+def _http(url: str, headers: dict[str, str] | None = None) -> ServerSpec:
+    return ServerSpec(name="s", transport="http", url=url, headers=headers or {})
+
+
+@pytest.mark.parametrize(
+    ("args", "secret"),
+    [
+        (("--api-key=sk-abc123DEF456",), "sk-abc123DEF456"),
+        (("--token", "sk-two-arg-9876"), "sk-two-arg-9876"),
+        (("--password", "hunter"), "hunter"),  # marked: a plain word is a secret here
+        (("postgresql://user:pw1234567@db/app",), "pw1234567"),
+        (("postgresql://user:pw1234567@db/app",), "postgresql://user:pw1234567@db/app"),
+        (("https://api.example.com/v1?key=plainword",), "plainword"),
+        (("https://ghp_abcdef123456@github.com/o/r",), "ghp_abcdef123456"),
+        (("https://example.com/hooks/T0123/B4567/xyzSecret123",), "xyzSecret123"),
+        (("-e", "GITHUB_TOKEN=ghp_xyz98765"), "ghp_xyz98765"),
+        (("--header", "Authorization: Bearer plaintoken"), "plaintoken"),
+        (("sk-positional-0123456789",), "sk-positional-0123456789"),
+        (("randomlettersonlytokenabcdefghij",), "randomlettersonlytokenabcdefghij"),
+        (("aBcDeFgHiJkL",), "aBcDeFgHiJkL"),
+    ],
+)
+def test_secret_looking_argument_values_are_secrets(args: tuple[str, ...], secret: str) -> None:
+    assert secret in configured_secrets(_stdio(*args))
+
+
+def test_harmless_arguments_are_not_secrets() -> None:
+    spec = _stdio(
+        "-y",
+        "@modelcontextprotocol/server-filesystem",
+        "/tmp/data",
+        "./relative/dir",
+        "~/notes",
+        "--local-timezone=America/New_York",
+        "--port",
+        "8080",
+        "127.0.0.1:8080",
+        "mcp-server-git==2025.1.1",
+        "@scope/server@1.2.3",
+        "stdio",
+        "JavaScript",
+        "https://mcp.example.com/sse",
+        "--api-key-file",
+        "/etc/keys/api.key",  # a path says where a secret is, it is none
+    )
+    assert configured_secrets(spec) == set()
+
+
+def test_env_and_header_values_are_secrets_unless_plain_and_not_named_secret() -> None:
+    spec = _stdio(
+        env={
+            "API_KEY": "abcdefgh",
+            "MY_PW": "hunter",
+            "TEAM_ID": "T01234567",
+            "NODE_ENV": "production",
+            "MEMORY_FILE_PATH": "/tmp/memory.json",
+            "LOG_LEVEL": "info",
+        }
+    )
+    assert configured_secrets(spec) == {"abcdefgh", "hunter", "T01234567"}
+    http = _http(
+        "http://127.0.0.1:8080/mcp",
+        {"Authorization": "Bearer hdrsecret", "Accept": "application/json"},
+    )
+    assert configured_secrets(http) == {"Bearer hdrsecret", "hdrsecret"}
+
+
+def test_http_url_tokens_in_path_query_and_userinfo_are_secrets() -> None:
+    url = "https://u:pwsecret1@mcp.example.com/s/tok3nInPath9876/mcp?api_key=qs987654&mode=fast"
+    found = configured_secrets(_http(url))
+    assert {"pwsecret1", "tok3nInPath9876", "qs987654", url} <= found
+    assert not {"mcp", "fast", "mcp.example.com"} & found
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("GITHUB_PERSONAL_ACCESS_TOKEN", True),
+        ("Authorization", True),
+        ("--api-key", True),
+        ("X-Auth-PW", True),
+        ("DB_PASSWORD", True),
+        ("--local-timezone", False),
+        ("NODE_ENV", False),
+    ],
+)
+def test_names_that_say_secret(name: str, secret: bool) -> None:
+    assert is_secret_name(name) is secret
+
+
+def test_every_occurrence_is_masked_and_a_secret_holding_another_keeps_its_harmless_rest() -> None:
+    redactor = Redactor(["pw1234567", "user:pw1234567", "postgresql://user:pw1234567@db/app"])
+    assert redactor.secrets == ("pw1234567",)
+    text = "postgresql://user:pw1234567@db/app failed; password pw1234567"
+    assert redactor.text(text) == f"postgresql://user:{MASK}@db/app failed; password {MASK}"
+
+
+def test_the_end_of_a_secret_at_a_front_cut_is_masked_but_not_two_shared_letters() -> None:
+    redactor = Redactor(["token-0123456789abcdef"])
+    assert redactor.text("89abcdef and more", cut_front=True) == f"{MASK} and more"
+    assert redactor.text("ef is fine", cut_front=True) == "ef is fine"
+    assert redactor.text("89abcdef not cut") == "89abcdef not cut"
+    assert redactor.text("cut here token-01", cut_back=True) == f"cut here {MASK}"
+
+
+def test_json_values_are_masked_in_strings_and_keys_and_left_alone_without_secrets() -> None:
+    redactor = Redactor(["sk-live-123456"])
+    value = {"content": [{"text": "key sk-live-123456"}], "sk-live-123456": 1, "n": 2}
+    assert redactor.value(value) == {"content": [{"text": f"key {MASK}"}], MASK: 1, "n": 2}
+    assert Redactor().value(value) is value
+
+
+def test_short_values_are_never_secrets() -> None:
+    assert Redactor(["abc", "12345"]).secrets == ()
+
+
+def test_a_script_argument_is_judged_word_by_word_without_quotes() -> None:
+    script = "curl -H 'Authorization: token ghp_abcdef123456' \"$API\" | jq '.[] | f(x)'"
+    found = configured_secrets(_stdio("-c", script))
+    assert "ghp_abcdef123456" in found
+    assert not {"$API", "f(x)", "curl"} & found
