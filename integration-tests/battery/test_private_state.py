@@ -245,7 +245,8 @@ def _open_to_others(root: Path, *, passable: Callable[[Path], bool]) -> list[str
 
 
 def _channel_dir(path: Path) -> bool:
-    return path.parent.name == "sandboxes" and path.is_dir()
+    """``sandboxes/<bridge owner>/<container>/``: the owner dir itself is private (0700)."""
+    return path.parent.parent.name == "sandboxes" and path.is_dir()
 
 
 async def test_the_private_podman_service_its_socket_log_and_the_state_dir_are_private(

@@ -137,6 +137,8 @@ class PodmanBackend:
         owns.
         """
         await anyio.to_thread.run_sync(private_dir, state_dir)
+        # An older version made it 0755; the owner dirs inside are private, it must be too.
+        await anyio.to_thread.run_sync(private_dir, state_dir / "sandboxes")
         urls = [url] if url else api.socket_candidates(os.environ, os.geteuid())
         for candidate in urls:
             client = await _run(api.connect, candidate)
