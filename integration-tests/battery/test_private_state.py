@@ -266,7 +266,7 @@ async def test_the_private_podman_service_its_socket_log_and_the_state_dir_are_p
             service_files = {p.name for p in state.iterdir()}
             assert {f"podman-{os.getpid()}.sock", f"podman-{os.getpid()}.log"} <= service_files
             assert _open_to_others(home / "state", passable=_channel_dir) == []
-            assert [p for p in (state / "sandboxes").iterdir() if _channel_dir(p)]
+            assert [p for p in (state / "sandboxes").glob("*/*") if _channel_dir(p)]
         finally:
             await backend.kill(sandbox)
     finally:
