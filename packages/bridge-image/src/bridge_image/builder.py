@@ -354,9 +354,12 @@ def _build_in(
         raise
     result = _result(podman, target, built=True, started=started)
     if previous and f"sha256:{previous['Id']}" != result.image_id:
-        # The replaced image is now untagged: remove it, unless a container or image uses it
-        # (podman refuses then), so repeated rebuilds do not pile up old images.
-        subprocess.run([podman, "rmi", previous["Id"]], capture_output=True, check=False)
+        # The replaced image may now be untagged: remove it, so repeated rebuilds do not pile up
+        # old images - unless another name still points at it (a user's own tag: `podman rmi`
+        # by ID would drop that name too) or a container uses it (podman refuses then).
+        still = image_inspect(podman, previous["Id"])
+        if still is not None and not still.get("RepoTags"):
+            subprocess.run([podman, "rmi", previous["Id"]], capture_output=True, check=False)
     return result
 
 
