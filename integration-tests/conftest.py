@@ -4,8 +4,9 @@
   missing: a skip with the reason locally, a FAILURE when ``BRIDGE_REQUIRE_RUNTIME=1`` (CI), so
   CI can never go green by silently skipping its container tests.
 * Tests marked ``container`` get that check automatically (podman binary + the sandbox image);
-  tests marked ``docker`` are skipped when no docker daemon answers (docker is optional, also
-  in CI).
+  tests marked ``docker`` are skipped when no docker daemon answers, a FAILURE when
+  ``BRIDGE_REQUIRE_DOCKER=1`` (CI starts a daemon with ``scripts/prepare-docker``).
+  :func:`require_docker` applies the same rule to anything else docker tests need.
 * ``third_party`` — paths of the real third-party MCP servers installed by
   ``scripts/prepare-servers`` (same skip/fail rule when they are missing).
 * ``sandbox_image`` — ``$MCP_BRIDGE_IMAGE``, default ``bridge_image``'s default tag.
@@ -35,9 +36,10 @@ from bridge_core.runtime.base import OWNER_LABEL
 from bridge_core.runtime.podman import PodmanBackend
 from bridge_image.names import DEFAULT_IMAGE
 
-__all__ = ["REMOVAL_TIMEOUT", "require_runtime", "wait_until_removed"]
+__all__ = ["REMOVAL_TIMEOUT", "require_docker", "require_runtime", "wait_until_removed"]
 
 REQUIRE_ENV = "BRIDGE_REQUIRE_RUNTIME"
+REQUIRE_DOCKER_ENV = "BRIDGE_REQUIRE_DOCKER"
 _PROBE_TIMEOUT = 30  # seconds for `podman image exists` / `docker version` (first use is slow)
 REMOVAL_TIMEOUT = 120.0
 """Bound on podman deleting killed sandboxes: auto-removal of 128 took ~20 s on a loaded
@@ -49,6 +51,13 @@ def require_runtime(reason: str) -> NoReturn:
     if os.environ.get(REQUIRE_ENV) == "1":
         pytest.fail(f"{reason} ({REQUIRE_ENV}=1: container tests must run here)")
     pytest.skip(reason)
+
+
+def require_docker(reason: str) -> NoReturn:
+    """Skip (docker is optional) or fail (``BRIDGE_REQUIRE_DOCKER=1``) because ``reason``."""
+    if os.environ.get(REQUIRE_DOCKER_ENV) == "1":
+        pytest.fail(f"{reason} ({REQUIRE_DOCKER_ENV}=1: docker tests must run here)")
+    pytest.skip(f"{reason} (docker tests are optional)")
 
 
 def _image() -> str:
@@ -87,14 +96,16 @@ def _docker_problem() -> str | None:
         )
     except subprocess.TimeoutExpired:
         return "the docker daemon does not answer"
-    return None if answer.returncode == 0 else "no docker daemon answers"
+    if answer.returncode != 0:
+        return "no docker daemon answers (scripts/prepare-docker starts one)"
+    return None
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("docker") is not None:
         problem = _docker_problem()
         if problem is not None:
-            pytest.skip(f"{problem} (docker tests are optional)")
+            require_docker(problem)
     elif item.get_closest_marker("container") is not None:
         problem = _podman_problem(_image())
         if problem is not None:

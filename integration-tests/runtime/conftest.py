@@ -4,6 +4,7 @@ channel with the real protocol (``Hello``/``Welcome``, ``Execute`` → ``Result`
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -13,10 +14,19 @@ from typing import Any
 import anyio
 import pytest
 from bridge_core.channel import Channel
-from bridge_core.runtime.base import RuntimeBackend, Sandbox, SandboxLimits, SandboxSpec
+from bridge_core.runtime.base import (
+    OWNER_LABEL,
+    RuntimeBackend,
+    Sandbox,
+    SandboxLimits,
+    SandboxSpec,
+)
 from bridge_core.runtime.docker import DockerBackend
 from bridge_core.runtime.podman import PodmanBackend
 from bridge_protocol import Execute, Output, Result
+
+_shared = importlib.import_module("integration-tests.conftest")
+require_docker = _shared.require_docker
 
 START_TIMEOUT = 60  # seconds: first start after an image build also sets up storage
 
@@ -59,6 +69,20 @@ def _docker_has_image(image: str) -> bool:
     return found.returncode == 0
 
 
+async def _docker_containers(owner_label: str) -> set[str]:
+    with anyio.fail_after(30):
+        listed = await anyio.run_process(
+            [
+                "docker",
+                "ps",
+                "--all",
+                "--format={{.Names}}",
+                f"--filter=label={OWNER_LABEL}=" + owner_label,
+            ]
+        )
+    return set(listed.stdout.decode().split())
+
+
 @pytest.fixture(params=["podman", pytest.param("docker", marks=pytest.mark.docker)])
 async def backend(
     request: pytest.FixtureRequest,
@@ -66,17 +90,25 @@ async def backend(
     sandbox_image: str,
     podman_backend: PodmanBackend,
 ) -> AsyncIterator[RuntimeBackend]:
-    """Each runtime in turn: podman always (container tests), docker where a daemon answers."""
+    """Each runtime in turn: podman always (container tests), docker where a daemon answers
+    (required with ``BRIDGE_REQUIRE_DOCKER=1``); no container of it may outlive the test."""
     if request.param == "podman":
         yield podman_backend
         return
     if not _docker_has_image(sandbox_image):
-        pytest.skip(f"{sandbox_image} is not in docker's image store (docker tests are optional)")
+        require_docker(
+            f"{sandbox_image} is not in docker's image store (scripts/prepare-docker loads it)"
+        )
     docker = await DockerBackend.connect(state_dir=tmp_path / "docker-state")
     try:
         yield docker
     finally:
         await docker.aclose()
+    # docker rm --force returns once the container is gone: nothing to wait for.
+    left = await _docker_containers(docker.owner.label)
+    for name in left:  # clean up first, then fail: a failed test must not leak either
+        await anyio.run_process(["docker", "rm", "--force", name], check=False)
+    assert not left, f"containers left behind by the test: {sorted(left)}"
 
 
 @pytest.fixture

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 from bridge_core.errors import SandboxStartError
+from bridge_core.runtime._docker_cli import applied_seccomp as _applied_seccomp
+from bridge_core.runtime._docker_cli import create_args
 from bridge_core.runtime._podman_api import create_kwargs
 from bridge_core.runtime._seccomp import (
     CLONE_NEWTIME,
@@ -33,7 +35,6 @@ from bridge_core.runtime._seccomp import (
 )
 from bridge_core.runtime._verify import seccomp_violations
 from bridge_core.runtime.base import SandboxSpec
-from bridge_core.runtime.docker import _applied_seccomp, create_args
 
 EPERM, ENOSYS, EPROTONOSUPPORT, EAFNOSUPPORT = 1, 38, 93, 97
 ALLOW = "SCMP_ACT_ALLOW"

@@ -15,6 +15,7 @@ from bridge_core.runtime.base import OWNER_LABEL, PRODUCT_LABEL, SandboxLimits, 
 
 __all__ = [
     "CONTAINER_NAME_PREFIX",
+    "LOG_MAX_BYTES",
     "SANDBOX_USER",
     "TMPFS_MODE",
     "Ulimit",
@@ -27,6 +28,11 @@ __all__ = [
 CONTAINER_NAME_PREFIX = "mcp-bridge-"
 SANDBOX_USER = "65534:65534"
 """nobody:nogroup: exists in every Debian-based image, owns nothing in it."""
+LOG_MAX_BYTES = 1024 * 1024
+"""Cap of a sandbox's container log (the runtime truncates or rotates it there). The sandbox
+client sends user output over its channel, but code can still write to the fds the log captures:
+without a cap (podman's default, docker's json-file default) a sandbox could fill the host's
+disk through its log."""
 TMPFS_MODE = "1777"
 """/tmp is world-writable with the sticky bit, like on any Linux host."""
 

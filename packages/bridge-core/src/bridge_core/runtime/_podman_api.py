@@ -29,11 +29,12 @@ from bridge_protocol.paths import SANDBOX_CHANNEL_DIR
 from podman.errors import APIError, ImageNotFound, NotFound, PodmanError
 
 from bridge_core.errors import ConfigError
-from bridge_core.runtime._hardening import SANDBOX_USER, TMPFS_MODE, ulimits
+from bridge_core.runtime._hardening import LOG_MAX_BYTES, SANDBOX_USER, TMPFS_MODE, ulimits
 from bridge_core.runtime.base import PRODUCT_LABEL, SandboxSpec
 
 __all__ = [
     "API_TIMEOUT",
+    "LOG_MAX_BYTES",
     "APIError",
     "applied_seccomp",
     "ImageNotFound",
@@ -58,10 +59,6 @@ _NO_SUCH_CONTAINER = "no such container"
 _LOG_TAIL_BYTES = 64 * 1024
 API_TIMEOUT = 60
 """Seconds any single API call may take; bounds a hung service (stop adds its grace on top)."""
-LOG_MAX_BYTES = 1024 * 1024
-"""Cap of a sandbox's container log (conmon truncates it there). The sandbox client sends user
-output over its channel, but code can still write to the fds the log captures: without a cap
-(podman's default) a sandbox could fill the host's disk through its log."""
 
 
 def socket_candidates(env: Mapping[str, str], euid: int) -> list[str]:

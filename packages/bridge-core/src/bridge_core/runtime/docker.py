@@ -1,38 +1,59 @@
-"""The docker backend: the ``docker`` CLI (the docker SDK is deliberately not a dependency).
+"""The docker backend: the ``docker`` CLI (:mod:`._docker_cli`; the SDK is not a dependency).
 
 Same behaviour as the podman backend: the same hardening (checked by ``docker inspect`` before
 the container starts), the same system-call filter (the docker CLI reads the profile file and
-sends its content, which inspect shows back in ``SecurityOpt``), the same private channel with
-its peer check, ownership labels and leftover cleanup. Docker's ``--read-only`` adds no writable
-/run or /var/tmp, so no ``--read-only-tmpfs`` is needed.
+sends its content, which inspect shows back in ``SecurityOpt``), a capped container log, the same
+private channel with its peer check, ownership labels and leftover cleanup (containers, and the
+per-owner channel directories of dead bridges). Docker's ``--read-only`` adds no writable /run or
+/var/tmp, so no ``--read-only-tmpfs`` is needed.
+
+Failures keep their meaning (:mod:`._docker_cli`): a daemon that does not answer is
+:class:`~bridge_core.errors.RuntimeUnavailable` from :meth:`DockerBackend.status`, never a
+container reported gone; every command is bounded in time and in number.
+
+Docker 20.10 on cgroup v1 does not report ``OOMKilled`` for a sandbox whose init survived the
+kill (measured: exit 137, ``OOMKilled: false``): where the bridge reads the host's cgroups (local
+daemon, root, cgroupfs driver) each sandbox gets a cgroup parent of its own, read after its
+death as for podman (:mod:`._oom`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 from anyio.abc import SocketListener
-from bridge_protocol.paths import SANDBOX_CHANNEL_DIR
 
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError
 from bridge_core.private_files import private_dir
+from bridge_core.runtime import _oom
 from bridge_core.runtime._channel import ChannelDir, accept_channel
-from bridge_core.runtime._hardening import (
-    SANDBOX_USER,
-    TMPFS_MODE,
-    container_labels,
-    container_name,
-    ulimits,
+from bridge_core.runtime._docker_cli import (
+    COMMAND_TIMEOUT,
+    CommandRefused,
+    DaemonUnavailable,
+    DockerCLI,
+    NoSuchObject,
+    applied_seccomp,
+    create_args,
+    log_violations,
 )
+from bridge_core.runtime._hardening import container_labels, container_name
 from bridge_core.runtime._locality import kernel_problem
-from bridge_core.runtime._ownership import ContainerRecord, current_owner, select_leftovers
+from bridge_core.runtime._ownership import (
+    ContainerRecord,
+    current_owner,
+    dead_owner_dirs,
+    owner_dir_name,
+    select_leftovers,
+)
 from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
 from bridge_core.runtime._sandbox import ContainerSandbox
 from bridge_core.runtime._seccomp import (
@@ -40,81 +61,33 @@ from bridge_core.runtime._seccomp import (
     SeccompUnavailable,
     describe_filter,
     profile_to_apply,
-    user_seccomp_option,
     write_profile,
 )
 from bridge_core.runtime._verify import hardening_violations, seccomp_violations
 from bridge_core.runtime.base import (
     IMAGE_BUILD_COMMAND,
+    OWNER_LABEL,
     PRODUCT_LABEL,
     RuntimeInfo,
     Sandbox,
     SandboxExit,
+    SandboxLimits,
     SandboxSpec,
 )
 
-__all__ = ["CLI_TIMEOUT", "DockerBackend", "create_args"]
+__all__ = ["CLEANUP_TIMEOUT", "COMMAND_TIMEOUT", "DockerBackend", "create_args"]
 
-CLI_TIMEOUT = 60.0
-"""Seconds any single docker command may take (a hung daemon must not hang the bridge)."""
+logger = logging.getLogger(__name__)
+
 CLEANUP_TIMEOUT = 15.0
-KILLS_AT_ONCE = 16
-"""Concurrent ``docker rm --force`` commands at shutdown."""
+"""Bound on removing a sandbox (half-started, stopped or killed) once asked to."""
 
 
-class _CommandFailed(Exception):
-    pass
+_OWNERSHIP = (PRODUCT_LABEL, OWNER_LABEL)
 
 
-def create_args(
-    spec: SandboxSpec,
-    *,
-    name: str,
-    labels: Mapping[str, str],
-    channel_dir: Path,
-    seccomp_profile: Path | None = None,
-) -> list[str]:
-    """``docker create`` arguments giving the full hardening of the sandbox (pure).
-
-    ``seccomp_profile`` (see :mod:`._seccomp`) replaces docker's default filter unless the
-    spec's own ``seccomp=`` option names another.
-    """
-    limits = spec.limits
-    ours = [] if seccomp_profile is None else [f"--security-opt=seccomp={seccomp_profile}"]
-    args = [
-        "create",
-        f"--name={name}",
-        f"--user={SANDBOX_USER}",
-        "--cap-drop=ALL",
-        "--read-only",
-        "--security-opt=no-new-privileges",
-        *(ours if user_seccomp_option(spec.security_opt) is None else []),
-        *(f"--security-opt={option}" for option in spec.security_opt),
-        "--network=none",
-        f"--memory={limits.memory_bytes}",
-        f"--memory-swap={limits.memory_bytes}",
-        f"--pids-limit={limits.pids}",
-        f"--tmpfs=/tmp:rw,size={limits.tmpfs_bytes},mode={TMPFS_MODE}",
-        "--init",
-        *(f"--ulimit={u.name}={u.soft}:{u.hard}" for u in ulimits(limits)),
-        f"--mount=type=bind,source={channel_dir},target={SANDBOX_CHANNEL_DIR},readonly",
-        *(f"--label={key}={value}" for key, value in labels.items()),
-    ]
-    if limits.cpu_quota is not None:
-        args += [f"--cpu-quota={limits.cpu_quota}", f"--cpu-period={limits.cpu_period}"]
-    return [*args, spec.image]
-
-
-def _applied_seccomp(inspect: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The profile docker keeps for the container (``seccomp=<JSON>`` in ``SecurityOpt``)."""
-    for option in (inspect.get("HostConfig") or {}).get("SecurityOpt") or ():
-        if str(option).startswith("seccomp="):
-            try:
-                profile = json.loads(str(option).removeprefix("seccomp="))
-            except ValueError:
-                return None
-            return profile if isinstance(profile, dict) else None
-    return None
+def _is_local(host: str | None) -> bool:
+    return host is None or host.startswith("unix://")
 
 
 class DockerBackend:
@@ -122,37 +95,54 @@ class DockerBackend:
 
     name = "docker"
 
-    def __init__(self, *, binary: str, state_dir: Path) -> None:
-        self._binary = binary
-        self._sandboxes = state_dir / "sandboxes"
+    def __init__(self, cli: DockerCLI, *, state_dir: Path) -> None:
+        self._cli = cli
         self.owner = current_owner()
         """This bridge process, as written in the ownership label of every container."""
+        # Per owner, like podman's: the next bridge can tell what a dead one left here.
+        self._sandboxes = state_dir / "sandboxes" / owner_dir_name(self.owner)
         self._live: dict[str, ContainerSandbox] = {}
         self.seccomp: SeccompProfile | None = None
         """The sandboxes' system-call filter (:mod:`._seccomp`); set by :meth:`connect`."""
         self.seccomp_problem = "not connected"
         """Why :attr:`seccomp` is None (then only a profile of the user's own is accepted)."""
+        self.track_oom = False
+        """Whether sandboxes get a cgroup parent the bridge reads to detect OOM kills (see
+        :mod:`._oom`); set by :meth:`connect` for a local, rootful, cgroupfs-driven daemon."""
 
     @classmethod
-    async def connect(cls, *, state_dir: Path, binary: str | None = None) -> DockerBackend:
-        """Check that a docker daemon answers, then remove leftovers of dead bridges."""
+    async def connect(
+        cls,
+        *,
+        state_dir: Path,
+        binary: str | None = None,
+        host: str | None = None,
+        command_timeout: float = COMMAND_TIMEOUT,
+    ) -> DockerBackend:
+        """Check that a docker daemon answers, then remove leftovers of dead bridges.
+
+        ``host`` is passed as ``--host`` (None: ``$DOCKER_HOST`` or the CLI's default);
+        ``command_timeout`` bounds every docker command. Raises :class:`RuntimeUnavailable`.
+        """
         found = binary or shutil.which("docker")
         if found is None:
             raise RuntimeUnavailable("no `docker` binary on PATH")
         await anyio.to_thread.run_sync(private_dir, state_dir)  # holds the channel sockets
-        backend = cls(binary=found, state_dir=state_dir)
+        await anyio.to_thread.run_sync(private_dir, state_dir / "sandboxes")
+        backend = cls(DockerCLI(found, host=host, timeout=command_timeout), state_dir=state_dir)
         try:
-            await backend._docker("version", "--format", "{{.Server.Version}}")
-        except _CommandFailed as exc:
-            raise RuntimeUnavailable(f"the docker daemon does not answer: {exc}") from None
-        try:
-            kernel = await backend._docker("info", "--format", "{{.KernelVersion}}")
-        except _CommandFailed as exc:
+            data = await backend._info()
+        except CommandRefused as exc:
             raise RuntimeUnavailable(f"docker info failed: {exc}") from None
-        where = os.environ.get("DOCKER_HOST") or "the docker CLI's daemon"
-        problem = kernel_problem("docker", where, kernel)
+        problem = kernel_problem("docker", backend._cli.where, str(data.get("KernelVersion")))
         if problem:
             raise RuntimeUnavailable(problem)
+        backend.track_oom = (
+            _is_local(host or os.environ.get("DOCKER_HOST"))
+            and os.geteuid() == 0
+            and data.get("CgroupDriver") == "cgroupfs"
+            and not _rootless(data)
+        )
         try:
             # The CLI reads the file and sends its content: a remote daemon gets it too.
             backend.seccomp = await anyio.to_thread.run_sync(write_profile, state_dir)
@@ -163,34 +153,30 @@ class DockerBackend:
         await backend.remove_leftovers()
         return backend
 
-    async def _docker(self, *args: str, check: bool = True) -> str:
+    async def _info(self) -> dict[str, Any]:
+        out = await self._cli.run("info", "--format", "{{json .}}")
         try:
-            with anyio.fail_after(CLI_TIMEOUT):
-                result = await anyio.run_process([self._binary, *args], check=False)
-        except TimeoutError:
-            raise _CommandFailed(f"`docker {args[0]}` took over {CLI_TIMEOUT:g} s") from None
-        if check and result.returncode != 0:
-            raise _CommandFailed(result.stderr.decode(errors="replace").strip())
-        return result.stdout.decode(errors="replace")
-
-    async def _inspect(self, kind: str, name: str) -> dict[str, Any] | None:
-        try:
-            out = await self._docker(kind, "inspect", name)
-        except _CommandFailed:
-            return None
-        items: Sequence[dict[str, Any]] = json.loads(out)
-        return items[0] if items else None
+            data = json.loads(out)
+        except ValueError as exc:
+            raise CommandRefused(f"docker info printed no JSON: {exc}") from None
+        if not isinstance(data, dict) or not data.get("ServerVersion"):
+            # The CLI prints client-side info and exits 0 when the daemon part fails.
+            errors = data.get("ServerErrors") if isinstance(data, dict) else None
+            raise DaemonUnavailable(
+                f"the docker daemon at {self._cli.where} does not answer: {errors or out[:200]}"
+            )
+        return data
 
     async def info(self) -> RuntimeInfo:
         """Version, rootless or not, whether limits are enforced (cgroup v1 rootless: no)."""
         try:
-            data = json.loads(await self._docker("info", "--format", "{{json .}}"))
-        except (_CommandFailed, ValueError) as exc:
+            data = await self._info()
+        except CommandRefused as exc:
             raise RuntimeUnavailable(f"docker info failed: {exc}") from exc
-        rootless = any("rootless" in str(opt) for opt in data.get("SecurityOptions") or ())
+        rootless = _rootless(data)
         cgroup = str(data.get("CgroupVersion", ""))
         enforced = not (rootless and cgroup != "2")
-        detail = f"cgroup v{cgroup or '?'}"
+        detail = f"{self._cli.where}; cgroup v{cgroup or '?'}"
         if not enforced:
             detail += "; limits NOT enforced: rootless docker on cgroup v1 ignores them"
         seccomp = describe_filter(self.seccomp, self.seccomp_problem)
@@ -201,24 +187,26 @@ class DockerBackend:
     async def start(self, spec: SandboxSpec) -> ContainerSandbox:
         """Create, verify and start the container, then accept its channel connection."""
         name = container_name(spec.name)
-        channel = ChannelDir.create(self._sandboxes, name)
+        channel = await anyio.to_thread.run_sync(ChannelDir.create, self._sandboxes, name)
         listener: SocketListener | None = None
         try:
             listener = await channel.listen()
             await self._create_verify_start(spec, name, channel.path)
             stream = await accept_channel(
                 listener,
-                exited=lambda: self._death(name),
+                exited=partial(self._death, name, spec.limits.memory_bytes),
                 check_peer=partial(self._check_peer, name),
                 what=f"sandbox container {name}",
                 connect_timeout=spec.connect_timeout,
             )
         except BaseException:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_TIMEOUT):
-                if listener is not None:
-                    await listener.aclose()
-                await self._docker("rm", "--force", name, check=False)
-            channel.remove()
+            # Shielded (a cancelled caller must still not leak the container) but bounded.
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(CLEANUP_TIMEOUT):
+                    if listener is not None:
+                        await listener.aclose()
+                    await self._remove(name)
+                await self._forget(name)
             raise
         await listener.aclose()
         channel.unlink_socket()
@@ -228,85 +216,113 @@ class DockerBackend:
 
     async def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
         ours = profile_to_apply(spec.security_opt, self.seccomp, self.seccomp_problem)
-        image = await self._inspect("image", spec.image)
-        if image is None:
+        try:
+            image = await self._cli.inspect("image", spec.image)
+        except NoSuchObject:
             raise SandboxStartError(
                 f"sandbox image {spec.image!r} is not in docker's image store: build it with "
                 f"`{IMAGE_BUILD_COMMAND}` (it builds with podman) and load it into docker "
                 f"(podman save {spec.image} | docker load), or set MCP_BRIDGE_IMAGE to an image "
                 "you have"
-            )
-        labels = container_labels(spec, self.owner)
+            ) from None
+        except CommandRefused as exc:
+            raise SandboxStartError(f"docker cannot look up image {spec.image!r}: {exc}") from None
+        args = create_args(
+            spec,
+            name=name,
+            labels=container_labels(spec, self.owner),
+            channel_dir=channel_dir,
+            seccomp_profile=None if ours is None else ours.path,
+            cgroup_parent=_oom.cgroup_parent(name) if self.track_oom else None,
+        )
         try:
-            await self._docker(
-                *create_args(
-                    spec,
-                    name=name,
-                    labels=labels,
-                    channel_dir=channel_dir,
-                    seccomp_profile=None if ours is None else ours.path,
-                )
-            )
-        except _CommandFailed as exc:
+            await self._cli.run(*args)
+            inspect = await self._cli.inspect("container", name)
+        except CommandRefused as exc:
             raise SandboxStartError(
                 f"docker could not create sandbox container {name}: {exc}"
             ) from None
-        inspect = await self._inspect("container", name)
-        problems = (
-            ["container vanished after create"]
-            if inspect is None
-            else hardening_violations(
-                inspect, spec, image_env=(image.get("Config") or {}).get("Env") or []
-            )
-        )
-        if inspect is not None and ours is not None:
-            problems += seccomp_violations(_applied_seccomp(inspect), ours.content)
+        problems = hardening_violations(
+            inspect, spec, image_env=(image.get("Config") or {}).get("Env") or []
+        ) + log_violations(inspect)
+        if ours is not None:
+            problems += seccomp_violations(applied_seccomp(inspect), ours.content)
         if problems:
-            await self._docker("rm", "--force", name, check=False)
+            await self._remove(name)
             raise SandboxStartError(
                 f"docker did not apply {'; '.join(problems)} to sandbox container {name}; "
                 "refusing to run it (the container was removed)"
             )
         try:
-            await self._docker("start", name)
-        except _CommandFailed as exc:
+            await self._cli.run("start", name)
+        except CommandRefused as exc:
             raise SandboxStartError(
                 f"docker could not start sandbox container {name}: {exc}"
             ) from None
 
-    async def _death(self, name: str) -> str | None:
-        exit_ = await self._status(name)
-        if exit_.running:
+    async def _death(self, name: str, memory_limit: int) -> str | None:
+        try:
+            exit_ = await self._status(name, memory_limit)
+            if exit_.running:
+                return None
+            logs = await self._cli.run("logs", "--tail", "20", name)
+        except DaemonUnavailable as exc:
+            # Not a verdict on the sandbox; the connect timeout still bounds the wait.
+            logger.debug("cannot inspect %s while it starts: %s", name, exc)
             return None
-        result = await anyio.run_process([self._binary, "logs", "--tail", "20", name], check=False)
-        # docker replays the container's stderr on its own stderr
-        logs = (result.stdout + result.stderr).decode(errors="replace").strip()
-        return exit_.describe() + (f"; last output:\n{logs}" if logs else "")
+        except CommandRefused as exc:
+            logs = f"(logs unavailable: {exc})"
+        return exit_.describe() + (f"; last output:\n{logs.strip()}" if logs.strip() else "")
 
     async def _check_peer(self, name: str, peer: PeerCredentials) -> str | None:
         """Why ``peer`` is not a process of container ``name`` (None: it is)."""
-        inspect = await self._inspect("container", name)
-        if inspect is None:
-            return "docker cannot say which processes are the sandbox's"
+        try:
+            inspect = await self._cli.inspect("container", name)
+        except (CommandRefused, DaemonUnavailable) as exc:
+            return f"docker cannot say which processes are the sandbox's ({exc})"
         container_pid = int((inspect.get("State") or {}).get("Pid") or 0)
         return await anyio.to_thread.run_sync(container_peer_problem, peer, container_pid)
 
-    async def _status(self, name: str) -> SandboxExit:
-        inspect = await self._inspect("container", name)
-        if inspect is None:
+    async def _status(self, name: str, memory_limit: int) -> SandboxExit:
+        try:
+            inspect = await self._cli.inspect("container", name)
+        except NoSuchObject:
             return SandboxExit(running=False, error="container is gone")
+        except CommandRefused as exc:
+            raise RuntimeUnavailable(f"docker cannot inspect sandbox {name}: {exc}") from None
         state = inspect.get("State") or {}
         running = bool(state.get("Running"))
-        return SandboxExit(
-            running=running,
-            exit_code=None if running else state.get("ExitCode"),
-            oom_killed=bool(state.get("OOMKilled")),
-            error=str(state.get("Error") or ""),
-        )
+        exit_code = None if running else state.get("ExitCode")
+        oom = bool(state.get("OOMKilled"))
+        if not running and not oom and self.track_oom:
+            oom = await anyio.to_thread.run_sync(
+                partial(_oom.oom_killed, name, memory_limit=memory_limit, exit_code=exit_code)
+            )
+        return SandboxExit(running, exit_code, oom, str(state.get("Error") or ""))
 
     async def status(self, sandbox: Sandbox) -> SandboxExit:
-        """Whether it runs; if not, its exit code and whether it was OOM-killed."""
-        return await self._status(sandbox.name)
+        """Whether it runs; if not, its exit code and whether it was OOM-killed.
+
+        Raises :class:`RuntimeUnavailable` when the daemon does not answer (the sandbox's
+        state is then unknown, not "gone").
+        """
+        spec = sandbox.spec if isinstance(sandbox, ContainerSandbox) else None
+        memory_limit = (spec.limits if spec else SandboxLimits()).memory_bytes
+        return await self._status(sandbox.name, memory_limit)
+
+    async def _remove(self, name: str) -> None:
+        """Kill and remove ``name``; a failure is logged, never raised (cleanup paths: the
+        daemon being down is often why we are here, and the next start's sweep retries)."""
+        try:
+            await self._cli.remove(name)
+        except (CommandRefused, DaemonUnavailable) as exc:
+            logger.warning("could not remove sandbox %s: %s", name, exc)
+
+    async def _forget(self, name: str) -> None:
+        """Drop what the host kept for ``name``: channel dir (with full outputs), cgroup parent."""
+        await anyio.to_thread.run_sync(ChannelDir(self._sandboxes / name).remove)
+        if self.track_oom:
+            await anyio.to_thread.run_sync(_oom.remove_cgroup_parent, name)
 
     async def stop(self, sandbox: Sandbox, *, grace: float = 2.0) -> None:
         """Close the channel, SIGTERM, SIGKILL after ``grace`` seconds, remove. Cancel-safe."""
@@ -314,10 +330,12 @@ class DockerBackend:
         with anyio.CancelScope(shield=True):
             await anyio.aclose_forcefully(sandbox.stream)
             with anyio.move_on_after(grace + CLEANUP_TIMEOUT):
-                seconds = str(max(1, round(grace)))
-                await self._docker("stop", "--time", seconds, sandbox.name, check=False)
-                await self._docker("rm", "--force", sandbox.name, check=False)
-            ChannelDir(self._sandboxes / sandbox.name).remove()
+                try:
+                    await self._cli.run("stop", "--time", str(max(1, round(grace))), sandbox.name)
+                except (CommandRefused, DaemonUnavailable) as exc:
+                    logger.debug("stop of %s failed (%s); removing it by force", sandbox.name, exc)
+                await self._remove(sandbox.name)
+            await self._forget(sandbox.name)
 
     async def kill(self, sandbox: Sandbox) -> None:
         """SIGKILL and remove now (``docker rm --force`` kills immediately). Cancel-safe."""
@@ -325,44 +343,48 @@ class DockerBackend:
         with anyio.CancelScope(shield=True):
             await anyio.aclose_forcefully(sandbox.stream)
             with anyio.move_on_after(CLEANUP_TIMEOUT):
-                await self._docker("rm", "--force", sandbox.name, check=False)
-            ChannelDir(self._sandboxes / sandbox.name).remove()
+                await self._remove(sandbox.name)
+            await self._forget(sandbox.name)
 
     async def kill_all(self, sandboxes: Sequence[Sandbox]) -> None:
-        """Kill and remove every sandbox, :data:`KILLS_AT_ONCE` docker commands at a time.
-
-        No auto-removal and no pidfds here (yet): this is the podman backend's per-container
-        path, run concurrently. Cancel-safe.
-        """
-        limiter = anyio.CapacityLimiter(KILLS_AT_ONCE)
-
-        async def kill(sandbox: Sandbox) -> None:
-            async with limiter:
-                await self.kill(sandbox)
-
+        """Kill and remove every sandbox, concurrently (the CLI's own limit bounds how many
+        docker commands run at once). No pidfds here (yet): each goes through the daemon.
+        Cancel-safe, never raises."""
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as kills:
                 for sandbox in sandboxes:
-                    kills.start_soon(kill, sandbox)
+                    kills.start_soon(self.kill, sandbox)
 
     async def remove_leftovers(self) -> int:
-        """Remove our containers whose owner bridge process is gone; return how many."""
-        ids = (
-            await self._docker("ps", "--all", "--quiet", "--filter", f"label={PRODUCT_LABEL}")
-        ).split()
+        """Remove our containers whose owner bridge process is gone, and what such bridges left
+        in the state directory; return how many containers."""
+        # One label per template (``{{.Labels}}`` joins them with commas, which values may hold).
+        template = "\t".join(f'{{{{.Label "{label}"}}}}' for label in _OWNERSHIP)
+        listed = await self._cli.run(
+            "ps", "--all", f"--filter=label={PRODUCT_LABEL}", "--format={{.Names}}\t" + template
+        )
         records = []
-        for container_id in ids:
-            inspect = await self._inspect("container", container_id)
-            if inspect is not None:
-                name = str(inspect.get("Name", container_id)).lstrip("/")
-                labels = (inspect.get("Config") or {}).get("Labels") or {}
-                records.append(ContainerRecord(name, labels))
+        for line in listed.splitlines():
+            name, *values = line.split("\t")
+            records.append(ContainerRecord(name, dict(zip(_OWNERSHIP, values, strict=False))))
         names = select_leftovers(records)
-        for name in names:
-            await self._docker("rm", "--force", name, check=False)
-            ChannelDir(self._sandboxes / name).remove()
+        async with anyio.create_task_group() as removals:
+            for name in names:
+                removals.start_soon(self._remove, name)
+        for directory in dead_owner_dirs(self._sandboxes.parent):
+            await anyio.to_thread.run_sync(partial(shutil.rmtree, directory, ignore_errors=True))
+        if self.track_oom:
+            await anyio.to_thread.run_sync(_oom.remove_empty_parents)
         return len(names)
 
     async def aclose(self) -> None:
         """Kill sandboxes still running (normally the session manager stopped them all)."""
-        await self.kill_all(list(self._live.values()))
+        with anyio.CancelScope(shield=True):
+            await self.kill_all(list(self._live.values()))
+            await anyio.to_thread.run_sync(
+                partial(shutil.rmtree, self._sandboxes, ignore_errors=True)
+            )
+
+
+def _rootless(info: dict[str, Any]) -> bool:
+    return any("rootless" in str(option) for option in info.get("SecurityOptions") or ())
