@@ -30,7 +30,7 @@ from mcp_code_execution_mode.settings import (
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
-COMMANDS = ("serve", "doctor", "demo", "setup", "token", "image")
+COMMANDS = ("serve", "doctor", "demo", "setup", "token", "kube-spec", "image")
 
 # Settings holding paths: written into a client's config by `setup`, they must not depend on the
 # directory `setup` ran in.
@@ -128,6 +128,25 @@ def build_parser() -> argparse.ArgumentParser:
         "the token to stdout",
     )
     token.add_argument("name", metavar="NAME", help="who the token is for (the principal)")
+    kube = commands.add_parser(
+        "kube-spec",
+        parents=[parent],
+        help="print the Kubernetes Pod and NetworkPolicy (YAML) a sandbox would be submitted as",
+    )
+    kube.add_argument("--pod-name", default="mcp-bridge-sandbox", help="the Pod's name")
+    kube.add_argument(
+        "--seccomp-dir",
+        metavar="DIR",
+        default=None,
+        help="also write the sandbox seccomp profile into DIR (the kubelet's seccomp root, "
+        "/var/lib/kubelet/seccomp on a node)",
+    )
+    kube.add_argument(
+        "pod_command",
+        nargs="*",
+        metavar="-- COMMAND",
+        help="replace the image's command (default: the sandbox client)",
+    )
     # Parsed by bridge-image itself (see main): listed here for --help.
     commands.add_parser(
         "image",
@@ -211,6 +230,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _setup(args, settings)
     if args.command == "token":
         return _token(settings, args.name)
+    if args.command == "kube-spec":
+        from mcp_code_execution_mode._kube_spec import run_kube_spec
+
+        return run_kube_spec(
+            settings,
+            pod_name=args.pod_name,
+            seccomp_dir=args.seccomp_dir,
+            command=args.pod_command,
+        )
     return _serve(settings, args.http)
 
 
