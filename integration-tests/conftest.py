@@ -12,8 +12,11 @@
 * ``sandbox_image`` — ``$MCP_BRIDGE_IMAGE``, default ``bridge_image``'s default tag.
 * ``podman_backend`` — a :class:`~bridge_core.runtime.podman.PodmanBackend` with a private state
   dir, closed after the test, which also fails the test if a container it created is left.
-* :func:`wait_until_removed` — wait for podman to delete containers (sandboxes are auto-removed
-  once killed, which podman finishes after the backend or bridge has gone).
+* :func:`wait_until_removed` — wait for the runtime to delete containers (sandboxes are
+  auto-removed once killed, which podman finishes after the backend or bridge has gone).
+* :data:`TEST_RUNTIME` — where bridge-level tests (server, battery) put their sandboxes:
+  ``BRIDGE_TEST_RUNTIME=docker`` runs them on docker (``.ci/run`` runs the battery so, after
+  the podman run); the container helpers here then ask docker.
 """
 
 from __future__ import annotations
@@ -36,10 +39,22 @@ from bridge_core.runtime.base import OWNER_LABEL
 from bridge_core.runtime.podman import PodmanBackend
 from bridge_image.names import DEFAULT_IMAGE
 
-__all__ = ["REMOVAL_TIMEOUT", "require_docker", "require_runtime", "wait_until_removed"]
+__all__ = [
+    "REMOVAL_TIMEOUT",
+    "TEST_RUNTIME",
+    "require_docker",
+    "require_runtime",
+    "wait_until_removed",
+]
 
 REQUIRE_ENV = "BRIDGE_REQUIRE_RUNTIME"
 REQUIRE_DOCKER_ENV = "BRIDGE_REQUIRE_DOCKER"
+TEST_RUNTIME = os.environ.get("BRIDGE_TEST_RUNTIME") or "podman"
+"""The runtime the bridge under test uses (``MCP_BRIDGE_RUNTIME``): podman or docker."""
+if TEST_RUNTIME not in ("podman", "docker"):
+    raise pytest.UsageError(f"BRIDGE_TEST_RUNTIME={TEST_RUNTIME!r}: use podman or docker")
+_REMOVE_EVENT = {"podman": "remove", "docker": "destroy"}[TEST_RUNTIME]
+_EVENT_NAME = {"podman": "{{.Name}}", "docker": "{{.Actor.Attributes.name}}"}[TEST_RUNTIME]
 _PROBE_TIMEOUT = 30  # seconds for `podman image exists` / `docker version` (first use is slow)
 REMOVAL_TIMEOUT = 120.0
 """Bound on podman deleting killed sandboxes: auto-removal of 128 took ~20 s on a loaded
@@ -110,6 +125,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         problem = _podman_problem(_image())
         if problem is not None:
             require_runtime(problem)
+        if TEST_RUNTIME == "docker" and (problem := _docker_problem()) is not None:
+            require_docker(problem)
 
 
 @pytest.fixture(scope="session")
@@ -138,24 +155,24 @@ async def _our_containers(owner_label: str) -> set[str]:
 
 async def _existing(names: set[str]) -> set[str]:
     with anyio.fail_after(_PROBE_TIMEOUT):
-        listed = await anyio.run_process(["podman", "ps", "--all", "--format={{.Names}}"])
+        listed = await anyio.run_process([TEST_RUNTIME, "ps", "--all", "--format={{.Names}}"])
     return names & set(listed.stdout.decode().split())
 
 
 async def wait_until_removed(names: Iterable[str], *, since: float) -> None:
-    """Return once podman has removed every container in ``names`` (or after
-    :data:`REMOVAL_TIMEOUT`); ``since``: a time before the first of them could be removed.
+    """Return once the runtime (:data:`TEST_RUNTIME`) has removed every container in ``names``
+    (or after :data:`REMOVAL_TIMEOUT`); ``since``: a time before the first could be removed.
 
-    Waits on podman's own ``remove`` events (replayed from ``since``), not on a sleep. ``podman
-    events`` ends when podman rotates its event log: then it is started again.
+    Waits on the runtime's own removal events (replayed from ``since``), not on a sleep.
+    ``podman events`` ends when podman rotates its event log: then it is started again.
     """
     pending = set(names)
     command = [
-        "podman",
+        TEST_RUNTIME,
         "events",
         f"--since={int(since) - 1}",
-        "--filter=event=remove",
-        "--format={{.Name}}",
+        f"--filter=event={_REMOVE_EVENT}",
+        f"--format={_EVENT_NAME}",
     ]
     with anyio.move_on_after(REMOVAL_TIMEOUT):
         while pending := await _existing(pending):

@@ -42,9 +42,14 @@ HttpBridge = _server.HttpBridge
 open_bridge = _server.open_bridge
 open_http_bridge = _server.open_http_bridge
 owned_containers = _server.owned_containers
+TEST_RUNTIME: str = _server._shared.TEST_RUNTIME
+RUNTIME_INIT = {"podman": "/run/podman-init", "docker": "/sbin/docker-init"}[TEST_RUNTIME]
+"""The init process the runtime puts at PID 1 of a sandbox (``--init``)."""
 
 __all__ = [
     "CALL_TIMEOUT",
+    "RUNTIME_INIT",
+    "TEST_RUNTIME",
     "BridgeClient",
     "HttpBridge",
     "bridge_env",

@@ -54,17 +54,24 @@ def real_servers(third_party: Mapping[str, str], work: Path) -> dict[str, Any]:
 def owned_containers(pid: int) -> list[str]:
     """Names of containers (running or not) whose owner label names bridge process ``pid``."""
     listed = subprocess.run(
-        ["podman", "ps", "--all", "--filter", f"label={OWNER_LABEL}", "--format", "json"],
+        [
+            _shared.TEST_RUNTIME,
+            "ps",
+            "--all",
+            "--filter",
+            f"label={OWNER_LABEL}",
+            "--format",
+            f'{{{{.Names}}}}\t{{{{index .Labels "{OWNER_LABEL}"}}}}'
+            if _shared.TEST_RUNTIME == "podman"
+            else f'{{{{.Names}}}}\t{{{{.Label "{OWNER_LABEL}"}}}}',
+        ],
         capture_output=True,
         text=True,
         check=True,
         timeout=60,
     )
-    return [
-        c["Names"][0]
-        for c in json.loads(listed.stdout or "[]")
-        if str((c.get("Labels") or {}).get(OWNER_LABEL, "")).startswith(f"{pid}:")
-    ]
+    rows = [line.split("\t") for line in listed.stdout.splitlines() if "\t" in line]
+    return [name for name, owner in rows if owner.startswith(f"{pid}:")]
 
 
 async def containers_left(pid: int, *, since: float) -> list[str]:
@@ -129,6 +136,8 @@ def bridge_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     if image := os.environ.get("MCP_BRIDGE_IMAGE"):
         env["MCP_BRIDGE_IMAGE"] = image
     env.update({"MCP_BRIDGE_DISCOVER": "false", "MCP_BRIDGE_LOG_LEVEL": "info"})
+    if _shared.TEST_RUNTIME != "podman":
+        env["MCP_BRIDGE_RUNTIME"] = _shared.TEST_RUNTIME
     env.update(extra or {})
     return env
 

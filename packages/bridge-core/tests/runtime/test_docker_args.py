@@ -1,5 +1,6 @@
 from pathlib import Path
 
+from bridge_core.runtime._docker_cli import LOG_ROTATE_AT
 from bridge_core.runtime.base import SandboxLimits, SandboxSpec
 from bridge_core.runtime.docker import create_args
 
@@ -22,6 +23,9 @@ def test_docker_create_carries_every_hardening_flag_and_the_image_last() -> None
         "--security-opt=no-new-privileges",
         "--security-opt=seccomp=/p.json",
         "--network=none",
+        "--sysctl=net.ipv6.conf.lo.disable_ipv6=0",
+        f"--log-opt=max-size={LOG_ROTATE_AT}",
+        "--log-opt=max-file=1",
         f"--memory={256 << 20}",
         f"--memory-swap={256 << 20}",
         "--pids-limit=64",
@@ -36,3 +40,15 @@ def test_docker_create_carries_every_hardening_flag_and_the_image_last() -> None
     ):
         assert flag in args, flag
     assert not any(arg.startswith(("--env", "-e")) for arg in args)
+
+
+def test_docker_create_gives_the_sandbox_its_own_oom_cgroup_parent_when_asked() -> None:
+    spec = SandboxSpec(name="s", image="img")
+    args = create_args(
+        spec, name="n", labels={}, channel_dir=Path("/d"), cgroup_parent="/mcp-bridge/n"
+    )
+    assert "--cgroup-parent=/mcp-bridge/n" in args
+    assert not any(
+        arg.startswith("--cgroup-parent")
+        for arg in create_args(spec, name="n", labels={}, channel_dir=Path("/d"))
+    )

@@ -164,6 +164,9 @@ def create_args(
         *(ours if user_seccomp_option(spec.security_opt) is None else []),
         *(f"--security-opt={option}" for option in spec.security_opt),
         "--network=none",
+        # Docker turns IPv6 off in a container's network namespace unless the daemon enables it;
+        # podman leaves ::1 on lo. Code binding loopback servers must see the same on both.
+        "--sysctl=net.ipv6.conf.lo.disable_ipv6=0",
         f"--memory={limits.memory_bytes}",
         f"--memory-swap={limits.memory_bytes}",
         f"--pids-limit={limits.pids}",
