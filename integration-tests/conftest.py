@@ -53,8 +53,8 @@ TEST_RUNTIME = os.environ.get("BRIDGE_TEST_RUNTIME") or "podman"
 """The runtime the bridge under test uses (``MCP_BRIDGE_RUNTIME``): podman or docker."""
 if TEST_RUNTIME not in ("podman", "docker"):
     raise pytest.UsageError(f"BRIDGE_TEST_RUNTIME={TEST_RUNTIME!r}: use podman or docker")
-_REMOVE_EVENT = {"podman": "remove", "docker": "destroy"}[TEST_RUNTIME]
-_EVENT_NAME = {"podman": "{{.Name}}", "docker": "{{.Actor.Attributes.name}}"}[TEST_RUNTIME]
+_REMOVE_EVENTS = {"podman": "remove", "docker": "destroy"}
+_EVENT_NAMES = {"podman": "{{.Name}}", "docker": "{{.Actor.Attributes.name}}"}
 _PROBE_TIMEOUT = 30  # seconds for `podman image exists` / `docker version` (first use is slow)
 REMOVAL_TIMEOUT = 120.0
 """Bound on podman deleting killed sandboxes: auto-removal of 128 took ~20 s on a loaded
@@ -153,13 +153,15 @@ async def _our_containers(owner_label: str) -> set[str]:
     return set(listed.stdout.decode().split())
 
 
-async def _existing(names: set[str]) -> set[str]:
+async def _existing(names: set[str], runtime: str) -> set[str]:
     with anyio.fail_after(_PROBE_TIMEOUT):
-        listed = await anyio.run_process([TEST_RUNTIME, "ps", "--all", "--format={{.Names}}"])
+        listed = await anyio.run_process([runtime, "ps", "--all", "--format={{.Names}}"])
     return names & set(listed.stdout.decode().split())
 
 
-async def wait_until_removed(names: Iterable[str], *, since: float) -> None:
+async def wait_until_removed(
+    names: Iterable[str], *, since: float, runtime: str = TEST_RUNTIME
+) -> None:
     """Return once the runtime (:data:`TEST_RUNTIME`) has removed every container in ``names``
     (or after :data:`REMOVAL_TIMEOUT`); ``since``: a time before the first could be removed.
 
@@ -168,14 +170,14 @@ async def wait_until_removed(names: Iterable[str], *, since: float) -> None:
     """
     pending = set(names)
     command = [
-        TEST_RUNTIME,
+        runtime,
         "events",
         f"--since={int(since) - 1}",
-        f"--filter=event={_REMOVE_EVENT}",
-        f"--format={_EVENT_NAME}",
+        f"--filter=event={_REMOVE_EVENTS[runtime]}",
+        f"--format={_EVENT_NAMES[runtime]}",
     ]
     with anyio.move_on_after(REMOVAL_TIMEOUT):
-        while pending := await _existing(pending):
+        while pending := await _existing(pending, runtime):
             async with await anyio.open_process(command, stderr=subprocess.DEVNULL) as events:
                 assert events.stdout is not None
                 buffered = ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib
 import subprocess
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,8 +104,12 @@ async def backend(
     try:
         yield docker
     finally:
+        closed = time.time()
         await docker.aclose()
-    # docker rm --force returns once the container is gone: nothing to wait for.
+    # Sandboxes are auto-removed once killed, which docker may finish a moment later.
+    await _shared.wait_until_removed(
+        await _docker_containers(docker.owner.label), since=closed, runtime="docker"
+    )
     left = await _docker_containers(docker.owner.label)
     for name in left:  # clean up first, then fail: a failed test must not leak either
         await anyio.run_process(["docker", "rm", "--force", name], check=False)

@@ -17,6 +17,7 @@ def test_docker_create_carries_every_hardening_flag_and_the_image_last() -> None
     assert args[-1] == "localhost/img:1"
     for flag in (
         "--name=mcp-bridge-s-1",
+        "--rm",
         "--user=65534:65534",
         "--cap-drop=ALL",
         "--read-only",

@@ -40,7 +40,7 @@ __all__ = [
     "NoSuchObject",
     "applied_seccomp",
     "create_args",
-    "log_violations",
+    "lifecycle_violations",
 ]
 
 COMMAND_TIMEOUT = 60.0
@@ -54,9 +54,19 @@ LOG_ROTATE_AT = LOG_MAX_BYTES - 128 * 1024
 1,052,992 bytes with max-size 1 MiB), so the file's true bound is this plus one record: at most
 16 KiB of output, JSON-escaped at most 6 bytes per byte (``\\u00XX``), plus the envelope:
 under 128 KiB. The file then stays within :data:`LOG_MAX_BYTES`, like podman's."""
-_MISSING = ("no such container", "no such object", "no such image")
+_MISSING = (
+    "no such container",
+    "no such object",
+    "no such image",
+    "is already in progress",
+)
 """How the daemon says an object does not exist (docker 20.10 to 28: "Error: No such object",
-"Error response from daemon: No such container: NAME")."""
+"Error response from daemon: No such container: NAME"; "removal of container NAME is already
+in progress" when auto-removal got there first)."""
+_IN_PROGRESS = "is already in progress"
+_REMOVAL_POLL = 0.05
+"""Seconds between checks that an auto-removal under way has finished (no event to wait on
+without a second events stream)."""
 _UNREACHABLE = (
     "cannot connect to the docker daemon",
     "is the docker daemon running",
@@ -90,13 +100,18 @@ class DockerCLI:
         self._limiter = anyio.CapacityLimiter(COMMANDS_AT_ONCE)
 
     @property
+    def prefix(self) -> list[str]:
+        """The command line every docker command starts with."""
+        return [self.binary, *(("--host", self.host) if self.host else ())]
+
+    @property
     def where(self) -> str:
         """The daemon, as messages name it."""
         return self.host or os.environ.get("DOCKER_HOST") or "the docker CLI's default daemon"
 
     async def run(self, *args: str) -> str:
         """Run ``docker ARGS``; its stdout. Raises one of the module's three failures."""
-        command = [self.binary, *(("--host", self.host) if self.host else ()), *args]
+        command = [*self.prefix, *args]
         async with self._limiter:
             try:
                 with anyio.fail_after(self.timeout):
@@ -130,11 +145,25 @@ class DockerCLI:
         return items[0]
 
     async def remove(self, name: str) -> None:
-        """SIGKILL and remove container ``name`` (``rm --force`` kills at once); gone is fine."""
+        """SIGKILL and remove container ``name`` (``rm --force`` kills at once); gone is fine.
+
+        Returns once the container is gone: when auto-removal is already under way (the
+        sandbox exited as its channel closed), ``rm`` returns at once, so this waits for it
+        (callers bound the wait).
+        """
         try:
             await self.run("rm", "--force", name)
-        except NoSuchObject:
-            pass
+        except NoSuchObject as exc:
+            if _IN_PROGRESS not in str(exc).lower():
+                return
+        else:
+            return
+        while True:
+            try:
+                await self.inspect("container", name)
+            except NoSuchObject:
+                return
+            await anyio.sleep(_REMOVAL_POLL)
 
 
 def create_args(
@@ -157,6 +186,9 @@ def create_args(
     args = [
         "create",
         f"--name={name}",
+        # Auto-removal: a sandbox that ends (killed, or exited because its bridge is gone) leaves
+        # no container, with or without a bridge (exit codes come from docker's events).
+        "--rm",
         f"--user={SANDBOX_USER}",
         "--cap-drop=ALL",
         "--read-only",
@@ -188,8 +220,12 @@ def create_args(
     return [*args, spec.image]
 
 
-def log_violations(inspect: Mapping[str, Any]) -> list[str]:
-    """The capped container log as a missing option, if docker did not apply it."""
+def lifecycle_violations(inspect: Mapping[str, Any]) -> list[str]:
+    """Auto-removal and the capped container log, as missing options, if docker did not
+    apply them."""
+    problems = []
+    if (inspect.get("HostConfig") or {}).get("AutoRemove") is not True:
+        problems.append("auto-remove (--rm)")
     log = (inspect.get("HostConfig") or {}).get("LogConfig") or {}
     config = log.get("Config") or {}
     size = parse_size(str(config.get("max-size", "")))
@@ -199,8 +235,8 @@ def log_violations(inspect: Mapping[str, Any]) -> list[str]:
         or not 0 < size <= LOG_ROTATE_AT
         or config.get("max-file") != "1"
     ):
-        return [f"log driver {_LOG_DRIVER} capped at {LOG_ROTATE_AT} bytes in one file"]
-    return []
+        problems.append(f"log driver {_LOG_DRIVER} capped at {LOG_ROTATE_AT} bytes in one file")
+    return problems
 
 
 def applied_seccomp(inspect: Mapping[str, Any]) -> dict[str, Any] | None:

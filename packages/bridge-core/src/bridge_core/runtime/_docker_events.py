@@ -1,0 +1,139 @@
+"""How this bridge's docker containers ended, from ``docker events``.
+
+Docker sandboxes are auto-removed (``--rm``), like podman's: a sandbox that ends, or whose
+bridge is gone (the sandbox client exits on EOF), leaves no container. The exit status that
+``inspect`` would have shown goes with it; one ``docker events`` process per backend, filtered
+on this bridge's owner label, keeps it. Docker sends ``die`` (with ``exitCode``) before
+``destroy``; ``--since`` replays what a restarted stream missed.
+
+A thread reads the CLI's output (blocking reads, off the event loop); readers only look up a
+dictionary. The same shape as :mod:`._podman_events`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import threading
+import time
+from collections import OrderedDict
+
+from bridge_core.runtime.base import OWNER_LABEL
+
+__all__ = ["EVENTS_KEPT", "DockerEvents"]
+
+logger = logging.getLogger(__name__)
+
+EVENTS_KEPT = 4096
+"""Names followed at once; a bound on memory even if a caller forgets to forget some."""
+RETRY_FIRST = 0.1
+RETRY_MAX = 5.0
+"""Back-off between restarts of ``docker events`` (the daemon may be restarting)."""
+REPLAY_MARGIN = 2
+"""Seconds replayed before the last event seen: ``--since`` takes whole seconds."""
+_MAX_LINE = 64 * 1024
+"""One event is a few hundred bytes; a longer line is not an event we read."""
+
+
+class DockerEvents:
+    """Exit codes of the containers named by :meth:`follow`."""
+
+    def __init__(self, command: list[str], owner_label: str) -> None:
+        self._command = command
+        self._owner_label = owner_label
+        self._lock = threading.Lock()
+        self._followed: OrderedDict[str, int | None] = OrderedDict()
+        self._closed = threading.Event()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._since = int(time.time()) - REPLAY_MARGIN
+        self._thread = threading.Thread(target=self._run, name="docker-events", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def follow(self, name: str) -> None:
+        """Record what happens to container ``name`` from now on (call before starting it)."""
+        with self._lock:
+            self._followed[name] = None
+            while len(self._followed) > EVENTS_KEPT:
+                self._followed.popitem(last=False)
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._followed.pop(name, None)
+
+    def following(self, name: str) -> bool:
+        with self._lock:
+            return name in self._followed
+
+    def exit_code(self, name: str) -> int | None:
+        """The exit code of ``name`` once docker reported its death, else None."""
+        with self._lock:
+            return self._followed.get(name)
+
+    def close(self) -> None:
+        """Stop reading: the ``docker events`` process is killed, the thread ends."""
+        self._closed.set()
+        process = self._process
+        if process is not None:
+            process.kill()
+
+    def _run(self) -> None:
+        delay = RETRY_FIRST
+        while not self._closed.is_set():
+            try:
+                if self._read_stream():
+                    delay = RETRY_FIRST
+            except Exception as exc:  # top-level handler of the thread: restart, never die
+                logger.debug("docker event stream broke (%r); restarting it", exc)
+            if self._closed.wait(delay):
+                return
+            delay = min(delay * 2, RETRY_MAX)
+
+    def _read_stream(self) -> bool:
+        """Follow ``docker events`` until it ends; True if it delivered anything."""
+        command = [
+            *self._command,
+            "events",
+            f"--since={self._since}",
+            "--filter=type=container",
+            "--filter=event=die",
+            f"--filter=label={OWNER_LABEL}={self._owner_label}",
+            "--format={{json .}}",
+        ]
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        self._process = process
+        delivered = False
+        try:
+            if self._closed.is_set():
+                return False
+            assert process.stdout is not None
+            while line := process.stdout.readline(_MAX_LINE):
+                delivered = True
+                try:
+                    self._record(json.loads(line))
+                except ValueError:
+                    continue
+            return delivered
+        finally:
+            self._process = None
+            process.kill()
+            process.wait()
+
+    def _record(self, event: object) -> None:
+        if not isinstance(event, dict):
+            return
+        attributes = (event.get("Actor") or {}).get("Attributes") or {}
+        when = event.get("time")
+        if isinstance(when, int):
+            self._since = max(self._since, when - REPLAY_MARGIN)
+        code = str(attributes.get("exitCode", ""))
+        if event.get("Action") != "die" or not code.lstrip("-").isdigit():
+            return
+        name = str(attributes.get("name", ""))
+        with self._lock:
+            if name in self._followed:
+                self._followed[name] = int(code)
