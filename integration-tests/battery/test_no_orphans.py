@@ -36,6 +36,7 @@ from mcp.shared.exceptions import MCPError
 
 from .conftest import (
     CALL_TIMEOUT,
+    TEST_RUNTIME,
     BridgeClient,
     bridge_env,
     code_text,
@@ -152,21 +153,21 @@ async def test_client_closing_a_bridge_with_120_sessions_leaves_no_container(
 
 async def _running_count(owner: str) -> int:
     listed = await anyio.run_process(
-        ["podman", "ps", "--quiet", f"--filter=label={OWNER_LABEL}={owner}"]
+        [TEST_RUNTIME, "ps", "--quiet", f"--filter=label={OWNER_LABEL}={owner}"]
     )
     return len(listed.stdout.split())
 
 
 async def _wait_running(owner: str, count: int) -> None:
-    """Return once ``count`` containers of ``owner`` run (podman's start events, no sleeps;
-    ``podman events`` ends when podman rotates its event log, then it starts again)."""
+    """Return once ``count`` containers of ``owner`` run (the runtime's start events, no
+    sleeps; ``podman events`` ends when podman rotates its event log, then it starts again)."""
     command = [
-        "podman",
+        TEST_RUNTIME,
         "events",
         f"--since={int(time.time()) - 60}",
         "--filter=event=start",
         f"--filter=label={OWNER_LABEL}={owner}",
-        "--format={{.Name}}",
+        "--format=x",
     ]
     with anyio.fail_after(CALL_TIMEOUT):
         while await _running_count(owner) < count:
