@@ -28,6 +28,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.shared.exceptions import MCPError
 
 from .conftest import (
+    TEST_RUNTIME,
     bridge_env,
     bridge_pids,
     code_text,
@@ -234,7 +235,7 @@ async def test_container_killed_from_outside_keeps_output_and_next_call_gets_a_n
             with anyio.fail_after(60):
                 await started.wait()
             for name in owned_containers(pid):
-                await anyio.run_process(["podman", "kill", name], check=False)
+                await anyio.run_process([TEST_RUNTIME, "kill", name], check=False)
         after = await bridge.run("'before' in globals()")
     assert result is not None
     assert result.is_error is True
@@ -273,6 +274,11 @@ class _PodmanService:
                 await self.process.wait()
 
 
+@pytest.mark.skipif(
+    TEST_RUNTIME != "podman",
+    reason="podman's API service; a docker daemon that stops answering: "
+    "runtime/test_docker_faults.py",
+)
 async def test_podman_api_service_restarted_mid_session_keeps_session_and_new_ones_start(
     sandbox_image: str, tmp_path: Path
 ) -> None:
