@@ -280,6 +280,11 @@ class DockerBackend:
             ) from None
 
     async def _death(self, name: str, memory_limit: int) -> str | None:
+        # Polled every 50 ms while the sandbox connects: the event record answers "still
+        # running?" without a docker process per poll (a started container that ends always
+        # sends ``die``); the daemon is asked only once it did.
+        if self._events.following(name) and self._events.exit_code(name) is None:
+            return None
         try:
             exit_ = await self._status(name, memory_limit)
             if exit_.running:
