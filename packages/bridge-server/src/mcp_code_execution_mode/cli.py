@@ -15,7 +15,7 @@ import gc
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import anyio
 
@@ -27,6 +27,9 @@ from mcp_code_execution_mode.settings import (
     SettingsError,
     load_settings,
 )
+
+if TYPE_CHECKING:
+    from mcp_code_execution_mode._telemetry import TraceExport
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -178,6 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(normalised)
         flags = {s.name: getattr(args, s.name, None) for s in SETTINGS}
         settings = load_settings(flags)
+        traces = _trace_export() if args.command == "serve" else None
     except UsageError as exc:
         if _started_by_a_client(normalised):
             return _serve_misconfigured(
@@ -211,7 +215,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _setup(args, settings)
     if args.command == "token":
         return _token(settings, args.name)
-    return _serve(settings, args.http)
+    from mcp_code_execution_mode._telemetry import exporting_traces
+
+    with exporting_traces(traces):
+        return _serve(settings, args.http)
+
+
+def _trace_export() -> TraceExport | None:
+    """The OTLP trace export the ``OTEL_*`` variables ask for (raises SettingsError)."""
+    from mcp_code_execution_mode._telemetry import trace_export_from_env
+
+    return trace_export_from_env()
 
 
 def _token(settings: Settings, name: str) -> int:

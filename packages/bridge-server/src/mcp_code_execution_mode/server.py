@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import mcp_types as types
+from bridge_core import tracing
 from bridge_core.errors import BridgeError
 from bridge_core.sessions import MAX_PROGRESS_MESSAGE as MAX_USER_PROGRESS_MESSAGE
 from bridge_core.sessions import visible_head
@@ -174,7 +175,7 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
                     "can belong to it: connect with the initialize handshake, or use a token"
                 )
         try:
-            result = await ctx.lifespan_context.executor.execute(
+            execution = ctx.lifespan_context.executor.execute(
                 args.code,
                 session=args.session,
                 timeout=args.timeout,
@@ -182,6 +183,7 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
                 listener=_ProgressRelay(ctx),
                 client=client,
             )
+            result = await tracing.traced_execution(execution, session=args.session)
         except ValueError as exc:
             return error_result(str(exc))
         except BridgeError as exc:  # e.g. SessionLimitExceeded: the message names the setting

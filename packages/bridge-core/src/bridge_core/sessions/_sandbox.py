@@ -45,6 +45,7 @@ from bridge_protocol import (
     encode,
 )
 
+from bridge_core import tracing
 from bridge_core.channel import Channel, ChannelClosed, UnexpectedMessage
 from bridge_core.gateway import CallContext, CallFailed, Gateway
 from bridge_core.runtime.base import Sandbox
@@ -91,6 +92,8 @@ class Execution:
         self.sent = False
         """True once the Execute frame was written (only then is there code to interrupt)."""
         self.progress_gate = ProgressGate()
+        self.trace = tracing.current_execution()
+        """The execution's span (None when tracing is off): the parent of its calls' spans."""
 
     async def on_output(self, stream: Stream, text: str) -> None:
         await self.output.add(stream, text)
@@ -291,7 +294,9 @@ class LiveSandbox:
                 "before starting more (for example, limit concurrency with an asyncio.Semaphore)"
             )
             fault = Fault(ErrorCode.TOO_MANY_CALLS, text, _limits_data(self.budget))
-            await self.channel.send(Reply(message.call_id, fault=fault))
+            refusal = Reply(message.call_id, fault=fault)
+            tracing.refused_call(execution.trace, message, size, refusal)
+            await self.channel.send(refusal)
             return
         assert self._calls is not None
         self.budget.take(size)
@@ -303,6 +308,7 @@ class LiveSandbox:
         self, execution: Execution, message: Call | Request, scope: anyio.CancelScope, size: int
     ) -> None:
         held = size
+        span = tracing.nested_call(execution.trace, message, size)
         try:
             reply: Reply | None = None
             with scope:
@@ -322,7 +328,9 @@ class LiveSandbox:
                     else f"the answer to {_shown(message.method)}"
                 )
                 fault = Fault(ErrorCode.INTERNAL, f"{what} could not be sent to the sandbox: {exc}")
-                frame = encode(Reply(message.call_id, fault=fault))
+                reply = Reply(message.call_id, fault=fault)
+                frame = encode(reply)
+            span.replied(reply, len(frame))
             # While it waits to be sent, the result is what the call holds.
             self.budget.resize(held, len(frame))
             held = len(frame)
@@ -331,6 +339,7 @@ class LiveSandbox:
             except ChannelClosed:
                 return
         finally:
+            span.end()
             self.budget.release(held)
 
     async def _answer(self, execution: Execution, message: Call | Request) -> Reply:
