@@ -27,6 +27,7 @@ from bridge_core.sessions.manager import SessionManager
 from bridge_core.sessions.types import SessionConfig
 
 from mcp_code_execution_mode._logging import mask_logs
+from mcp_code_execution_mode._telemetry import exporting_traces, trace_export_from_env
 from mcp_code_execution_mode.server import Executor, ExecutorFactory
 from mcp_code_execution_mode.settings import Settings
 
@@ -135,6 +136,7 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
             return await detect_runtime(preference, state_dir=state_dir / "runtime")
 
         async with (
+            exporting_traces(trace_export_from_env()),
             open_proxy(
                 servers,
                 options=options,

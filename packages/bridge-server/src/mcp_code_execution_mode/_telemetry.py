@@ -22,12 +22,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+import anyio
 from bridge_core import tracing
 from bridge_core.redaction import secrets_in_value
 
@@ -217,14 +218,15 @@ def _start(export: TraceExport) -> tuple[TracerProvider, Any]:
     return provider, exporter
 
 
-def _shut_down(provider: TracerProvider, exporter: Any) -> None:
+async def _shut_down(provider: TracerProvider, exporter: Any) -> None:
     """Export what is queued, waiting at most :data:`SHUTDOWN_TIMEOUT`."""
-    # The SDK's shutdown joins its export thread for up to 30 s: run it in a thread of its own.
+    # The SDK's shutdown joins its export thread for up to 30 s: it runs in a daemon thread of
+    # its own, which the process does not wait for at exit.
     done = threading.Thread(target=provider.shutdown, name="trace-export-shutdown", daemon=True)
     done.start()
-    done.join(SHUTDOWN_TIMEOUT)
+    await anyio.to_thread.run_sync(done.join, SHUTDOWN_TIMEOUT)
     if done.is_alive():
-        exporter.shutdown()  # ends the exporter's retries; its threads are daemons
+        exporter.shutdown()  # ends the exporter's retries
         logger.warning(
             "traces: the spans still queued were not exported within %g s of shutdown and are "
             "dropped",
@@ -232,19 +234,24 @@ def _shut_down(provider: TracerProvider, exporter: Any) -> None:
         )
 
 
-@contextmanager
-def exporting_traces(export: TraceExport | None) -> Iterator[None]:
+@asynccontextmanager
+async def exporting_traces(export: TraceExport | None) -> AsyncIterator[None]:
     """Export the bridge's spans while in the block (nothing at all when ``export`` is None);
-    on the way out, flush what is queued within :data:`SHUTDOWN_TIMEOUT`."""
+    on the way out, flush what is queued within :data:`SHUTDOWN_TIMEOUT`.
+
+    Entered by the server's lifespan, not around the process: ``serve --http`` ends by raising
+    again the signal that stopped it, so nothing after its lifespan runs.
+    """
     if export is None:
         yield
         return
     also_mask(export.secrets)
-    provider, exporter = _start(export)
+    provider, exporter = await anyio.to_thread.run_sync(_start, export)  # imports the SDK
     tracing.enable(provider)
     logger.info("traces: exported over OTLP/HTTP (endpoint from %s)", export.endpoint_variable)
     try:
         yield
     finally:
         tracing.disable()
-        _shut_down(provider, exporter)
+        with anyio.CancelScope(shield=True):
+            await _shut_down(provider, exporter)

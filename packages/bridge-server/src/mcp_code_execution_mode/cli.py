@@ -15,7 +15,7 @@ import gc
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 import anyio
 
@@ -27,9 +27,6 @@ from mcp_code_execution_mode.settings import (
     SettingsError,
     load_settings,
 )
-
-if TYPE_CHECKING:
-    from mcp_code_execution_mode._telemetry import TraceExport
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -181,7 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(normalised)
         flags = {s.name: getattr(args, s.name, None) for s in SETTINGS}
         settings = load_settings(flags)
-        traces = _trace_export() if args.command == "serve" else None
+        if args.command == "serve":
+            _check_trace_export()  # read again by the lifespan, which exports
     except UsageError as exc:
         if _started_by_a_client(normalised):
             return _serve_misconfigured(
@@ -215,17 +213,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _setup(args, settings)
     if args.command == "token":
         return _token(settings, args.name)
-    from mcp_code_execution_mode._telemetry import exporting_traces
-
-    with exporting_traces(traces):
-        return _serve(settings, args.http)
+    return _serve(settings, args.http)
 
 
-def _trace_export() -> TraceExport | None:
-    """The OTLP trace export the ``OTEL_*`` variables ask for (raises SettingsError)."""
+def _check_trace_export() -> None:
+    """Raise SettingsError if the ``OTEL_*`` variables ask for a trace export the bridge does
+    not do, before anything starts."""
     from mcp_code_execution_mode._telemetry import trace_export_from_env
 
-    return trace_export_from_env()
+    trace_export_from_env()
 
 
 def _token(settings: Settings, name: str) -> int:
