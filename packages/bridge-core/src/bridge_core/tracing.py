@@ -108,20 +108,17 @@ async def traced_execution(execution: Awaitable[T], *, session: str | None) -> T
         result = await execution
     except anyio.get_cancelled_exc_class():
         # The client cancelled the request or went away; the bridge is shutting down.
-        _failed(span, "mcp_bridge.execution.status", "cancelled", "cancelled")
+        _ended(span, "cancelled", "cancelled")
         raise
     except BaseException as exc:
         # Refused before running (invalid code, session limit) or a failure of the bridge.
-        _failed(span, "mcp_bridge.execution.status", "bridge_error", type(exc).__name__)
+        _ended(span, "bridge_error", type(exc).__name__)
         raise
     else:
         status = str(getattr(result, "status", "ok"))
         error = getattr(result, "error", None)
-        if status == "ok" and error is None:
-            span.set_attribute("mcp_bridge.execution.status", status)
-        else:
-            kind = getattr(error, "type", None) or status
-            _failed(span, "mcp_bridge.execution.status", status, _cut(str(kind)))
+        kind = getattr(error, "type", None) or status
+        _ended(span, status, None if status == "ok" and error is None else _cut(str(kind)))
         return result
     finally:
         _execution.reset(token)
@@ -134,11 +131,17 @@ def current_execution() -> Span | None:
     return _execution.get()
 
 
-def _failed(span: Span, key: str, status: str, error_type: str) -> None:
+def _ended(span: Span, status: str, error_type: str | None) -> None:
+    attributes: dict[str, Any] = {"mcp_bridge.execution.status": status}
+    if error_type is not None:
+        _failed(span, attributes, error_type)
+    span.set_attributes(attributes)
+
+
+def _failed(span: Span, attributes: dict[str, Any], error_type: str) -> None:
     from opentelemetry.trace import Status, StatusCode
 
-    span.set_attribute(key, status)
-    span.set_attribute("error.type", error_type)
+    attributes["error.type"] = error_type
     # No description: the span says which failure by type, never by a message.
     span.set_status(Status(StatusCode.ERROR))
 
@@ -178,13 +181,15 @@ class CallSpan:
         span, self._span = self._span, None
         if span is None:
             return
-        span.set_attribute("mcp_bridge.call.duration_s", time.monotonic() - self._started)
+        attributes: dict[str, Any] = {
+            "mcp_bridge.call.duration_s": time.monotonic() - self._started,
+            "mcp_bridge.call.status": self._status,
+        }
         if self._result_bytes is not None:
-            span.set_attribute("mcp_bridge.call.result_bytes", self._result_bytes)
-        if self._status == "ok":
-            span.set_attribute("mcp_bridge.call.status", "ok")
-        else:
-            _failed(span, "mcp_bridge.call.status", self._status, self._status)
+            attributes["mcp_bridge.call.result_bytes"] = self._result_bytes
+        if self._status != "ok":
+            _failed(span, attributes, self._status)
+        span.set_attributes(attributes)  # one call: the SDK takes a lock per call
         span.end()
 
 

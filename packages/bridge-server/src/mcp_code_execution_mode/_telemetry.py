@@ -123,15 +123,16 @@ def trace_export_from_env(environ: Mapping[str, str] | None = None) -> TraceExpo
 
 
 class _ExportProblems(logging.Handler):
-    """Takes the SDK's export log records instead of the bridge's log: keeps the last failure's
-    kind (an HTTP status, or an exception type name), never its text."""
+    """Takes the SDK's export log records instead of the bridge's log: keeps the kind of the
+    first failure of an export (an HTTP status, or an exception type name), never its text (its
+    retries end in errors of their own, such as a ValueError for a spent timeout)."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.last: str | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.levelno < logging.WARNING:
+        if record.levelno < logging.WARNING or self.last is not None:
             return
         if record.exc_info and record.exc_info[0] is not None:
             self.last = record.exc_info[0].__name__

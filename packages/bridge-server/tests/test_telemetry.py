@@ -1,0 +1,89 @@
+"""The OTLP trace export read from the standard OTEL_* variables: off unless an endpoint is set,
+and then nothing of the SDK before; problems name the variable, never its value."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from mcp_code_execution_mode._telemetry import trace_export_from_env
+from mcp_code_execution_mode.settings import SettingsError
+
+ENDPOINT = "http://collector.example:4318"
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "  "},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": ENDPOINT, "OTEL_SDK_DISABLED": "true"},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": ENDPOINT, "OTEL_TRACES_EXPORTER": "none"},
+    ],
+)
+def test_traces_are_off_without_an_endpoint_or_when_turned_off(environ: dict[str, str]) -> None:
+    assert trace_export_from_env(environ) is None
+
+
+def test_the_traces_endpoint_wins_over_the_general_one() -> None:
+    export = trace_export_from_env({
+        "OTEL_EXPORTER_OTLP_ENDPOINT": ENDPOINT,
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{ENDPOINT}/v1/traces",
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+    })  # fmt: skip
+    assert export is not None
+    assert export.endpoint_variable == "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+
+
+@pytest.mark.parametrize(
+    ("extra", "variable"),
+    [
+        ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "OTEL_EXPORTER_OTLP_PROTOCOL"),
+        ({"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"),
+        ({"OTEL_TRACES_EXPORTER": "zipkin"}, "OTEL_TRACES_EXPORTER"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:s3cret-pass-77@4318"}, "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://u:s3cret-pass-77@host"}, "OTEL_EXPORTER_OTLP_ENDPOINT"),
+    ],
+)
+def test_what_the_bridge_does_not_do_is_refused_naming_the_variable_not_its_value(
+    extra: dict[str, str], variable: str
+) -> None:
+    with pytest.raises(SettingsError) as refused:
+        trace_export_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": ENDPOINT, **extra})
+    assert refused.value.names == (variable,)
+    assert str(refused.value).startswith(variable)
+    assert "s3cret-pass-77" not in str(refused.value)
+
+
+def test_header_values_and_url_credentials_are_secrets() -> None:
+    export = trace_export_from_env({
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "https://user:url-pass-1234@collector.example/otlp",
+        "OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=key%2Fvalue-5678,authorization=Bearer tok-9012ab",
+    })  # fmt: skip
+    assert export is not None
+    for secret in ("url-pass-1234", "key/value-5678", "tok-9012ab"):
+        assert any(secret in s for s in export.secrets), secret
+
+
+def test_a_bridge_without_an_endpoint_imports_no_sdk_and_starts_no_thread() -> None:
+    code = """
+import sys, threading, anyio
+from mcp_code_execution_mode._compose import executor_factory
+from mcp_code_execution_mode._telemetry import exporting_traces, trace_export_from_env
+from bridge_core import tracing
+
+async def main():
+    async with exporting_traces(trace_export_from_env()):
+        print(tracing.enabled(), threading.active_count())
+
+anyio.run(main)
+print(sorted(m for m in sys.modules if m.startswith(("opentelemetry.sdk", "opentelemetry.exporter", "google.protobuf"))))
+"""
+    env = {"PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+        check=True,
+    )  # fmt: skip
+    assert done.stdout.split("\n")[:2] == ["False 1", "[]"], done.stdout
