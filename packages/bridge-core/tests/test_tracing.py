@@ -33,7 +33,12 @@ def spans() -> Iterator[InMemorySpanExporter]:
 
 
 def _result(status: str = "ok", error: ErrorInfo | None = None) -> ExecutionResult:
-    return ExecutionResult(status=status, session="s", stdout=VALUE, stderr="", error=error)  # type: ignore[arg-type]
+    return ExecutionResult(
+        status=status,  # type: ignore[arg-type]
+        session="s",
+        stdout=VALUE,
+        error=error,
+    )
 
 
 def _only(exporter: InMemorySpanExporter, name: str) -> ReadableSpan:
@@ -85,7 +90,8 @@ async def test_nested_calls_are_children_with_sizes_and_status_never_values(
         "mcp_bridge.execution.status": "ok",
     }
     read = _only(spans, "tools/call read")
-    assert read.parent is not None and read.parent.span_id == execution_span.context.span_id
+    assert read.parent is not None
+    assert read.parent.span_id == execution_span.context.span_id
     assert read.attributes is not None
     assert read.attributes["mcp_bridge.server"] == "files"
     assert read.attributes["mcp_bridge.call.arguments_bytes"] == 120
@@ -139,7 +145,8 @@ async def test_a_cancelled_execution_and_a_bridge_failure_still_end_their_spans(
     with pytest.raises(ValueError):
         await tracing.traced_execution(fails(), session="b")
     cancelled, failed = spans.get_finished_spans()
-    assert cancelled.attributes is not None and failed.attributes is not None
+    assert cancelled.attributes is not None
+    assert failed.attributes is not None
     assert cancelled.attributes["mcp_bridge.execution.status"] == "cancelled"
     assert failed.attributes["mcp_bridge.execution.status"] == "bridge_error"
     assert failed.attributes["error.type"] == "ValueError"

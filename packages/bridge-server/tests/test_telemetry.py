@@ -11,6 +11,7 @@ from mcp_code_execution_mode._telemetry import trace_export_from_env
 from mcp_code_execution_mode.settings import SettingsError
 
 ENDPOINT = "http://collector.example:4318"
+ENDPOINT_VARIABLE = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
 
 @pytest.mark.parametrize(
@@ -43,8 +44,8 @@ def test_the_traces_endpoint_wins_over_the_general_one() -> None:
         ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "OTEL_EXPORTER_OTLP_PROTOCOL"),
         ({"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"),
         ({"OTEL_TRACES_EXPORTER": "zipkin"}, "OTEL_TRACES_EXPORTER"),
-        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:s3cret-pass-77@4318"}, "OTEL_EXPORTER_OTLP_ENDPOINT"),
-        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://u:s3cret-pass-77@host"}, "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:s3cret-pass-77@4318"}, ENDPOINT_VARIABLE),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://u:s3cret-pass-77@host"}, ENDPOINT_VARIABLE),
     ],
 )
 def test_what_the_bridge_does_not_do_is_refused_naming_the_variable_not_its_value(
@@ -79,7 +80,8 @@ async def main():
         print(tracing.enabled(), threading.active_count())
 
 anyio.run(main)
-print(sorted(m for m in sys.modules if m.startswith(("opentelemetry.sdk", "opentelemetry.exporter", "google.protobuf"))))
+loaded = ("opentelemetry.sdk", "opentelemetry.exporter", "google.protobuf")
+print(sorted(m for m in sys.modules if m.startswith(loaded)))
 """
     env = {"PATH": "/usr/bin:/bin"}
     done = subprocess.run(
