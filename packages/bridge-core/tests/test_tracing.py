@@ -47,7 +47,8 @@ def _only(exporter: InMemorySpanExporter, name: str) -> ReadableSpan:
 
 
 def _everything(exporter: InMemorySpanExporter) -> str:
-    return repr([(s.name, dict(s.attributes or {}), s.status) for s in exporter.get_finished_spans()])
+    finished = exporter.get_finished_spans()
+    return repr([(s.name, dict(s.attributes or {}), s.status) for s in finished])
 
 
 async def test_without_a_provider_nothing_is_traced_and_calls_get_the_no_op_span() -> None:
