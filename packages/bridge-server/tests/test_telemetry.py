@@ -3,10 +3,12 @@ and then nothing of the SDK before; problems name the variable, never its value.
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 
 import pytest
+from mcp_code_execution_mode import doctor
 from mcp_code_execution_mode._telemetry import trace_export_from_env
 from mcp_code_execution_mode.settings import SettingsError
 
@@ -89,3 +91,20 @@ print(sorted(m for m in sys.modules if m.startswith(loaded)))
         check=True,
     )  # fmt: skip
     assert done.stdout.split("\n")[:2] == ["False 1", "[]"], done.stdout
+
+
+def test_doctor_says_whether_traces_are_exported_and_names_a_bad_variable() -> None:
+    lines = []
+    for environ in (
+        {},
+        {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://user:doctor-secret-42@host:4318/v1/traces"},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "doctor-secret-42"},
+    ):
+        out = io.StringIO()
+        doctor._check_traces(doctor._Report(out), environ)
+        lines.append(out.getvalue())
+    off, on, bad = lines
+    assert off.startswith("[ok]   traces: off")
+    assert on.startswith("[ok]   traces: exported over OTLP/HTTP (endpoint from")
+    assert bad.startswith("[FAIL] traces: OTEL_EXPORTER_OTLP_ENDPOINT is not")
+    assert "doctor-secret-42" not in on + bad

@@ -20,6 +20,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -51,8 +52,9 @@ from mcp_code_execution_mode._footprint import (
     token_estimate,
 )
 from mcp_code_execution_mode._probe import probe_servers
+from mcp_code_execution_mode._telemetry import trace_export_from_env
 from mcp_code_execution_mode._units import format_size
-from mcp_code_execution_mode.settings import Settings
+from mcp_code_execution_mode.settings import Settings, SettingsError
 
 __all__ = ["run_doctor"]
 
@@ -367,12 +369,26 @@ async def _check_servers(settings: Settings, report: _Report) -> None:
     _check_double_loads(discovery, proxied, results, report)
 
 
+def _check_traces(report: _Report, environ: Mapping[str, str] | None = None) -> None:
+    """Whether traces are exported, by which variable (its value may hold a credential)."""
+    try:
+        export = trace_export_from_env(environ)
+    except SettingsError as exc:
+        report.fail("traces", str(exc), exc.fix)
+        return
+    if export is None:
+        report.ok("traces", "off (no OTEL_EXPORTER_OTLP_ENDPOINT; docs/observability.md)")
+    else:
+        report.ok("traces", f"exported over OTLP/HTTP (endpoint from {export.endpoint_variable})")
+
+
 async def run_doctor(settings: Settings, out: TextIO | None = None) -> int:
     """Run every check, print the findings; return 0 when everything needed is there, else 1."""
     report = _Report(out or sys.stdout)
     print(f"mcp-code-execution-mode {__version__} doctor", file=report.out)
     log_file = settings.resolved_log_file
     report.ok("log file", str(log_file) if log_file else "off (MCP_BRIDGE_LOG_FILE=off)")
+    _check_traces(report)
     backend = None
     if await _check_state_dir(settings, report):
         backend = await _check_runtime(settings, report)
