@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -37,6 +38,13 @@ WAIT = 60.0
 
 def _named(spans: list[ReceivedSpan], name: str) -> list[ReceivedSpan]:
     return [s for s in spans if s.name == name]
+
+
+def _has_session(session: str) -> Callable[[list[ReceivedSpan]], bool]:
+    def found(spans: list[ReceivedSpan]) -> bool:
+        return any(s.attributes.get("mcp_bridge.session") == session for s in spans)
+
+    return found
 
 
 async def _wait_for_spans(receiver: OtlpReceiver, *names: str) -> list[ReceivedSpan]:
@@ -145,9 +153,10 @@ async def test_a_collector_that_is_down_is_reported_once_and_its_return_once(
             assert code_text(result) == f"{n}"
         down = await bridge.stderr.wait_for("traces: the OTLP endpoint", within=WAIT)
         with otlp_receiver(port=port) as receiver:
-            await client.run("print('back')")
+            await client.run("print('back')", session="back")
             await bridge.stderr.wait_for("takes spans again", start=down, within=WAIT)
-            await _wait_for_spans(receiver, "tools/call run_python")
+            # The spans are sent in order: once this one is in, nothing older is left to send.
+            assert await anyio.to_thread.run_sync(receiver.wait_for, _has_session("back"), WAIT)
     said = bridge.stderr.text
     assert said.count("did not take") == 1
     assert said.count("takes spans again") == 1
