@@ -4,11 +4,15 @@ and then nothing of the SDK before; problems name the variable, never its value.
 from __future__ import annotations
 
 import io
+import logging
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from bridge_core.redaction import Redactor
 from mcp_code_execution_mode import doctor
+from mcp_code_execution_mode._logging import also_mask, configure_logging, mask_logs
 from mcp_code_execution_mode._telemetry import trace_export_from_env
 from mcp_code_execution_mode.settings import SettingsError
 
@@ -108,3 +112,23 @@ def test_doctor_says_whether_traces_are_exported_and_names_a_bad_variable() -> N
     assert on.startswith("[ok]   traces: exported over OTLP/HTTP (endpoint from")
     assert bad.startswith("[FAIL] traces: OTEL_EXPORTER_OTLP_ENDPOINT is not")
     assert "doctor-secret-42" not in on + bad
+
+
+def test_the_exporters_secrets_are_masked_in_the_log_whatever_discovery_sets_later(
+    tmp_path: Path,
+) -> None:
+    export = trace_export_from_env({
+        "OTEL_EXPORTER_OTLP_ENDPOINT": ENDPOINT,
+        "OTEL_EXPORTER_OTLP_HEADERS": "x-honeycomb-team=hc-key-0a1b2c3d4e",
+    })  # fmt: skip
+    assert export is not None
+    log = tmp_path / "bridge.log"
+    configure_logging("info", log)
+    try:
+        also_mask(export.secrets)
+        mask_logs(Redactor(["server-secret-778899"]))  # what discovery sets, afterwards
+        logging.getLogger("test").warning("sent hc-key-0a1b2c3d4e and server-secret-778899")
+    finally:
+        logging.basicConfig(handlers=[logging.NullHandler()], force=True)
+    text = log.read_text()
+    assert "sent *** and ***" in text
