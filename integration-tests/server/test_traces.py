@@ -31,6 +31,7 @@ except Exception as exc:
     failure = type(exc).__name__
 print("calls made")
 """
+CLIENT_TRACE, CLIENT_SPAN = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
 SPAN_KIND_SERVER, SPAN_KIND_CLIENT = 2, 3
 STATUS_ERROR = 2
 WAIT = 60.0
@@ -67,7 +68,13 @@ async def test_run_python_and_its_nested_calls_reach_a_real_otlp_receiver_withou
             "OTEL_BSP_SCHEDULE_DELAY": "50",  # export within the test, not only at exit
         }
         async with open_bridge(tmp_path, servers=SERVERS, env=env) as bridge:
-            result = await bridge.run(CODE, session="traced")
+            # The client's own trace context (MCP SEP-414): the bridge's spans join its trace.
+            result = await bridge.session.call_tool(
+                "run_python",
+                {"code": CODE, "session": "traced"},
+                read_timeout_seconds=120,
+                meta={"traceparent": f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"},
+            )
             assert code_text(result) == "calls made", bridge_text(result)
             spans = await _wait_for_spans(
                 receiver, "tools/call run_python", "tools/call echo", "tools/call fail_is_error"
@@ -75,6 +82,7 @@ async def test_run_python_and_its_nested_calls_reach_a_real_otlp_receiver_withou
 
     [execution] = _named(spans, "tools/call run_python")
     assert execution.kind == SPAN_KIND_SERVER
+    assert (execution.trace_id.hex(), execution.parent_span_id.hex()) == (CLIENT_TRACE, CLIENT_SPAN)
     assert execution.attributes["mcp_bridge.session"] == "traced"
     assert execution.attributes["mcp_bridge.execution.status"] == "ok"
     assert execution.resource["service.name"] == "mcp-code-execution-mode"

@@ -154,6 +154,37 @@ async def test_a_cancelled_execution_and_a_bridge_failure_still_end_their_spans(
     assert VALUE not in _everything(spans)
 
 
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_ID = "00f067aa0ba902b7"
+
+
+@pytest.mark.parametrize(
+    ("meta", "joined"),
+    [
+        ({"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01", "tracestate": "k=v"}, True),
+        ({"traceparent": "00-not-a-trace-context-01"}, False),
+        ({"traceparent": 42}, False),
+        ({"progressToken": 1}, False),
+        (None, False),
+    ],
+)
+async def test_an_execution_continues_the_clients_trace_when_its_request_carries_one(
+    spans: InMemorySpanExporter, meta: dict[str, Any] | None, joined: bool
+) -> None:
+    async def execution() -> ExecutionResult:
+        return _result()
+
+    await tracing.traced_execution(execution(), session=None, carrier=meta)
+    span = _only(spans, "tools/call run_python")
+    if joined:
+        assert span.parent is not None
+        assert span.parent.is_remote
+        assert f"{span.context.trace_id:032x}" == TRACE_ID
+        assert f"{span.parent.span_id:016x}" == PARENT_ID
+    else:
+        assert span.parent is None
+
+
 async def test_names_chosen_by_sandbox_code_are_cut(spans: InMemorySpanExporter) -> None:
     long = "x" * 10_000
 

@@ -19,14 +19,15 @@ Parenting goes through this module's own context variable, not OpenTelemetry's c
 nested calls run in the sandbox's task group, not in the request handler's task (so the parent is
 captured on the execution, see :func:`current_execution`), and the MCP SDK writes the current
 OpenTelemetry context into the ``_meta`` of every request it sends — upstream servers get no trace
-context of ours.
+context of ours. The other way, an execution span continues the MCP client's trace when the
+``run_python`` request carries a W3C ``traceparent`` in its ``_meta`` (MCP SEP-414).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -36,6 +37,7 @@ from bridge_protocol import Call, ErrorCode, Reply, Request
 from bridge_core.audit import MAX_NAME_CHARS
 
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
 __all__ = [
@@ -83,9 +85,14 @@ def _cut(name: str) -> str:
 # --- the execution span -------------------------------------------------------------------------
 
 
-async def traced_execution(execution: Awaitable[T], *, session: str | None) -> T:
+async def traced_execution(
+    execution: Awaitable[T], *, session: str | None, carrier: Mapping[str, Any] | None = None
+) -> T:
     """Await ``execution`` (a ``run_python`` execution, returning an
     :class:`~bridge_core.sessions.types.ExecutionResult`) inside its span.
+
+    ``carrier``: the request's ``_meta``; a W3C ``traceparent`` there (MCP SEP-414: a client's
+    own trace) makes the span its child, else the span starts a trace.
 
     The span ends however the await ends: a result (its status and error type are recorded), an
     exception (its type name) or a cancellation (status ``cancelled``).
@@ -102,7 +109,12 @@ async def traced_execution(execution: Awaitable[T], *, session: str | None) -> T
     }
     if session is not None:
         attributes["mcp_bridge.session"] = _cut(session)
-    span = tracer.start_span("tools/call run_python", kind=SpanKind.SERVER, attributes=attributes)
+    span = tracer.start_span(
+        "tools/call run_python",
+        context=_remote_parent(carrier),
+        kind=SpanKind.SERVER,
+        attributes=attributes,
+    )
     token = _execution.set(span)
     try:
         result = await execution
@@ -123,6 +135,26 @@ async def traced_execution(execution: Awaitable[T], *, session: str | None) -> T
     finally:
         _execution.reset(token)
         span.end()
+
+
+MAX_TRACESTATE_CHARS = 512
+"""The W3C recommendation for ``tracestate``; a longer one from the client is dropped."""
+
+
+def _remote_parent(carrier: Mapping[str, Any] | None) -> Context | None:
+    """The client's trace context from a request's ``_meta`` (None if absent or malformed)."""
+    if not carrier or not isinstance(carrier.get("traceparent"), str):
+        return None
+    from opentelemetry.trace import get_current_span
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    headers = {"traceparent": carrier["traceparent"][:MAX_TRACESTATE_CHARS]}
+    state = carrier.get("tracestate")
+    if isinstance(state, str) and len(state) <= MAX_TRACESTATE_CHARS:
+        headers["tracestate"] = state
+    # Only the W3C trace context, never baggage (the client's key-values are not ours to record).
+    context = TraceContextTextMapPropagator().extract(headers)
+    return context if get_current_span(context).get_span_context().is_valid else None
 
 
 def current_execution() -> Span | None:

@@ -183,7 +183,9 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
                 listener=_ProgressRelay(ctx),
                 client=client,
             )
-            result = await tracing.traced_execution(execution, session=args.session)
+            result = await tracing.traced_execution(
+                execution, session=args.session, carrier=params.meta
+            )
         except ValueError as exc:
             return error_result(str(exc))
         except BridgeError as exc:  # e.g. SessionLimitExceeded: the message names the setting
