@@ -56,6 +56,7 @@ def session_config(settings: Settings) -> SessionConfig:
         max_sessions=settings.max_sessions,
         max_sessions_per_client=settings.max_sessions_per_client,
         idle_ttl=settings.session_ttl,
+        start_timeout=settings.sandbox_start_timeout,
         persist=settings.session_persist,
         default_timeout=settings.timeout,
         max_timeout=settings.max_timeout,

@@ -117,6 +117,8 @@ SETTINGS: tuple[Setting, ...] = (
        "session); stdio has a single client."),
     _s("session_ttl", u.parse_duration, "30m",
        "Idle time after which a session's sandbox is stopped."),
+    _s("sandbox_start_timeout", u.parse_duration, "60s",
+       "Time a sandbox gets to start when a call needs one; not counted in the call's timeout."),
     _s("output_cap", u.parse_size, "64k",
        "Characters of stdout+stderr returned per call; past it, head and tail are kept."),
     _s("call_timeout", u.parse_duration, "60s",
@@ -184,6 +186,7 @@ class Settings:
     max_sessions: int = 8
     max_sessions_per_client: int = 4
     session_ttl: float = 1800.0
+    sandbox_start_timeout: float = 60.0
     output_cap: int = 64 * 1024
     call_timeout: float = 60.0
     max_calls_in_flight: int = 256
