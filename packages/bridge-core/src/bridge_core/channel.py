@@ -26,14 +26,15 @@ from bridge_protocol import (
     FrameDecoder,
     Hello,
     Message,
-    ProtocolError,
     Refusal,
+    UnexpectedMessage,
     UnsupportedVersion,
     Welcome,
     encode,
     negotiate,
 )
 
+# UnexpectedMessage is the protocol's, re-exported: one class for both sides to raise and catch.
 __all__ = ["Channel", "ChannelClosed", "UnexpectedMessage"]
 
 logger = logging.getLogger(__name__)
@@ -47,12 +48,6 @@ flood in a few hundred reads."""
 SEND_TIMEOUT = 30.0
 """A sandbox whose client stops reading for this long is treated as gone (its socket buffer is
 full); without a bound a wedged sandbox would hang every task replying to it."""
-
-
-class UnexpectedMessage(ProtocolError):
-    """A well-formed message arrived where the protocol does not allow it (e.g. no Hello first)."""
-
-    code = ErrorCode.UNEXPECTED_MESSAGE
 
 
 class ChannelClosed(Exception):

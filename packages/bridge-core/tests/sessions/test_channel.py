@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anyio
+import bridge_protocol
 import pytest
 from bridge_core.channel import Channel, ChannelClosed, UnexpectedMessage
 from bridge_protocol import (
@@ -49,6 +50,11 @@ async def test_handshake_requires_hello_first() -> None:
     with pytest.raises(UnexpectedMessage) as raised:
         await Channel(host).handshake()
     assert raised.value.code == ErrorCode.UNEXPECTED_MESSAGE
+
+
+def test_unexpected_message_is_the_protocols_class() -> None:
+    """One definition: a handler catching the protocol's class catches the channel's raise."""
+    assert UnexpectedMessage is bridge_protocol.UnexpectedMessage
 
 
 async def test_frames_split_across_reads_and_packed_together_are_decoded() -> None:
