@@ -78,7 +78,7 @@ def _probe(podman: str, image: str, python: str) -> dict[str, object]:
     try:
         done = subprocess.run(argv, capture_output=True, timeout=_TIMEOUT, check=False)
     except subprocess.TimeoutExpired:
-        raise IncompatibleImage(f"{image}: its Python did not answer within {_TIMEOUT:g} s") from None
+        raise IncompatibleImage(f"{image}: its Python gave no answer in {_TIMEOUT:g} s") from None
     text = done.stdout[-_MAX_OUTPUT:].decode(errors="replace").strip().splitlines()
     try:
         found = json.loads(text[-1]) if done.returncode == 0 and text else None
@@ -131,7 +131,8 @@ def check_image(image: str, *, expected: tuple[int, ...] | None = None) -> Image
     raw = probe.get("protocol")
     protocol = tuple(v for v in raw if isinstance(v, int)) if isinstance(raw, list) else ()
     if not protocol:
-        problems.append(f"the protocol cannot be imported: {str(probe.get('protocol_error'))[:300]}")
+        error = str(probe.get("protocol_error"))[:300]
+        problems.append(f"the protocol cannot be imported: {error}")
     elif not set(protocol) & set(ours):
         side = "newer" if min(protocol) > max(ours) else "older"
         problems.append(
@@ -146,5 +147,6 @@ def check_image(image: str, *, expected: tuple[int, ...] | None = None) -> Image
             f"code speaks ({list(protocol)})"
         )
     if problems:
-        raise IncompatibleImage(f"{image} is not a usable sandbox image:\n  " + "\n  ".join(problems))
+        listed = "\n  ".join(problems)
+        raise IncompatibleImage(f"{image} is not a usable sandbox image:\n  {listed}")
     return ImageCheck(image, client_version, protocol, checked, problems)

@@ -94,7 +94,8 @@ def _registry_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     recorded.add_argument(
         "--release",
         type=Path,
-        help=f"the release record (default: the one installed with this package, {PACKAGED_RECORD.name})",
+        help="the release record (default: the one installed with this package, "
+        f"{PACKAGED_RECORD.name})",
     )
     release = commands.add_parser(
         "release",
@@ -167,10 +168,10 @@ def _registry_main(options: argparse.Namespace, variant: Variant) -> int:
         )
     name = getattr(options, "image", None) or RECIPES[variant].tag
     if options.command == "base":
-        published = release.find(name)
-        if published is None:
+        base = release.find(name)
+        if base is None:
             raise ImageError(f"release {release.version} has no image {name}")
-        print(published.pinned)
+        print(base.pinned)
         return 0
     pulled = pull_released(name, release, progress=_progress)
     print(pulled.published.pinned)

@@ -19,10 +19,12 @@ from bridge_image._trust import tls_verify, write_trust
 from bridge_image.errors import BuildFailed, PullRefused
 from bridge_image.release import PublishedImage, Release, repository_of
 
-__all__ = ["SKOPEO_HINT", "PulledImage", "image_present", "pull_released"]
+__all__ = ["PULL_TIMEOUT", "SKOPEO_HINT", "PulledImage", "image_present", "pull_released"]
 
 SKOPEO_HINT = "install skopeo (apt-get install skopeo; it comes with podman on most systems)"
 _PODMAN_HINT = "install podman (apt-get install podman)"
+PULL_TIMEOUT = 1800.0
+"""Bound on one pull (a 1 GB image over a slow link); past it skopeo is killed, nothing tagged."""
 _LINE_CHARS = 300
 _TAIL = 8
 
@@ -60,9 +62,7 @@ def _explain(lines: list[str]) -> str:
     return f"{'; '.join(causes) or 'the copy failed'}\n{tail}"
 
 
-def pull_released(
-    image: str, release: Release, *, progress: Progress | None = None
-) -> PulledImage:
+def pull_released(image: str, release: Release, *, progress: Progress | None = None) -> PulledImage:
     """Pull the image ``image`` names in ``release`` by digest, verified, and tag it ``image``.
 
     Raises :class:`PullRefused` (nothing tagged) when the image is not in the release, the
@@ -102,7 +102,9 @@ def pull_released(
             f"containers-storage:{published.reference}",
         ]
         try:
-            run_streamed(argv, progress=progress, what=f"pull of {published.pinned}")
+            run_streamed(
+                argv, progress=progress, what=f"pull of {published.pinned}", timeout=PULL_TIMEOUT
+            )
         except BuildFailed as exc:
             lines = str(exc).splitlines()[1:]
             raise PullRefused(

@@ -88,3 +88,6 @@ class SessionConfig:
     max_call_bytes: int = DEFAULT_MAX_CALL_BYTES
     """Bytes those calls may hold on the host (arguments, then results until sent)."""
     start_timeout: float = 60.0
+    image_advice: str = ""
+    """What to do when the image's sandbox client speaks no protocol version of this bridge
+    (which image to pull or rebuild); the server fills it from its release record."""
