@@ -14,6 +14,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ import pytest
 from bridge_image.names import SLIM_IMAGE
 from bridge_image.publish import publish
 from bridge_image.pull import pull_released
-from bridge_image.release import Release, load_release, write_release
+from bridge_image.release import Release, load_release
 
 from .conftest import bridge_text, code_text, open_bridge
 
@@ -74,7 +75,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
     config = root / "config.yml"
     config.write_text(
         "version: 0.1\nlog: {level: info}\n"
-        f"storage: {{filesystem: {{rootdirectory: {root / 'storage'}}}, delete: {{enabled: true}}}}\n"
+        f"storage: {{filesystem: {{rootdirectory: {root / 'storage'}}}}}\n"
         f"http: {{addr: 127.0.0.1:{port}}}\n"
     )
     process = subprocess.Popen(
@@ -258,13 +259,14 @@ def test_another_image_under_the_same_tag_with_a_copied_signature_is_refused(
     try:
         (one,) = first.release.images.values()
         (two,) = second.release.images.values()
-        assert one.reference == two.reference and one.digest != two.digest
+        assert one.reference == two.reference
+        assert one.digest != two.digest
         source = registry.sigs / "moved" / f"mcp-bridge-sandbox-slim@{one.digest.replace(':', '=')}"
         target = source.with_name(f"mcp-bridge-sandbox-slim@{two.digest.replace(':', '=')}")
         shutil.copytree(source, target)
         tampered = replace(second.release, signature=first.release.signature)
         _drop(*_names_of(first), *_names_of(second))
-        with pytest.raises(Exception, match="does not match|not by the release key"):
+        with pytest.raises(Exception, match=r"does not match|not by the release key"):
             pull_released(second.local, tampered)
         assert _podman("image", "exists", second.local, check=False).returncode != 0
         # The release pins the first digest: moving the tag changes nothing it pulls.
@@ -281,7 +283,8 @@ async def test_a_manifest_tampered_in_the_registry_is_refused_and_nothing_runs(
     try:
         (image,) = victim.release.images.values()
         hexdigest = image.digest.removeprefix("sha256:")
-        blob = registry.storage / f"docker/registry/v2/blobs/sha256/{hexdigest[:2]}/{hexdigest}/data"
+        blobs = registry.storage / "docker/registry/v2/blobs/sha256"
+        blob = blobs / hexdigest[:2] / hexdigest / "data"
         blob.write_bytes(blob.read_bytes() + b"\n")  # still a valid manifest, another digest
         _drop(*_names_of(victim))
         env = {"MCP_BRIDGE_IMAGE": victim.local, "MCP_BRIDGE_IMAGE_RELEASE": str(victim.record)}
@@ -289,8 +292,113 @@ async def test_a_manifest_tampered_in_the_registry_is_refused_and_nothing_runs(
             result = await bridge.run("print('must not run')")
         assert result.is_error is True
         text = bridge_text(result) or code_text(result)
-        assert "refused" in text and image.pinned in text, text
+        assert "refused" in text, text
+        assert image.pinned in text
         assert "must not run" not in code_text(result)
         assert _podman("image", "exists", victim.local, check=False).returncode != 0
     finally:
         _drop(*_names_of(victim))
+
+
+def _bridge_image(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bridge_image", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def _custom_context(work: Path) -> Path:
+    """images/examples/custom with a wheel of a small project of ours (no index needed)."""
+    project = work / "project"
+    (project / "src/sandbox_extra").mkdir(parents=True)
+    (project / "src/sandbox_extra/__init__.py").write_text("ANSWER = 42\n")
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+        '[project]\nname = "sandbox-extra"\nversion = "1.0"\n'
+        '[tool.hatch.build.targets.wheel]\npackages = ["src/sandbox_extra"]\n'
+    )
+    context = work / "custom"
+    shutil.copytree(REPO / "images/examples/custom", context)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+         "--wheel-dir", str(context / "wheels"), str(project)],
+        capture_output=True, check=True,
+    )  # fmt: skip
+    return context
+
+
+def _published_base(published: Published) -> str:
+    """``image pull`` then ``image base``, as docs/images.md tells a user to."""
+    record = str(published.record)
+    pulled = _bridge_image("pull", "--image", published.local, "--release", record)
+    assert pulled.returncode == 0, pulled.stderr
+    base = _bridge_image("base", "--image", published.local, "--release", record)
+    assert base.returncode == 0, base.stderr
+    return base.stdout.strip()
+
+
+async def test_a_custom_image_from_the_published_digest_verifies_and_runs(
+    published: Published, tmp_path: Path
+) -> None:
+    base = _published_base(published)
+    assert base == published.release.images[published.local].pinned
+    assert "@sha256:" in base
+    tag = f"localhost/mcp-bridge-registry-test:custom-{uuid.uuid4().hex[:10]}"
+    try:
+        _podman(
+            "build", "--pull=never", "--network=none", f"--tag={tag}",
+            f"--build-arg=BASE_IMAGE={base}",
+            "--build-arg=PIP_ARGS=--no-index --find-links /ctx/wheels sandbox-extra",
+            str(_custom_context(tmp_path)),
+        )  # fmt: skip
+        verified = _bridge_image("verify", "--image", tag)
+        assert verified.returncode == 0, verified.stderr
+        assert "installed files intact" in verified.stdout
+        env = {"MCP_BRIDGE_IMAGE": tag, "MCP_BRIDGE_IMAGE_RELEASE": str(published.record)}
+        async with open_bridge(tmp_path / "bridge", env=env) as bridge:
+            result = await bridge.run("import sandbox_extra\nprint(sandbox_extra.ANSWER)")
+        assert code_text(result).strip() == "42", bridge_text(result)
+    finally:
+        _drop(tag)
+
+
+_NEWER_PROTOCOL = """
+import pathlib, re, bridge_protocol.versions as v
+path = pathlib.Path(v.__file__)
+path.write_text(re.sub(r"SUPPORTED_VERSIONS: tuple\\[int, \\.\\.\\.\\] = \\([^)]*\\)",
+                       "SUPPORTED_VERSIONS: tuple[int, ...] = (99,)", path.read_text()))
+"""
+
+
+async def test_an_image_of_another_protocol_version_is_explained(
+    published: Published, tmp_path: Path
+) -> None:
+    base = _published_base(published)
+    context = tmp_path / "newer"
+    context.mkdir()
+    (context / "newer.py").write_text(_NEWER_PROTOCOL)
+    (context / "Containerfile").write_text(
+        "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nUSER 0:0\n"
+        "RUN --mount=type=bind,source=.,target=/ctx python /ctx/newer.py\nUSER 65534:65534\n"
+    )
+    tag = f"localhost/mcp-bridge-registry-test:newer-{uuid.uuid4().hex[:10]}"
+    try:
+        _podman(
+            "build", "--pull=never", "--network=none", f"--tag={tag}",
+            f"--build-arg=BASE_IMAGE={base}", str(context),
+        )  # fmt: skip
+        verified = _bridge_image("verify", "--image", tag)
+        assert verified.returncode == 1
+        assert "speaks protocol [99], this bridge speaks [1]" in verified.stderr, verified.stderr
+        assert "newer than this release" in verified.stderr
+        assert "bridge_protocol/versions.py" in verified.stderr  # changed since install
+        env = {"MCP_BRIDGE_IMAGE": tag, "MCP_BRIDGE_IMAGE_RELEASE": str(published.record)}
+        async with open_bridge(tmp_path / "bridge", env=env) as bridge:
+            result = await bridge.run("print('must not run')")
+        text = bridge_text(result) or code_text(result)
+        assert result.is_error is True
+        assert f"sandbox image '{tag}' does not match this bridge" in text, text
+        assert "speaks protocol [99], the bridge speaks [1]" in text
+        assert "NEWER than this bridge" in text
+        assert "image base" in text
+    finally:
+        _drop(tag)

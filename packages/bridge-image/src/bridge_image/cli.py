@@ -132,11 +132,12 @@ def _registry_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         help="pull the released image by digest, verify its signature, tag it locally",
     )
     pull.add_argument("--image", help="the image name to pull (default: the variant's tag)")
-    commands.add_parser(
+    base = commands.add_parser(
         "base",
         parents=[common, recorded],
         help="print the released image pinned by digest (for FROM in a custom Containerfile)",
     )
+    base.add_argument("--image", help="the local image name (default: the variant's tag)")
 
 
 def _registry_main(options: argparse.Namespace, variant: Variant) -> int:
