@@ -25,7 +25,7 @@ import pytest
 from bridge_image.names import SLIM_IMAGE
 from bridge_image.publish import publish
 from bridge_image.pull import pull_released
-from bridge_image.release import Release, load_release
+from bridge_image.release import Release, load_release, write_release
 
 from .conftest import bridge_text, code_text, open_bridge
 
@@ -361,26 +361,34 @@ async def test_a_custom_image_from_the_published_digest_verifies_and_runs(
         _drop(tag)
 
 
-_NEWER_PROTOCOL = """
-import pathlib, re, bridge_protocol.versions as v
+_OTHER_PROTOCOL = """
+import pathlib, re, sys, bridge_protocol.versions as v
 path = pathlib.Path(v.__file__)
 path.write_text(re.sub(r"SUPPORTED_VERSIONS: tuple\\[int, \\.\\.\\.\\] = \\([^)]*\\)",
-                       "SUPPORTED_VERSIONS: tuple[int, ...] = (99,)", path.read_text()))
+                       f"SUPPORTED_VERSIONS: tuple[int, ...] = ({sys.argv[1]},)", path.read_text()))
 """
 
 
+@pytest.mark.parametrize(("version", "side"), [(99, "NEWER"), (0, "OLDER")])
 async def test_an_image_of_another_protocol_version_is_explained(
-    published: Published, tmp_path: Path
+    published: Published, tmp_path: Path, version: int, side: str
 ) -> None:
     base = _published_base(published)
-    context = tmp_path / "newer"
+    context = tmp_path / "other"
     context.mkdir()
-    (context / "newer.py").write_text(_NEWER_PROTOCOL)
+    (context / "other.py").write_text(_OTHER_PROTOCOL)
     (context / "Containerfile").write_text(
         "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nUSER 0:0\n"
-        "RUN --mount=type=bind,source=.,target=/ctx python /ctx/newer.py\nUSER 65534:65534\n"
+        f"RUN --mount=type=bind,source=.,target=/ctx python /ctx/other.py {version}\n"
+        "USER 65534:65534\n"
     )
-    tag = f"localhost/mcp-bridge-registry-test:newer-{uuid.uuid4().hex[:10]}"
+    tag = f"localhost/mcp-bridge-registry-test:protocol-{version}-{uuid.uuid4().hex[:10]}"
+    # OLDER: the stale image under a name the release lists (an upgrade without a pull); NEWER:
+    # a custom image the release does not know.
+    record = published.record
+    if side == "OLDER":
+        listed = {**published.release.images, tag: published.release.images[published.local]}
+        record = write_release(replace(published.release, images=listed), tmp_path / "r.json")
     try:
         _podman(
             "build", "--pull=never", "--network=none", f"--tag={tag}",
@@ -388,17 +396,21 @@ async def test_an_image_of_another_protocol_version_is_explained(
         )  # fmt: skip
         verified = _bridge_image("verify", "--image", tag)
         assert verified.returncode == 1
-        assert "speaks protocol [99], this bridge speaks [1]" in verified.stderr, verified.stderr
-        assert "newer than this release" in verified.stderr
+        assert f"speaks protocol [{version}], this bridge speaks [1]" in verified.stderr
+        assert f"{side.lower()} than this release" in verified.stderr
         assert "bridge_protocol/versions.py" in verified.stderr  # changed since install
-        env = {"MCP_BRIDGE_IMAGE": tag, "MCP_BRIDGE_IMAGE_RELEASE": str(published.record)}
+        env = {"MCP_BRIDGE_IMAGE": tag, "MCP_BRIDGE_IMAGE_RELEASE": str(record)}
         async with open_bridge(tmp_path / "bridge", env=env) as bridge:
             result = await bridge.run("print('must not run')")
         text = bridge_text(result) or code_text(result)
         assert result.is_error is True
         assert f"sandbox image '{tag}' does not match this bridge" in text, text
-        assert "speaks protocol [99], the bridge speaks [1]" in text
-        assert "NEWER than this bridge" in text
-        assert "image base" in text
+        assert f"speaks protocol [{version}], the bridge speaks [1]" in text
+        assert f"{side} than this bridge" in text
+        if side == "OLDER":
+            pinned = published.release.images[published.local].pinned
+            assert f"image pull --image {tag}` ({pinned})" in text
+        else:
+            assert "image base" in text
     finally:
         _drop(tag)
