@@ -88,6 +88,13 @@ SETTINGS: tuple[Setting, ...] = (
        "Container runtime: podman, docker, or auto (podman first, then docker). "
        "local runs code as a plain process WITHOUT isolation (tests only)."),
     _s("image", str, DEFAULT_IMAGE, "Sandbox container image."),
+    _s("image_pull", u.choice("auto", "never"), "auto",
+       "When the image is missing and is one of this release's published images: auto pulls it "
+       "by digest and verifies its signature first; never leaves it to a local build "
+       "(air-gapped)."),
+    _s("image_release", u.parse_path, None,
+       "The release record naming the published images (reference, digest, signing key); "
+       "default: the one installed with the server."),
     _s("output_mode", u.choice("compact", "toon"), "compact",
        "How run_python results are rendered: compact text, or TOON when it is smaller."),
     _s("timeout", u.parse_duration, "120s",
@@ -170,6 +177,8 @@ class Settings:
 
     runtime: str = "auto"
     image: str = DEFAULT_IMAGE
+    image_pull: str = "auto"
+    image_release: Path | None = None
     output_mode: str = "compact"
     timeout: float = 120.0
     max_timeout: float = 900.0

@@ -93,3 +93,6 @@ class SessionConfig:
     start_timeout: float = 60.0
     """Seconds a sandbox gets to start (or to come from the warm pool) when a call needs one;
     not part of the call's timeout, which is the code's own time."""
+    image_advice: str = ""
+    """What to do when the image's sandbox client speaks no protocol version of this bridge
+    (which image to pull or rebuild); the server fills it from its release record."""
