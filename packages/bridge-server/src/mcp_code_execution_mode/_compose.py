@@ -26,6 +26,7 @@ from bridge_core.runtime.detect import detect_runtime
 from bridge_core.sessions.manager import SessionManager
 from bridge_core.sessions.types import SessionConfig
 
+from mcp_code_execution_mode._image_supply import image_advice, supply_image
 from mcp_code_execution_mode._logging import mask_logs
 from mcp_code_execution_mode._telemetry import exporting_traces, trace_export_from_env
 from mcp_code_execution_mode.server import Executor, ExecutorFactory
@@ -57,12 +58,14 @@ def session_config(settings: Settings) -> SessionConfig:
         max_sessions=settings.max_sessions,
         max_sessions_per_client=settings.max_sessions_per_client,
         idle_ttl=settings.session_ttl,
+        start_timeout=settings.sandbox_start_timeout,
         persist=settings.session_persist,
         default_timeout=settings.timeout,
         max_timeout=settings.max_timeout,
         output_cap=settings.output_cap,
         max_calls_in_flight=settings.max_calls_in_flight,
         max_call_bytes=settings.max_call_bytes,
+        image_advice=image_advice(settings),
     )
 
 
@@ -133,7 +136,15 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
         preference = None if settings.runtime == "auto" else settings.runtime
 
         async def connect_runtime() -> RuntimeBackend:
-            return await detect_runtime(preference, state_dir=state_dir / "runtime")
+            backend = await detect_runtime(preference, state_dir=state_dir / "runtime")
+            try:
+                # First use of a released image: pulled by digest and verified before any run.
+                await anyio.to_thread.run_sync(supply_image, settings, backend.name)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await backend.aclose()
+                raise
+            return backend
 
         async with (
             exporting_traces(trace_export_from_env()),

@@ -132,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "image",
         add_help=False,
-        help="build, verify or inspect the sandbox image (image build|verify|status|tag --help)",
+        help="build, pull, verify or inspect the sandbox image "
+        "(image build|pull|base|verify|status|tag|release --help)",
     )
     return parser
 

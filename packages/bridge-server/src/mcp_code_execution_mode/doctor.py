@@ -29,7 +29,7 @@ import anyio
 import mcp_types as types
 from bridge_core.discovery import CheckedSource, DiscoveryReport
 from bridge_core.discovery import display_path as shown_path
-from bridge_core.errors import BridgeError
+from bridge_core.errors import BridgeError, SandboxStartError
 from bridge_core.gateway import NullGateway
 from bridge_core.policy import Policy
 from bridge_core.runtime import user_seccomp_option
@@ -51,6 +51,7 @@ from mcp_code_execution_mode._footprint import (
     schema_bytes,
     token_estimate,
 )
+from mcp_code_execution_mode._image_supply import supply_image
 from mcp_code_execution_mode._probe import probe_servers
 from mcp_code_execution_mode._telemetry import trace_export_from_env
 from mcp_code_execution_mode._units import format_size
@@ -99,6 +100,9 @@ _REFUSED = ["1", "97"]  # EPERM, EAFNOSUPPORT
 class _Report:
     out: TextIO
     failed: bool = False
+
+    def progress(self, line: str) -> None:
+        print(f"       {line[:300]}", file=self.out, flush=True)
 
     def ok(self, what: str, detail: str) -> None:
         print(f"[ok]   {what}: {detail}", file=self.out)
@@ -182,6 +186,20 @@ def _check_image(settings: Settings, backend: RuntimeBackend, report: _Report) -
     if backend.name == "local":
         return True
     data = _inspect_image(backend.name, settings.image)
+    if data is None:
+        try:
+            pulled = supply_image(settings, backend.name, progress=report.progress)
+        except SandboxStartError as exc:
+            report.fail(
+                "image",
+                str(exc),
+                f"check the registry and the release record, or build the image locally "
+                f"({IMAGE_BUILD_COMMAND}) and set MCP_BRIDGE_IMAGE_PULL=never",
+            )
+            return False
+        if pulled is not None:
+            report.ok("image pull", pulled)
+            data = _inspect_image(backend.name, settings.image)
     if data is None:
         report.fail(
             "image",

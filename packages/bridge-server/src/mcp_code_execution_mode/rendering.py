@@ -69,10 +69,14 @@ def _line(text: str) -> str:
     return line if taken == len(text) else line + "…"
 
 
+SANDBOX_START_SHOWN = 0.001
+"""A call that waited at least this long (s) for its sandbox to start says so."""
+
+
 def structured_payload(result: ExecutionResult) -> dict[str, Any]:
     """The ``structuredContent`` dict: status, session, duration, and when they apply truncated,
-    full_output, error (type and message), notices and images. No output text: that is in
-    ``content`` once."""
+    full_output, error (type and message), notices, images and sandbox_start. No output text:
+    that is in ``content`` once."""
     payload: dict[str, Any] = {
         "status": result.status,
         "session": result.session,
@@ -89,6 +93,8 @@ def structured_payload(result: ExecutionResult) -> dict[str, Any]:
         payload["notices"] = [_line(notice) for notice in result.notices]
     if result.images:
         payload["images"] = len(result.images)
+    if result.sandbox_start >= SANDBOX_START_SHOWN:
+        payload["sandbox_start"] = round(result.sandbox_start, 3)
     return payload
 
 

@@ -88,6 +88,13 @@ SETTINGS: tuple[Setting, ...] = (
        "Container runtime: podman, docker, or auto (podman first, then docker). "
        "local runs code as a plain process WITHOUT isolation (tests only)."),
     _s("image", str, DEFAULT_IMAGE, "Sandbox container image."),
+    _s("image_pull", u.choice("auto", "never"), "auto",
+       "When the image is missing and is one of this release's published images: auto pulls it "
+       "by digest and verifies its signature first; never leaves it to a local build "
+       "(air-gapped)."),
+    _s("image_release", u.parse_path, None,
+       "The release record naming the published images (reference, digest, signing key); "
+       "default: the one installed with the server."),
     _s("output_mode", u.choice("compact", "toon"), "compact",
        "How run_python results are rendered: compact text, or TOON when it is smaller."),
     _s("timeout", u.parse_duration, "120s",
@@ -117,6 +124,8 @@ SETTINGS: tuple[Setting, ...] = (
        "session); stdio has a single client."),
     _s("session_ttl", u.parse_duration, "30m",
        "Idle time after which a session's sandbox is stopped."),
+    _s("sandbox_start_timeout", u.parse_duration, "60s",
+       "Time a sandbox gets to start when a call needs one; not counted in the call's timeout."),
     _s("output_cap", u.parse_size, "64k",
        "Characters of stdout+stderr returned per call; past it, head and tail are kept."),
     _s("call_timeout", u.parse_duration, "60s",
@@ -168,6 +177,8 @@ class Settings:
 
     runtime: str = "auto"
     image: str = DEFAULT_IMAGE
+    image_pull: str = "auto"
+    image_release: Path | None = None
     output_mode: str = "compact"
     timeout: float = 120.0
     max_timeout: float = 900.0
@@ -184,6 +195,7 @@ class Settings:
     max_sessions: int = 8
     max_sessions_per_client: int = 4
     session_ttl: float = 1800.0
+    sandbox_start_timeout: float = 60.0
     output_cap: int = 64 * 1024
     call_timeout: float = 60.0
     max_calls_in_flight: int = 256
