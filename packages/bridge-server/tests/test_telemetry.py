@@ -18,6 +18,7 @@ from mcp_code_execution_mode.settings import SettingsError
 
 ENDPOINT = "http://collector.example:4318"
 ENDPOINT_VARIABLE = "OTEL_EXPORTER_OTLP_ENDPOINT"
+HEADERS_VARIABLE = "OTEL_EXPORTER_OTLP_HEADERS"
 
 
 @pytest.mark.parametrize(
@@ -52,6 +53,7 @@ def test_the_traces_endpoint_wins_over_the_general_one() -> None:
         ({"OTEL_TRACES_EXPORTER": "zipkin"}, "OTEL_TRACES_EXPORTER"),
         ({"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:s3cret-pass-77@4318"}, ENDPOINT_VARIABLE),
         ({"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://u:s3cret-pass-77@host"}, ENDPOINT_VARIABLE),
+        ({"OTEL_EXPORTER_OTLP_HEADERS": "ok=1,Bearer s3cret-pass-77"}, HEADERS_VARIABLE),
     ],
 )
 def test_what_the_bridge_does_not_do_is_refused_naming_the_variable_not_its_value(

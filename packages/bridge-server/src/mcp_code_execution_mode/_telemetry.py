@@ -54,8 +54,10 @@ a server about 2 s after closing its stdin)."""
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 _HEADERS = ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS")
 _PROTOCOLS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
-_SDK_LOGGERS = ("opentelemetry.exporter", "opentelemetry.sdk._shared_internal")
-"""Where the SDK logs each failed export (quoting the endpoint) and each dropped span."""
+_HEADER_LOGGER = "opentelemetry.util.re"
+_SDK_LOGGERS = ("opentelemetry.exporter", "opentelemetry.sdk._shared_internal", _HEADER_LOGGER)
+"""Where the SDK logs each failed export (quoting the endpoint), each dropped span, and a header
+entry it cannot parse (quoting it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,11 +117,44 @@ def trace_export_from_env(environ: Mapping[str, str] | None = None) -> TraceExpo
         )
     secrets = set(secrets_in_value(url, marked=False))
     if headers := _first(environ, _HEADERS):
+        if bad := _unparsable_headers(headers[1]):
+            raise SettingsError(
+                f"{headers[0]}: {bad} of its entries are not name=value (pairs separated by "
+                "commas, values URL-encoded); they are not repeated here because they may hold "
+                "credentials",
+                names=(headers[0],),
+            )
         for pair in headers[1].split(","):
             _, _, value = pair.partition("=")
             for form in (value.strip(), unquote(value.strip())):
                 secrets |= secrets_in_value(form, marked=True)  # headers carry the credentials
     return TraceExport(name, frozenset(secrets))
+
+
+class _Count(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+def _unparsable_headers(value: str) -> int:
+    """How many entries of a headers variable the SDK's own parser would drop. It logs each one
+    verbatim (a credential, maybe): here its messages are counted, never shown."""
+    from opentelemetry.util.re import parse_env_headers  # the API's: imported with the MCP SDK
+
+    header_logger = logging.getLogger(_HEADER_LOGGER)
+    counter, propagate = _Count(), header_logger.propagate
+    header_logger.addHandler(counter)
+    header_logger.propagate = False
+    try:
+        parse_env_headers(value, liberal=True)
+    finally:
+        header_logger.removeHandler(counter)
+        header_logger.propagate = propagate
+    return counter.count
 
 
 class _ExportProblems(logging.Handler):
