@@ -16,6 +16,7 @@ A successful request resets the count.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
 
@@ -27,8 +28,10 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from bridge_core.catalog import closest_names
+from bridge_core.client_link import ClientLink
 from bridge_core.proxy._connection import Connection
 from bridge_core.proxy._leftovers import kill_dead_owners_groups
+from bridge_core.proxy._relay import ClientRelay
 from bridge_core.proxy.errors import (
     UnknownServer,
     UpstreamRPCError,
@@ -63,6 +66,7 @@ class _Upstream:
         self.failures = 0
         self.last_error: UpstreamUnavailable | None = None
         self.retry_at = 0.0
+        self.relay = ClientRelay(spec.name, pool.redactor, pool.options.call_timeout)
 
     async def session(self) -> tuple[Connection, ClientSession]:
         """The live connection, starting it (after any backoff) when there is none."""
@@ -98,7 +102,12 @@ class _Upstream:
 
     def _start(self) -> Connection:
         conn = Connection(
-            self.spec, self.pool.options, self._tools_changed, self._ended, self.pool.redactor
+            self.spec,
+            self.pool.options,
+            self._tools_changed,
+            self._ended,
+            self.pool.redactor,
+            relay=self.relay,
         )
         self.conn = conn
         self.pool.task_group.start_soon(conn.run, name=f"mcp-upstream:{self.spec.name}")
@@ -217,6 +226,12 @@ class UpstreamPool:
         """The stdio child's pid while it runs (diagnostics)."""
         conn = self._upstream(server).conn
         return conn.pid if conn is not None else None
+
+    def serving(self, server: str, client: ClientLink | None) -> AbstractContextManager[None]:
+        """While the block runs, what ``server`` asks of its client (elicitation, sampling,
+        roots, logging) may be relayed to ``client`` (see :mod:`bridge_core.proxy._relay`).
+        Raises :class:`UnknownServer`."""
+        return self._upstream(server).relay.serving(client)
 
     async def list_tools(self, server: str) -> list[types.Tool]:
         """The server's tools, starting it if needed (refreshed on ``list_changed``)."""
