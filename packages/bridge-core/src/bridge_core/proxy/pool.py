@@ -149,13 +149,14 @@ class UpstreamPool:
     ) -> None:
         self.options = options or ProxyOptions()
         self.on_tools = on_tools
+        specs = list(servers)
+        self.redactor = Redactor.for_servers(specs)
+        """Masks every configured secret of every server (see :mod:`bridge_core.redaction`)."""
         self._upstreams: dict[str, _Upstream] = {}
-        for spec in servers:
+        for spec in specs:
             if spec.name in self._upstreams:
                 raise ValueError(f"two MCP servers are named {spec.name!r}")
             self._upstreams[spec.name] = _Upstream(self, spec)
-        self.redactor = Redactor.for_servers(self.specs)
-        """Masks every configured secret of every server (see :mod:`bridge_core.redaction`)."""
         self._tg: TaskGroup | None = None
         self.closing = False
 
