@@ -140,7 +140,11 @@ async def test_allow_for_session_is_remembered_in_that_session_only(
     user = User("accept", {"allow_for_session": True})
     audit = tmp_path / "audit.jsonl"
     env = {**ASK_ECHO, "MCP_BRIDGE_AUDIT_LOG": str(audit)}
-    code = "from mcp import mcp_servers\nfor _ in range(3): await mcp_servers['probe'].echo(text='x')"
+    code = (
+        "from mcp import mcp_servers\n"
+        "for _ in range(3):\n"
+        "    await mcp_servers['probe'].echo(text='x')"
+    )
     async with open_bridge(
         tmp_path, servers=_probe(), env=env, client_options={"elicitation_callback": user}
     ) as bridge:
@@ -151,7 +155,9 @@ async def test_allow_for_session_is_remembered_in_that_session_only(
     assert asked_in_default == 1
     assert len(user.questions) == 2
     approvals = [r["approval"] for r in _audit(audit)]
-    assert approvals == ["asked_session"] + ["session"] * 5 + ["asked_session", "session", "session"]
+    in_default, in_other = approvals[:6], approvals[6:]
+    assert in_default == ["asked_session"] + ["session"] * 5
+    assert in_other == ["asked_session", "session", "session"]
 
 
 async def test_a_client_without_elicitation_is_refused_with_an_error_naming_the_setting(

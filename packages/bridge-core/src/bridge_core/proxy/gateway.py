@@ -166,7 +166,8 @@ class ProxyGateway:
         """Answer a discovery/docs/search request from the catalog (which starts a server only
         when neither memory nor the persisted cache knows its tools)."""
         try:
-            answer = await self.catalog.handle_request(method, params)
+            with self.pool.serving_all(ctx.client):
+                answer = await self.catalog.handle_request(method, params)
             masked: JSONValue = self.redactor.value(answer)
             return masked
         except CallFailed as exc:

@@ -15,8 +15,8 @@ A successful request resets the count.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from types import TracebackType
 from typing import Any
 
@@ -233,6 +233,16 @@ class UpstreamPool:
         roots, logging) may be relayed to ``client`` (see :mod:`bridge_core.proxy._relay`).
         Raises :class:`UnknownServer`."""
         return self._upstream(server).relay.serving(client)
+
+    @contextmanager
+    def serving_all(self, client: ClientLink | None) -> Iterator[None]:
+        """:meth:`serving` for every server: a discovery request may start any of them, and a
+        server asks for roots as it starts."""
+        with ExitStack() as stack:
+            if client is not None:
+                for up in self._upstreams.values():
+                    stack.enter_context(up.relay.serving(client))
+            yield
 
     async def list_tools(self, server: str) -> list[types.Tool]:
         """The server's tools, starting it if needed (refreshed on ``list_changed``)."""
