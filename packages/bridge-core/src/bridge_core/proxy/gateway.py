@@ -29,6 +29,7 @@ from bridge_core.catalog import Catalog, ToolCache, resolve_tool
 from bridge_core.errors import UpstreamError
 from bridge_core.gateway import CallContext, CallFailed
 from bridge_core.policy import Policy
+from bridge_core.proxy._resources import RESOURCE_METHODS, audit_name
 from bridge_core.proxy.errors import (
     UnknownServer,
     UpstreamCrashed,
@@ -164,7 +165,10 @@ class ProxyGateway:
 
     async def request(self, ctx: CallContext, method: str, params: Mapping[str, Any]) -> JSONValue:
         """Answer a discovery/docs/search request from the catalog (which starts a server only
-        when neither memory nor the persisted cache knows its tools)."""
+        when neither memory nor the persisted cache knows its tools), or a resource/prompt
+        request from the upstream server (:mod:`bridge_core.proxy._resources`)."""
+        if method in RESOURCE_METHODS:
+            return await self._resource_request(ctx, method, params)
         try:
             with self.pool.serving_all(ctx.client):
                 answer = await self.catalog.handle_request(method, params)
@@ -172,6 +176,45 @@ class ProxyGateway:
             return masked
         except CallFailed as exc:
             raise self._masked(exc) from None
+
+
+    async def _resource_request(
+        self, ctx: CallContext, method: str, params: Mapping[str, Any]
+    ) -> JSONValue:
+        server = params.get("server")
+        if not isinstance(server, str):
+            raise CallFailed(ErrorCode.INVALID_ARGUMENTS, "'server' must be a string")
+        started = anyio.current_time()
+        outcome, detail = "cancelled", None
+        try:
+            try:
+                spec = self.catalog.require_server(server)  # unknown / denied: no I/O
+                with self.pool.serving(spec.name, ctx.client):
+                    answer = await self.pool.resource_request(spec.name, method, params)
+            except UpstreamError as exc:
+                raise _upstream_failure(spec, exc) from None
+            outcome = "ok"
+            masked: JSONValue = self.redactor.value(answer)
+            return masked
+        except CallFailed as exc:
+            failure = self._masked(exc)
+            outcome, detail = _OUTCOMES.get(failure.code, "error"), failure.message
+            raise failure from None
+        finally:
+            # Reads and prompts are recorded like calls; listings are discovery (not recorded).
+            if self.audit.enabled and method in ("read_resource", "get_prompt"):
+                tool, arguments = audit_name(method, params)
+                with anyio.CancelScope(shield=True):
+                    await self.audit.record(
+                        session=ctx.session,
+                        execution_id=ctx.execution_id,
+                        server=server[:200],
+                        tool=tool,
+                        arguments=arguments,
+                        outcome=outcome,
+                        duration=anyio.current_time() - started,
+                        detail=detail,
+                    )
 
 
 def _require_json(server: str, tool: str, arguments: Mapping[str, Any]) -> None:

@@ -23,12 +23,14 @@ from typing import Any
 import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
+from bridge_protocol import JSONValue
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from bridge_core.catalog import closest_names
 from bridge_core.client_link import ClientLink
+from bridge_core.proxy import _resources as resources
 from bridge_core.proxy._connection import Connection
 from bridge_core.proxy._leftovers import kill_dead_owners_groups
 from bridge_core.proxy._relay import ClientRelay
@@ -292,6 +294,34 @@ class UpstreamPool:
             ) from None
         up.succeeded()
         return result
+
+    async def resource_request(
+        self, server: str, method: str, params: Mapping[str, Any]
+    ) -> JSONValue:
+        """Answer a resource or prompt request of sandbox code (:mod:`._resources`) on
+        ``server``, starting it if needed, within the call timeout.
+
+        Raises what :meth:`call_tool` raises (``tool`` names the method), and
+        :class:`~bridge_core.gateway.CallFailed` for invalid parameters.
+        """
+        up = self._upstream(server)
+        limit = self.options.call_timeout
+        conn, session = await up.session()
+        try:
+            with anyio.fail_after(limit):
+                answer = await resources.answer(session, method, params)
+        except TimeoutError:
+            raise UpstreamTimeout(server, method, limit) from None
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED and not conn.alive:
+                raise conn.failure or UpstreamUnavailable(server, "connection closed") from None
+            raise UpstreamRPCError(server, method, exc.code, exc.message, exc.data) from None
+        except (ValidationError, RuntimeError) as exc:
+            raise UpstreamRPCError(
+                server, method, types.INTERNAL_ERROR, f"invalid {method} result: {exc}"
+            ) from None
+        up.succeeded()
+        return answer
 
     def _upstream(self, server: str) -> _Upstream:
         up = self._upstreams.get(server)
