@@ -129,3 +129,41 @@ async def test_the_filesystem_server_honours_the_real_clients_roots(
     assert client.roots_asked >= 1
     assert str(root.resolve()) in shown
     assert str(configured) not in shown
+
+
+RESOURCES_CODE = """
+from mcp import runtime, PolicyDenied
+listed = await runtime.list_resources("everything")
+first = listed[0]
+read = await runtime.read_resource("everything", first["uri"])
+prompts = [p["name"] for p in await runtime.list_prompts("everything")]
+filled = await runtime.get_prompt("everything", "args-prompt", {"city": "Lyon"})
+try:
+    await runtime.list_resources("hidden")
+except PolicyDenied as e:
+    denied = e.rule
+print(len(listed) > 0, read["contents"][0]["uri"] == first["uri"], "args-prompt" in prompts)
+print(filled["messages"][0]["content"]["text"])
+print(denied)
+"""
+
+
+async def test_resources_and_prompts_of_upstream_servers_are_reachable_under_the_policy(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    everything = {"command": third_party["MCP_SERVER_EVERYTHING"], "args": ["stdio"]}
+    servers = {"everything": everything, "hidden": everything}
+    audit = tmp_path / "audit.jsonl"
+    env = {"MCP_BRIDGE_DENY_SERVERS": "hidden", "MCP_BRIDGE_AUDIT_LOG": str(audit)}
+    async with open_bridge(tmp_path, servers=servers, env=env) as bridge:
+        result = await bridge.run(RESOURCES_CODE)
+    assert code_text(result).splitlines() == [
+        "True True True",
+        "What's weather in Lyon?",
+        "MCP_BRIDGE_DENY_SERVERS=hidden",
+    ]
+    records = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
+    assert [(r["server"], r["tool"], r["outcome"]) for r in records] == [
+        ("everything", "resources/read", "ok"),
+        ("everything", "prompts/get", "ok"),
+    ]

@@ -184,12 +184,14 @@ class ClientRelay:
             return  # nobody (or no single client) to tell: the server's own log only
         self._logs_in_window += 1
         data = json.dumps(params.data, ensure_ascii=False, default=str)
+        if self._redactor:
+            data = self._redactor.text(data)  # before the cut: a cut secret would not match
         if len(data) > MAX_LOG_DATA:
             data = data[:MAX_LOG_DATA] + "…"
         shown = types.LoggingMessageNotificationParams(
             level=params.level,
             logger=f"{self.server}/{params.logger or ''}"[:200].rstrip("/"),
-            data=self._redactor.text(data) if self._redactor else data,
+            data=data,
         )
         try:
             # Notifications are relayed from the dispatcher's read path: never wait long here.
