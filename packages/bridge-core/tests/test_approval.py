@@ -83,7 +83,8 @@ def test_the_question_masks_secrets_escapes_control_text_and_is_bounded() -> Non
     shown = shown_arguments(arguments, redactor)
     assert SECRET not in shown
     assert "Bearer ***" in shown
-    assert "\n" not in shown and "\u202e" not in shown
+    assert "\n" not in shown
+    assert "\u202e" not in shown
     assert "\\u202e" in shown
     assert len(shown) <= MAX_SHOWN_ARGUMENTS + 40
 
