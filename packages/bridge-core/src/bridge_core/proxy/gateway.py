@@ -177,7 +177,6 @@ class ProxyGateway:
         except CallFailed as exc:
             raise self._masked(exc) from None
 
-
     async def _resource_request(
         self, ctx: CallContext, method: str, params: Mapping[str, Any]
     ) -> JSONValue:
