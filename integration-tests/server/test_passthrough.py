@@ -167,3 +167,26 @@ async def test_resources_and_prompts_of_upstream_servers_are_reachable_under_the
         ("everything", "resources/read", "ok"),
         ("everything", "prompts/get", "ok"),
     ]
+
+
+async def test_progress_of_a_long_upstream_call_reaches_the_client_as_log_notifications(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    logged: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+
+    servers = {"everything": {"command": third_party["MCP_SERVER_EVERYTHING"], "args": ["stdio"]}}
+    async with open_bridge(
+        tmp_path, servers=servers, client_options={"logging_callback": on_log}
+    ) as bridge:
+        await bridge.run(
+            "from mcp import mcp_servers\n"
+            "await mcp_servers['everything']['trigger-long-running-operation']"
+            "(duration=0.3, steps=3)"
+        )
+    # The data is JSON text (relayed log data is cut and masked as text).
+    progress = [json.loads(p.data) for p in logged if p.logger == "everything/progress"]
+    assert [(d["progress"], d["total"]) for d in progress] == [(1, 3), (2, 3), (3, 3)]
+    assert {d["tool"] for d in progress} == {"trigger-long-running-operation"}

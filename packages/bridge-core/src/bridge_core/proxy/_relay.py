@@ -29,6 +29,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.client.session import ClientRequestContext
+from mcp.shared.dispatcher import ProgressFnT
 
 from bridge_core.client_link import Capability, ClientLink
 from bridge_core.redaction import Redactor
@@ -164,7 +165,32 @@ class ClientRelay:
         )
         return result
 
+    def progress_to(self, link: ClientLink, tool: str) -> ProgressFnT:
+        """A ``progress_callback`` for one call: the server's progress on ``tool`` reaches the
+        client that made the call as log notifications (the ``run_python`` request's own
+        progress values must only increase, so they cannot carry another call's), under the
+        same bounds as the server's logs."""
+
+        async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
+            data: dict[str, Any] = {"tool": tool[:200], "progress": progress, "total": total}
+            if message is not None:
+                data["message"] = message
+            params = types.LoggingMessageNotificationParams(
+                level="info", logger="progress", data=data
+            )
+            await self._log_to(link, params)
+
+        return relay_progress
+
     async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        target = self._target(None)
+        if isinstance(target, types.ErrorData):
+            return  # nobody (or no single client) to tell: the server's own log only
+        await self._log_to(target, params)
+
+    async def _log_to(
+        self, target: ClientLink, params: types.LoggingMessageNotificationParams
+    ) -> None:
         now = anyio.current_time()
         if now - self._window_start >= LOG_WINDOW:
             if self._dropped_logs:
@@ -179,9 +205,6 @@ class ClientRelay:
         if self._logs_in_window >= MAX_LOGS_PER_WINDOW:
             self._dropped_logs += 1
             return
-        target = self._target(None)
-        if isinstance(target, types.ErrorData):
-            return  # nobody (or no single client) to tell: the server's own log only
         self._logs_in_window += 1
         data = json.dumps(params.data, ensure_ascii=False, default=str)
         if self._redactor:

@@ -159,7 +159,7 @@ class ProxyGateway:
                 decided = await self.approvals.check(ctx, server, described, arguments)
                 if decided is not None:
                     approval.append(decided)
-                return await self.pool.call_tool(server, tool, arguments)
+                return await self.pool.call_tool(server, tool, arguments, client=ctx.client)
         except UpstreamError as exc:
             raise _upstream_failure(spec, exc) from None
 

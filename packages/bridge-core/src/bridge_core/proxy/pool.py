@@ -261,6 +261,7 @@ class UpstreamPool:
         arguments: Mapping[str, Any] | None = None,
         *,
         call_timeout: float | None = None,
+        client: ClientLink | None = None,
     ) -> types.CallToolResult:
         """Call ``tool`` on ``server``; an ``isError`` result is returned, not raised.
 
@@ -273,7 +274,11 @@ class UpstreamPool:
         conn, session = await up.session()
         try:
             result = await session.call_tool(
-                tool, dict(arguments or {}), read_timeout_seconds=limit
+                tool,
+                dict(arguments or {}),
+                read_timeout_seconds=limit,
+                # With a client to tell, the call asks for the server's progress (a token).
+                progress_callback=None if client is None else up.relay.progress_to(client, tool),
             )
         except MCPError as exc:
             if exc.code == types.REQUEST_TIMEOUT:
