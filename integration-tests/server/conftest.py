@@ -223,12 +223,15 @@ class HttpBridge:
         return httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300))
 
     @asynccontextmanager
-    async def session(self, token: str | None = None) -> AsyncIterator[BridgeClient]:
-        """A connected, initialized SDK client session (the 2025 handshake, GET stream open)."""
+    async def session(
+        self, token: str | None = None, *, client_options: Mapping[str, Any] | None = None
+    ) -> AsyncIterator[BridgeClient]:
+        """A connected, initialized SDK client session (the 2025 handshake, GET stream open);
+        ``client_options`` as for :func:`open_bridge`."""
         async with (
             self.http(token) as http,
             streamable_http_client(self.url, http_client=http) as (read, write),
-            ClientSession(read, write) as session,
+            ClientSession(read, write, **dict(client_options or {})) as session,
         ):
             with anyio.fail_after(60):
                 await session.initialize()

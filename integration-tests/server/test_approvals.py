@@ -17,7 +17,7 @@ import mcp_types as types
 import pytest
 from mcp.client.session import ClientRequestContext
 
-from .conftest import code_text, open_bridge, real_servers
+from .conftest import code_text, open_bridge, open_http_bridge, real_servers
 
 pytestmark = pytest.mark.container
 
@@ -219,3 +219,29 @@ async def test_a_tool_annotated_destructive_asks_by_default_and_a_read_only_one_
     (question,) = user.questions
     assert "memory.delete_entities" in question.message
     assert "MCP_BRIDGE_APPROVAL=destructive" in question.message
+
+
+async def test_over_http_each_client_is_asked_about_its_own_calls_only(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    alice, bob = User("accept", {"allow_for_session": True}), User("decline")
+    code = (
+        "from mcp import mcp_servers, ApprovalDeclined\n"
+        "try:\n"
+        "    await mcp_servers['probe'].echo(text='x')\n"
+        "    print('ran')\n"
+        "except ApprovalDeclined as e:\n"
+        "    print(e.reason)\n"
+    )
+    async with open_http_bridge(tmp_path, servers=_probe(), env=ASK_ECHO) as bridge:
+        async with (
+            bridge.session(client_options={"elicitation_callback": alice}) as first,
+            bridge.session(client_options={"elicitation_callback": bob}) as second,
+        ):
+            ran = await first.run(code)
+            refused = await second.run(code)
+            again = await second.run(code)  # alice's session grant is not bob's
+    assert code_text(ran).strip() == "ran"
+    assert code_text(refused).strip() == "declined"
+    assert code_text(again).strip() == "declined"
+    assert (len(alice.questions), len(bob.questions)) == (1, 2)
