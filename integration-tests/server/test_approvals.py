@@ -233,14 +233,14 @@ async def test_over_http_each_client_is_asked_about_its_own_calls_only(
         "except ApprovalDeclined as e:\n"
         "    print(e.reason)\n"
     )
-    async with open_http_bridge(tmp_path, servers=_probe(), env=ASK_ECHO) as bridge:
-        async with (
-            bridge.session(client_options={"elicitation_callback": alice}) as first,
-            bridge.session(client_options={"elicitation_callback": bob}) as second,
-        ):
-            ran = await first.run(code)
-            refused = await second.run(code)
-            again = await second.run(code)  # alice's session grant is not bob's
+    async with (
+        open_http_bridge(tmp_path, servers=_probe(), env=ASK_ECHO) as bridge,
+        bridge.session(client_options={"elicitation_callback": alice}) as first,
+        bridge.session(client_options={"elicitation_callback": bob}) as second,
+    ):
+        ran = await first.run(code)
+        refused = await second.run(code)
+        again = await second.run(code)  # alice's session grant is not bob's
     assert code_text(ran).strip() == "ran"
     assert code_text(refused).strip() == "declined"
     assert code_text(again).strip() == "declined"
