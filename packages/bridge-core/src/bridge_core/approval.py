@@ -304,10 +304,6 @@ class ApprovalGate:
         while len(self._declined) > MAX_REMEMBERED_EXECUTIONS:
             self._declined.popitem(last=False)
 
-    def forget_session(self, client_key: str | None, session: str) -> None:
-        """Drop the "allow for this session" answers of a session (it was reset or closed)."""
-        self._granted.pop((client_key, session), None)
-
     def _turn(self, execution_id: str) -> _Turn:
         return _Turn(self._turns, execution_id)
 
