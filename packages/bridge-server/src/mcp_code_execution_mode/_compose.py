@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+from bridge_core.approval import ApprovalRules
 from bridge_core.audit import AuditLog
 from bridge_core.catalog import ToolCache
 from bridge_core.discovery import DiscoveryReport, discover
@@ -133,6 +134,12 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
             allow_tools=settings.allow_tools,
             deny_tools=settings.deny_tools,
         )
+        approvals = ApprovalRules.from_settings(
+            mode=settings.approval,
+            tools=settings.approve_tools,
+            timeout=settings.approval_timeout,
+            fallback=settings.approval_fallback,
+        )
         preference = None if settings.runtime == "auto" else settings.runtime
 
         async def connect_runtime() -> RuntimeBackend:
@@ -158,6 +165,7 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
                     max_bytes=settings.max_tool_list_size,
                 ),
                 audit=AuditLog(settings.audit_log),
+                approvals=approvals,
             ) as gateway,
             SessionManager(
                 session_config(settings),

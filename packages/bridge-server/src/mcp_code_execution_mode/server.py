@@ -25,6 +25,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from mcp_code_execution_mode import __version__
+from mcp_code_execution_mode._client_link import RequestLink
 from mcp_code_execution_mode._clients import request_client
 from mcp_code_execution_mode._guides import (
     CAPABILITIES_TEXT,
@@ -106,8 +107,13 @@ class _ProgressRelay:
     no longer relayed (they still arrive in the result).
     """
 
-    def __init__(self, ctx: ServerRequestContext[BridgeState]) -> None:
+    def __init__(
+        self, ctx: ServerRequestContext[BridgeState], client: RequestLink | None = None
+    ) -> None:
         self._ctx = ctx
+        self.client = client
+        """The client to ask for approvals and to relay upstream requests to (see
+        :class:`bridge_core.sessions.types.ExecutionListener`)."""
         self._partial = ""
         self._lines = 0
         self._user_reported = False
@@ -180,7 +186,7 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
                 session=args.session,
                 timeout=args.timeout,
                 reset=args.reset,
-                listener=_ProgressRelay(ctx),
+                listener=_ProgressRelay(ctx, RequestLink(ctx, client)),
                 client=client,
             )
             result = await tracing.traced_execution(

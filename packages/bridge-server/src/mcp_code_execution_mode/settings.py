@@ -168,6 +168,16 @@ SETTINGS: tuple[Setting, ...] = (
     _s("allow_tools", u.parse_name_list, None,
        "Only these tools are callable (server.tool, globs allowed)."),
     _s("deny_tools", u.parse_name_list, None, "These tools are never callable (server.tool)."),
+    _s("approval", u.choice("off", "destructive", "writes", "all"), "destructive",
+       "Which nested tool calls need the user's approval (asked through the client): "
+       "destructive (annotated destructiveHint), writes (not annotated readOnlyHint), all, off."),
+    _s("approve_tools", u.parse_name_list, None,
+       "Tools (server.tool, globs allowed) whose calls always need the user's approval."),
+    _s("approval_timeout", u.parse_duration, "120s",
+       "Time the user has to answer an approval question; no answer declines the call."),
+    _s("approval_fallback", u.choice("refuse", "allow"), "refuse",
+       "What a call that needs approval gets when the client cannot ask (no elicitation): "
+       "refuse, or allow without asking."),
 )  # fmt: skip
 
 
@@ -216,6 +226,10 @@ class Settings:
     deny_servers: tuple[str, ...] = ()
     allow_tools: tuple[str, ...] = ()
     deny_tools: tuple[str, ...] = ()
+    approval: str = "destructive"
+    approve_tools: tuple[str, ...] = ()
+    approval_timeout: float = 120.0
+    approval_fallback: str = "refuse"
 
     @property
     def resolved_state_dir(self) -> Path:

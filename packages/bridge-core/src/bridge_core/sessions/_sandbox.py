@@ -47,6 +47,7 @@ from bridge_protocol import (
 
 from bridge_core import tracing
 from bridge_core.channel import Channel, ChannelClosed, UnexpectedMessage
+from bridge_core.client_link import ClientLink
 from bridge_core.gateway import CallContext, CallFailed, Gateway
 from bridge_core.runtime.base import Sandbox
 from bridge_core.sessions._budget import CallBudget, CallLimits
@@ -77,11 +78,21 @@ class Execution:
     """The host-side state of one ``Execute`` while it runs."""
 
     def __init__(
-        self, execution_id: str, output: OutputCollector, listener: ExecutionListener | None
+        self,
+        execution_id: str,
+        output: OutputCollector,
+        listener: ExecutionListener | None,
+        *,
+        client_key: str | None = None,
     ) -> None:
         self.id = execution_id
         self.output = output
         self.listener = listener
+        # Kept apart from the listener, which is dropped when it fails or blocks: the client
+        # stays the one to ask for approvals until the execution ends.
+        link = getattr(listener, "client", None)
+        self.client: ClientLink | None = link if isinstance(link, ClientLink) else None
+        self.client_key = client_key
         self.images: list[Image] = []
         self.image_bytes = 0
         self.dropped_images = 0
@@ -343,7 +354,9 @@ class LiveSandbox:
             self.budget.release(held)
 
     async def _answer(self, execution: Execution, message: Call | Request) -> Reply:
-        ctx = CallContext(self.session, execution.id)
+        ctx = CallContext(
+            self.session, execution.id, client=execution.client, client_key=execution.client_key
+        )
         try:
             if isinstance(message, Call):
                 value = await self._gateway.call_tool(

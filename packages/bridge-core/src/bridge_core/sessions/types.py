@@ -55,7 +55,12 @@ class ExecutionResult:
 
 
 class ExecutionListener(Protocol):
-    """Live events of one execution (bridge-server turns them into MCP progress)."""
+    """Live events of one execution (bridge-server turns them into MCP progress).
+
+    A listener may also have a ``client`` attribute, a :class:`bridge_core.client_link.ClientLink`
+    to the MCP client that asked for the execution: nested calls ask it for approvals and relay
+    what upstream servers ask of their client to it.
+    """
 
     async def on_output(self, stream: Stream, text: str) -> None: ...
 
