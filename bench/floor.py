@@ -7,6 +7,7 @@ this Python); the floor of a result is the output cap. Bridge and floor are meas
 alternating blocks, so that the load of a shared machine weighs on both alike.
 
     hatch run tests:python bench/floor.py [--calls 1000] [--starts 5] [--json FILE]
+                                          [--baseline CHECKOUT]
 
 Figures (all through the real MCP stdio client of the SDK, real podman, real servers):
 
@@ -16,8 +17,10 @@ Figures (all through the real MCP stdio client of the SDK, real podman, real ser
 - bridge spawn + ``initialize`` vs a plain SDK server's (goal <= 1.1x);
 - bytes of the result of ``print('y'*10_000_000)`` vs the output cap (goal <= cap + 1 KiB).
 
-``--json FILE`` writes the figures for ``bench/floor_chart.py`` (the before/after bar chart).
-Asserts nothing.
+``--baseline CHECKOUT`` measures a second bridge, run from the packages of another checkout (the
+code before a change), in the same run and the same alternating blocks: on a shared machine that
+is the only before/after comparison worth reading. ``--json FILE`` writes the figures for
+``bench/floor_chart.py`` (the before/after bar chart). Asserts nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +105,8 @@ async def connect(params: StdioServerParameters) -> AsyncIterator[ClientSession]
             yield session
 
 
-def bridge_params(work: Path, everything: str) -> StdioServerParameters:
+def bridge_params(work: Path, everything: str, code: Path | None = None) -> StdioServerParameters:
+    """The bridge proxying ``everything``; ``code``: run the packages of that checkout instead."""
     config = work / "servers.json"
     config.write_text(
         json.dumps({"mcpServers": {"everything": {"command": everything, "args": ["stdio"]}}})
@@ -112,16 +117,19 @@ def bridge_params(work: Path, everything: str) -> StdioServerParameters:
         "MCP_BRIDGE_DISCOVER": "false",
         "MCP_BRIDGE_STATE_DIR": str(work / "state"),
     }
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join(str(p) for p in sorted(code.glob("packages/*/src")))
     return StdioServerParameters(
         command=sys.executable, args=["-m", "mcp_code_execution_mode"], env=env
     )
 
 
-def bridge_pid() -> int:
-    """The bridge this process spawned (a direct child running the server module)."""
+def bridge_pid(known: set[int]) -> int:
+    """A bridge this process spawned (a direct child running the server module) not in
+    ``known``."""
     me = str(os.getpid())
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or int(entry.name) in known:
             continue
         try:
             stat = (entry / "stat").read_text()
@@ -167,7 +175,12 @@ async def measure(opts: argparse.Namespace) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-floor-") as tmp:
         work = Path(tmp)
-        params = bridge_params(work, everything)
+        bridges = {"bridge": bridge_params(work / "bridge", everything)}
+        if opts.baseline is not None:
+            bridges["baseline"] = bridge_params(work / "baseline", everything, opts.baseline)
+        for params in bridges.values():
+            assert params.env is not None
+            Path(params.env["MCP_BRIDGE_STATE_DIR"]).parent.mkdir(exist_ok=True)
 
         # --- start-up: spawn -> initialize answered, alternating -------------------------------
         minimal = work / "minimal_server.py"
@@ -179,68 +192,64 @@ async def measure(opts: argparse.Namespace) -> dict[str, Any]:
             floors["mcp-server-time"] = StdioServerParameters(
                 command=paths["MCP_SERVER_TIME"], args=["--local-timezone", "UTC"]
             )
-        starts: dict[str, list[float]] = {"bridge": [], **{name: [] for name in floors}}
+        contenders = {**bridges, **floors}
+        starts: dict[str, list[float]] = {name: [] for name in contenders}
         for _ in range(opts.starts):
-            starts["bridge"].append(await start_once(params))
-            for name, floor in floors.items():
-                starts[name].append(await start_once(floor))
+            for name, params in contenders.items():
+                starts[name].append(await start_once(params))
         figures["start"] = {name: statistics.median(s) for name, s in starts.items()}
 
         async with AsyncExitStack() as stack:
-            bridge = await stack.enter_async_context(connect(params))
+            sessions: dict[str, ClientSession] = {}
+            pids: dict[str, int] = {}
+            for name, params in bridges.items():
+                sessions[name] = await stack.enter_async_context(connect(params))
+                pids[name] = bridge_pid(set(pids.values()))
+                await run_code(sessions[name], "1+1")  # the session's sandbox is up
             direct = await stack.enter_async_context(connect(direct_params))
-            pid = bridge_pid()
-            await run_code(bridge, "1+1")  # the session's sandbox is up
             await direct.call_tool("echo", {"message": "ping"})
 
+            async def echo() -> object:
+                return await direct.call_tool("echo", {"message": "ping"})
+
             # --- warm run_python vs direct echo, alternating blocks ------------------------------
-            warm: list[float] = []
-            floor: list[float] = []
-            cpu = 0.0
+            warm: dict[str, list[float]] = {name: [] for name in [*bridges, "floor"]}
+            cpu = dict.fromkeys(bridges, 0.0)
             for _ in range(max(1, opts.calls // BLOCK)):
-                before = cpu_seconds(pid)
-                warm += await timed_block(BLOCK, lambda: run_code(bridge, "1+1"))
-                cpu += cpu_seconds(pid) - before
-                floor += await timed_block(
-                    BLOCK, lambda: direct.call_tool("echo", {"message": "ping"})
-                )
-            figures["warm"] = {"bridge": statistics.median(warm), "floor": statistics.median(floor)}
-            figures["cpu_per_call"] = cpu / len(warm)
+                for name, session in sessions.items():
+                    before = cpu_seconds(pids[name])
+                    warm[name] += await timed_block(BLOCK, partial(run_code, session, "1+1"))
+                    cpu[name] += cpu_seconds(pids[name]) - before
+                warm["floor"] += await timed_block(BLOCK, echo)
+            figures["warm"] = {name: statistics.median(s) for name, s in warm.items()}
+            figures["cpu_per_call"] = {name: cpu[name] / len(warm[name]) for name in bridges}
 
             # --- echo from sandbox code vs direct, alternating blocks ----------------------------
-            proxied: list[float] = []
-            floor = []
+            proxied: dict[str, list[float]] = {name: [] for name in [*bridges, "floor"]}
             for _ in range(max(1, opts.calls // BLOCK)):
-                result = await run_code(bridge, SANDBOX_ECHO.format(n=BLOCK))
-                proxied += ast.literal_eval(result.content[0].text)
-                floor += await timed_block(
-                    BLOCK, lambda: direct.call_tool("echo", {"message": "ping"})
-                )
-            figures["proxied"] = {
-                "bridge": statistics.median(proxied),
-                "floor": statistics.median(floor),
-            }
+                for name, session in sessions.items():
+                    result = await run_code(session, SANDBOX_ECHO.format(n=BLOCK))
+                    proxied[name] += ast.literal_eval(result.content[0].text)
+                proxied["floor"] += await timed_block(BLOCK, echo)
+            figures["proxied"] = {name: statistics.median(s) for name, s in proxied.items()}
 
             # --- result size -------------------------------------------------------------------
-            result = await run_code(bridge, "print('y' * 10_000_000)")
-            size = len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
-            figures["result_bytes"] = {"bridge": size, "floor": OUTPUT_CAP}
+            figures["result_bytes"] = {"floor": OUTPUT_CAP}
+            for name, session in sessions.items():
+                result = await run_code(session, "print('y' * 10_000_000)")
+                size = len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
+                figures["result_bytes"][name] = size
     return figures
 
 
 def report(figures: dict[str, Any]) -> None:
-    start = figures["start"]
+    start = dict(figures["start"])
     floor_name = "mcp-server-time" if "mcp-server-time" in start else "minimal SDK server"
+    start["floor"] = start[floor_name]
     rows = [
         ("warm run_python('1+1') p50", figures["warm"], "direct echo p50", "ms", 2.0),
         ("echo from sandbox code p50", figures["proxied"], "direct echo p50", "ms", 1.3),
-        (
-            "bridge spawn + initialize",
-            {"bridge": start["bridge"], "floor": start[floor_name]},
-            floor_name,
-            "ms",
-            1.1,
-        ),
+        ("spawn + initialize", start, floor_name, "ms", 1.1),
         (
             "result of print('y'*10_000_000)",
             figures["result_bytes"],
@@ -249,21 +258,24 @@ def report(figures: dict[str, Any]) -> None:
             (OUTPUT_CAP + 1024) / OUTPUT_CAP,
         ),
     ]
-    print(f"{'figure':<34} {'bridge':>12} {'floor':>12}  {'ratio':>6}  goal    floor is")
+    names = [name for name in ("baseline", "bridge") if name in figures["warm"]]
+    print(f"{'figure':<34} {'':<9} {'value':>12} {'floor':>12}  {'ratio':>6}  goal    floor is")
     for label, pair, floor_label, unit, goal in rows:
         scale = 1e3 if unit == "ms" else 1
-        bridge, floor = pair["bridge"] * scale, pair["floor"] * scale
-        ratio = bridge / floor
-        mark = "ok" if ratio <= goal else "over"
-        fmt = "{:>9.2f} ms" if unit == "ms" else "{:>10,d} B"
-        print(
-            f"{label:<34} {fmt.format(bridge if unit == 'ms' else int(bridge))} "
-            f"{fmt.format(floor if unit == 'ms' else int(floor))}  {ratio:5.2f}x  "
-            f"<={goal:.2f}x {mark:<4} {floor_label}"
-        )
-    cpu = figures["cpu_per_call"] * 1e3
-    print(f"{'bridge CPU per warm call':<34} {cpu:>9.3f} ms {'':>12}  goal <= 0.35 ms")
-    others = ", ".join(f"{name} {value * 1e3:.0f} ms" for name, value in start.items())
+        floor = pair["floor"] * scale
+        for name in names:
+            value = pair[name] * scale
+            ratio = value / floor
+            mark = "ok" if ratio <= goal else "over"
+            fmt = "{:>9.2f} ms" if unit == "ms" else "{:>10,.0f} B"
+            print(
+                f"{label:<34} {name:<9} {fmt.format(value)} {fmt.format(floor)}  {ratio:5.2f}x  "
+                f"<={goal:.2f}x {mark:<4} {floor_label}"
+            )
+    for name in names:
+        cpu = figures["cpu_per_call"][name] * 1e3
+        print(f"{'bridge CPU per warm call':<34} {name:<9} {cpu:>9.3f} ms   goal <= 0.35 ms")
+    others = ", ".join(f"{name} {value * 1e3:.0f} ms" for name, value in figures["start"].items())
     print(f"start-up medians: {others}")
 
 
@@ -274,6 +286,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1000, help="warm and proxied calls each")
     parser.add_argument("--starts", type=int, default=5, help="start-ups of each server")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of the code to compare with (e.g. `git worktree add DIR main`): its "
+        "bridge is measured in the same run, in the same alternating blocks",
+    )
     opts = parser.parse_args()
     figures = anyio.run(measure, opts)
     report(figures)

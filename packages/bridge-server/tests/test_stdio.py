@@ -92,7 +92,6 @@ async def test_a_line_past_the_bound_is_skipped_as_it_arrives_and_the_next_line_
     assert peak < MAX_LINE * 5 // 4 + 4 * 1024 * 1024
 
 
-
 def _answer(text: str) -> SessionMessage:
     return SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=1, result={"text": text}))
 
