@@ -107,6 +107,7 @@ async def connect(params: StdioServerParameters) -> AsyncIterator[ClientSession]
 
 def bridge_params(work: Path, everything: str, code: Path | None = None) -> StdioServerParameters:
     """The bridge proxying ``everything``; ``code``: run the packages of that checkout instead."""
+    work.mkdir(parents=True, exist_ok=True)
     config = work / "servers.json"
     config.write_text(
         json.dumps({"mcpServers": {"everything": {"command": everything, "args": ["stdio"]}}})
@@ -178,9 +179,6 @@ async def measure(opts: argparse.Namespace) -> dict[str, Any]:
         bridges = {"bridge": bridge_params(work / "bridge", everything)}
         if opts.baseline is not None:
             bridges["baseline"] = bridge_params(work / "baseline", everything, opts.baseline)
-        for params in bridges.values():
-            assert params.env is not None
-            Path(params.env["MCP_BRIDGE_STATE_DIR"]).parent.mkdir(exist_ok=True)
 
         # --- start-up: spawn -> initialize answered, alternating -------------------------------
         minimal = work / "minimal_server.py"
