@@ -29,6 +29,8 @@ from bridge_image.names import (
 if TYPE_CHECKING:  # imported on first use: see _LAZY
     from bridge_image.builder import BuildResult, ImageStatus, build, inputs_hash, status, verify
 
+__version__ = "0.1.0"
+
 __all__ = [
     "BOOTSTRAP_IMAGE",
     "DEFAULT_IMAGE",
