@@ -22,12 +22,14 @@ from __future__ import annotations
 import ast
 import base64
 import json
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
 import toons
 from bridge_core.sessions import visible_head
-from bridge_core.sessions.types import ExecutionResult
+
+if TYPE_CHECKING:
+    from bridge_core.sessions.types import ExecutionResult
 
 __all__ = ["OutputMode", "error_result", "render_result", "structured_payload"]
 

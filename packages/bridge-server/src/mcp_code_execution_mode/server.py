@@ -11,15 +11,13 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import mcp_types as types
 from bridge_core import tracing
 from bridge_core.errors import BridgeError
 from bridge_core.sessions import MAX_PROGRESS_MESSAGE as MAX_USER_PROGRESS_MESSAGE
 from bridge_core.sessions import visible_head
-from bridge_core.sessions.types import ExecutionListener, ExecutionResult
-from bridge_protocol import Stream
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
@@ -42,6 +40,10 @@ from mcp_code_execution_mode.tool import (
     parse_arguments,
     run_python_tool,
 )
+
+if TYPE_CHECKING:  # the protocol and the session types load with the executor, in the background
+    from bridge_core.sessions.types import ExecutionListener, ExecutionResult
+    from bridge_protocol import Stream
 
 __all__ = ["SERVER_NAME", "BridgeState", "Executor", "ExecutorFactory", "create_server"]
 
