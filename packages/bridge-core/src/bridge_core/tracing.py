@@ -32,11 +32,11 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-from bridge_protocol import Call, ErrorCode, Reply, Request
 
 from bridge_core.audit import MAX_NAME_CHARS
 
 if TYPE_CHECKING:
+    from bridge_protocol import Call, Reply, Request
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
@@ -200,6 +200,8 @@ class CallSpan:
         self._result_bytes = size
         if reply.fault is not None:
             try:
+                from bridge_protocol import ErrorCode  # loaded by then: a reply was decoded
+
                 self._status = ErrorCode(reply.fault.code).name.lower()
             except ValueError:
                 self._status = "error"
@@ -237,6 +239,8 @@ def nested_call(parent: Span | None, message: Call | Request, size: int) -> Call
     from opentelemetry.trace import SpanKind, set_span_in_context
 
     attributes: dict[str, Any] = {"mcp_bridge.call.arguments_bytes": size}
+    from bridge_protocol import Call  # loaded by then: the message was decoded
+
     if isinstance(message, Call):
         tool = _cut(message.tool)
         name = f"tools/call {tool}"

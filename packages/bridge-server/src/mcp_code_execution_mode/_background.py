@@ -64,6 +64,9 @@ class BackgroundExecutor:
                 self._failure = "the bridge is shutting down"
             self._opened.set()
 
+    async def wait_open(self) -> None:
+        await self._opened.wait()
+
     async def _executor_now(self) -> Executor:
         await self._opened.wait()
         if self._executor is None:

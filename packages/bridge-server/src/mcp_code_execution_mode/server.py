@@ -11,7 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import mcp_types as types
 from bridge_core import tracing
@@ -81,6 +81,15 @@ class Executor(Protocol):
 
     async def close_client(self, client: str | None) -> list[str]:
         """Stop every session of a client that is gone; return their names."""
+        ...
+
+
+@runtime_checkable
+class OpeningExecutor(Protocol):
+    """An executor that opens after the server started answering (see ``_background``)."""
+
+    async def wait_open(self) -> None:
+        """Return once it is open or failed to open (its calls then say why)."""
         ...
 
 
@@ -182,8 +191,13 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
                     "this HTTP request has no MCP session and no authentication, so no session "
                     "can belong to it: connect with the initialize handshake, or use a token"
                 )
+        executor = ctx.lifespan_context.executor
+        if isinstance(executor, OpeningExecutor):
+            # Before the span: tracing is switched on while the bridge opens, and a span begun
+            # earlier would not record (nor would the nested calls' spans under it).
+            await executor.wait_open()
         try:
-            execution = ctx.lifespan_context.executor.execute(
+            execution = executor.execute(
                 args.code,
                 session=args.session,
                 timeout=args.timeout,
