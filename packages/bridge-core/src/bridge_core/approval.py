@@ -61,6 +61,9 @@ MAX_SHOWN_ARGUMENTS = 800
 """Characters of the (masked, JSON) arguments shown in the question; the rest is cut."""
 MAX_SHOWN_VALUE = 200
 """Characters of one string argument kept before the whole is cut: every argument gets a look."""
+MIN_SHOWN_VALUE = 24
+"""With many arguments, each string is cut to its share of :data:`MAX_SHOWN_ARGUMENTS`, but never
+below this."""
 MAX_SHOWN_NAME = 128
 MAX_REMEMBERED_SESSIONS = 256
 """Sessions whose "allow for this session" answers are kept (least recently used dropped)."""
@@ -152,24 +155,36 @@ def _shown_name(name: str) -> str:
     return name if re.fullmatch(r"[\x21-\x7e]+", name) else json.dumps(name)
 
 
-def _shortened(value: Any, depth: int = 0) -> Any:
+def _shortened(value: Any, limit: int, depth: int = 0) -> Any:
     if isinstance(value, str):
-        return value if len(value) <= MAX_SHOWN_VALUE else value[:MAX_SHOWN_VALUE] + "…"
+        return value if len(value) <= limit else value[:limit] + "…"
     if depth >= 8:
         return "…"
     if isinstance(value, Mapping):
-        return {str(k)[:MAX_SHOWN_NAME]: _shortened(v, depth + 1) for k, v in value.items()}
+        return {str(k)[:MAX_SHOWN_NAME]: _shortened(v, limit, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_shortened(v, depth + 1) for v in value]
+        return [_shortened(v, limit, depth + 1) for v in value]
     return value
 
 
-def shown_arguments(arguments: Mapping[str, Any], redactor: Redactor) -> str:
+def shown_arguments(
+    arguments: Mapping[str, Any], redactor: Redactor, declared: Iterable[str] = ()
+) -> str:
     """The arguments as the user sees them: secrets masked first (a cut secret would no longer
     match), then long strings and the whole shortened; JSON with every non-ASCII or control
-    character escaped, so sandbox-chosen text cannot forge the rest of the question."""
+    character escaped, so sandbox-chosen text cannot forge the rest of the question.
+
+    The arguments the tool ``declared`` (its input schema's properties) come first, in the
+    tool's order, then any others: sandbox code chooses the order of its keys, and could
+    otherwise bury the argument the tool acts on behind padding the tool ignores, past the cut.
+    Each string gets its share of the room, so every argument shows."""
     masked = redactor.value(dict(arguments)) if redactor else dict(arguments)
-    text = json.dumps(_shortened(masked), ensure_ascii=True, default=str)
+    first = [key for key in dict.fromkeys(declared) if key in masked]
+    ordered = {key: masked[key] for key in first}
+    ordered.update((key, value) for key, value in masked.items() if key not in ordered)
+    share = MAX_SHOWN_ARGUMENTS // max(1, len(ordered))
+    limit = max(MIN_SHOWN_VALUE, min(MAX_SHOWN_VALUE, share))
+    text = json.dumps(_shortened(ordered, limit), ensure_ascii=True, default=str)
     if len(text) > MAX_SHOWN_ARGUMENTS:
         text = text[:MAX_SHOWN_ARGUMENTS] + f"… [{len(text) - MAX_SHOWN_ARGUMENTS} more characters]"
     return text
@@ -224,22 +239,25 @@ class ApprovalGate:
                     f"call to {_shown_name(server)}.{_shown_name(tool.name)} was not made: the "
                     "user declined it earlier in this run_python call",
                 )
-            return await self._ask(ctx, server, tool.name, rule, key, arguments)
+            return await self._ask(ctx, server, tool, rule, key, arguments)
 
     async def _ask(
         self,
         ctx: CallContext,
         server: str,
-        tool: str,
+        described: types.Tool,
         rule: str,
         key: str,
         arguments: Mapping[str, Any],
     ) -> str:
         assert ctx.client is not None
+        tool = described.name
         what = f"{_shown_name(server)}.{_shown_name(tool)}"
+        properties = described.input_schema.get("properties")
+        declared = [str(name) for name in properties] if isinstance(properties, Mapping) else []
         message = (
             f"Code running in session {_shown_name(ctx.session)} wants to call {what}.\n"
-            f"Arguments: {shown_arguments(arguments, self._redactor)}\n"
+            f"Arguments: {shown_arguments(arguments, self._redactor, declared)}\n"
             f"Asked because of {rule}. Accept to run it, decline to refuse it."
         )
         params = types.ElicitRequestFormParams(message=message, requested_schema=_SCHEMA)

@@ -1,0 +1,91 @@
+"""Attacks on the user's approval of nested calls, through the real bridge (stdio), a real MCP SDK
+client whose elicitation callback is the user, real podman and the probe server.
+
+Sandbox code chooses the arguments of the call the user is asked about, and their order: it must
+not be able to push the argument the tool acts on out of the question, nor keep a call (or the
+run_python call) alive past the bounds the user set.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp.client.session import ClientRequestContext
+
+from .conftest import code_text, open_bridge
+
+pytestmark = pytest.mark.container
+
+PROBE = Path(__file__).resolve().parents[1] / "servers" / "probe_server.py"
+SERVERS = {"probe": {"command": sys.executable, "args": [str(PROBE)]}}
+ASK_ECHO = {"MCP_BRIDGE_APPROVE_TOOLS": "probe.echo"}
+
+
+class User:
+    """Answers each approval question with ``answer`` (or never), and keeps the questions."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.questions: list[types.ElicitRequestFormParams] = []
+        self.asked = anyio.Event()
+
+    async def __call__(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        self.questions.append(params)
+        self.asked.set()
+        if self.answer == "never":
+            await anyio.sleep_forever()
+        return types.ElicitResult(action=self.answer)  # type: ignore[arg-type]
+
+
+async def test_padding_arguments_cannot_push_the_real_argument_out_of_the_question(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # The probe's echo declares one argument, `text`, and ignores any other (as servers that
+    # strip unknown keys do): sandbox code puts long undeclared arguments first.
+    user = User("decline")
+    async with open_bridge(
+        tmp_path, servers=SERVERS, env=ASK_ECHO, client_options={"elicitation_callback": user}
+    ) as bridge:
+        result = await bridge.run(
+            "from mcp import mcp_servers, ApprovalDeclined\n"
+            "pad = {f'note{i}': 'harmless ' * 40 for i in range(8)}\n"
+            "try:\n"
+            "    await mcp_servers['probe'].echo(**pad, text='DROP-TABLE-users')\n"
+            "except ApprovalDeclined as e:\n"
+            "    print('declined')\n"
+        )
+    assert code_text(result).startswith("declined"), result
+    (question,) = user.questions
+    assert "DROP-TABLE-users" in question.message, question.message
+
+
+async def test_a_question_never_answered_does_not_hold_run_python_past_its_timeout(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # The approval timeout (120 s by default) is longer than this run_python call's timeout
+    # (3 s): the run ends at its own bound, the question with it, and the call is not made.
+    user = User("never")
+    async with open_bridge(
+        tmp_path, servers=SERVERS, env=ASK_ECHO, client_options={"elicitation_callback": user}
+    ) as bridge:
+        warm = await bridge.run("from mcp import mcp_servers\nawait mcp_servers['probe'].env()")
+        assert not warm.is_error, warm  # the server is up: the 3 s are the question's
+        with anyio.fail_after(60):  # a guard against a hang, far above the 3 s asked for
+            result = await bridge.run(
+                "from mcp import mcp_servers\n"
+                "await mcp_servers['probe'].echo(text='never answered')\n"
+                "print('ran')\n",
+                timeout=3,
+            )
+        assert user.questions, result
+        assert "ran" not in code_text(result), result
+        # The bridge still serves: the next run (not asking anything) answers.
+        after = await bridge.run("print('still here')")
+    assert code_text(after).startswith("still here"), after
