@@ -89,3 +89,24 @@ async def test_a_question_never_answered_does_not_hold_run_python_past_its_timeo
         # The bridge still serves: the next run (not asking anything) answers.
         after = await bridge.run("print('still here')")
     assert code_text(after).startswith("still here"), after
+
+
+async def test_two_thousand_concurrent_calls_needing_approval_ask_once_and_hold_a_bounded_number(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # One question (declined): every other call is refused — as declined earlier in this run, or
+    # at once past the calls-in-flight bound — and none reaches the server.
+    user = User("decline")
+    async with open_bridge(
+        tmp_path, servers=SERVERS, env=ASK_ECHO, client_options={"elicitation_callback": user}
+    ) as bridge:
+        result = await bridge.run(
+            "import asyncio, collections\n"
+            "from mcp import mcp_servers\n"
+            "calls = [mcp_servers['probe'].echo(text=f'n{i}') for i in range(2000)]\n"
+            "out = await asyncio.gather(*calls, return_exceptions=True)\n"
+            "print(sorted(collections.Counter(type(o).__name__ for o in out).items()))\n"
+        )
+    text = code_text(result)
+    assert len(user.questions) == 1, (len(user.questions), text)
+    assert "str" not in text and "dict" not in text, text  # no call ran
