@@ -59,9 +59,12 @@ def main() -> None:
     async def on_call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         args = params.arguments or {}
         counts = await _flood(ctx, int(args.get("questions", 0)), int(args.get("logs", 0)))
-        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(counts))])
+        text = types.TextContent(type="text", text=json.dumps(counts))
+        return types.CallToolResult(content=[text])
 
-    server = Server("flood", version="1.0.0", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+    server = Server(
+        "flood", version="1.0.0", on_list_tools=on_list_tools, on_call_tool=on_call_tool
+    )
 
     async def serve() -> None:
         async with stdio_server() as (read_stream, write_stream):
