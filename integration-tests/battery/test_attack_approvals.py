@@ -112,3 +112,46 @@ async def test_two_thousand_concurrent_calls_needing_approval_ask_once_and_hold_
     # No call ran: every outcome is an exception.
     assert "str" not in text, text
     assert "dict" not in text, text
+
+
+async def test_allow_for_session_of_one_server_tool_does_not_cover_another_spelled_alike(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # Servers `p` and `p.x`; `p` gains a tool named `x.echo`. "Allow for this session" of
+    # p / x.echo must not cover p.x / echo, though both read "p.x.echo" when joined by a dot.
+    asked: list[str] = []
+
+    async def user(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"allow_for_session": True})
+
+    probe = {"command": sys.executable, "args": [str(PROBE)]}
+    async with open_bridge(
+        tmp_path,
+        servers={"p": probe, "p.x": probe},
+        env={"MCP_BRIDGE_APPROVAL": "all"},
+        client_options={"elicitation_callback": user},
+    ) as bridge:
+        added = await bridge.run(
+            "from mcp import mcp_servers\nawait mcp_servers['p'].add_tool(name='x.echo')"
+        )
+        assert not added.is_error, added
+        result = await bridge.run(
+            "import asyncio\n"
+            "from mcp import mcp_servers, UnknownTool\n"
+            # The new tool shows once the bridge has refreshed p's list (a bounded look).
+            "for _ in range(100):\n"
+            "    try:\n"
+            "        await mcp_servers['p']['x.echo'](value='granted for the session')\n"
+            "        break\n"
+            "    except UnknownTool:\n"
+            "        await asyncio.sleep(0.05)\n"
+            "r = await mcp_servers['p.x'].echo(text='another server')\n"
+            "print('done')\n"
+        )
+    assert code_text(result).startswith("done"), result
+    assert len(asked) == 3, asked
+    # The two questions about different calls read differently.
+    assert asked[1].split("\n")[0] != asked[2].split("\n")[0], asked

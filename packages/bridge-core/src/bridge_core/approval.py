@@ -71,6 +71,9 @@ MAX_GRANTS_PER_SESSION = 256
 MAX_REMEMBERED_EXECUTIONS = 256
 """Executions whose declines are kept (they end; the oldest are forgotten first)."""
 
+_Key = tuple[str, str]
+"""(server, tool): what an answer is remembered for."""
+
 SESSION_FIELD = "allow_for_session"
 _SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -155,6 +158,14 @@ def _shown_name(name: str) -> str:
     return name if re.fullmatch(r"[\x21-\x7e]+", name) else json.dumps(name)
 
 
+def _shown_call(server: str, tool: str) -> str:
+    """``server.tool`` for the user; quoted apart when either holds a dot, so that p / x.echo
+    and p.x / echo do not read the same."""
+    if "." in server or "." in tool:
+        return f"{json.dumps(server[:MAX_SHOWN_NAME])}.{json.dumps(tool[:MAX_SHOWN_NAME])}"
+    return f"{_shown_name(server)}.{_shown_name(tool)}"
+
+
 def _shortened(value: Any, limit: int, depth: int = 0) -> Any:
     if isinstance(value, str):
         return value if len(value) <= limit else value[:limit] + "…"
@@ -196,8 +207,8 @@ class ApprovalGate:
     def __init__(self, rules: ApprovalRules, redactor: Redactor) -> None:
         self.rules = rules
         self._redactor = redactor
-        self._granted: OrderedDict[tuple[str | None, str], set[str]] = OrderedDict()
-        self._declined: OrderedDict[str, set[str]] = OrderedDict()
+        self._granted: OrderedDict[tuple[str | None, str], set[_Key]] = OrderedDict()
+        self._declined: OrderedDict[str, set[_Key]] = OrderedDict()
         self._turns: dict[str, tuple[anyio.Lock, int]] = {}
 
     async def check(
@@ -209,7 +220,9 @@ class ApprovalGate:
         rule = self.rules.requires(server, tool)
         if rule is None:
             return None
-        key = f"{server}.{tool.name}"
+        # A pair, not "server.tool": server and tool names may hold dots, and a grant of
+        # p / x.echo must not cover p.x / echo.
+        key: _Key = (server, tool.name)
         if self._is_granted(ctx, key):
             return "session"
         link = ctx.client
@@ -221,7 +234,7 @@ class ApprovalGate:
                 tool.name,
                 rule,
                 "unsupported",
-                f"call to {_shown_name(server)}.{_shown_name(tool.name)} needs the user's "
+                f"call to {_shown_call(server, tool.name)} needs the user's "
                 f"approval ({rule}), but this MCP client cannot ask the user (it does not "
                 f"support elicitation); the call was not made. To run such calls without "
                 f"asking, set {APPROVAL_FALLBACK}=allow (or {APPROVAL}=off)",
@@ -236,7 +249,7 @@ class ApprovalGate:
                     tool.name,
                     rule,
                     "declined_earlier",
-                    f"call to {_shown_name(server)}.{_shown_name(tool.name)} was not made: the "
+                    f"call to {_shown_call(server, tool.name)} was not made: the "
                     "user declined it earlier in this run_python call",
                 )
             return await self._ask(ctx, server, tool, rule, key, arguments)
@@ -247,12 +260,12 @@ class ApprovalGate:
         server: str,
         described: types.Tool,
         rule: str,
-        key: str,
+        key: _Key,
         arguments: Mapping[str, Any],
     ) -> str:
         assert ctx.client is not None
         tool = described.name
-        what = f"{_shown_name(server)}.{_shown_name(tool)}"
+        what = _shown_call(server, tool)
         properties = described.input_schema.get("properties")
         declared = [str(name) for name in properties] if isinstance(properties, Mapping) else []
         message = (
@@ -302,11 +315,11 @@ class ApprovalGate:
 
     # --- bounded memory ------------------------------------------------------------------------
 
-    def _is_granted(self, ctx: CallContext, key: str) -> bool:
+    def _is_granted(self, ctx: CallContext, key: _Key) -> bool:
         granted = self._granted.get((ctx.client_key, ctx.session))
         return granted is not None and key in granted
 
-    def _grant(self, ctx: CallContext, key: str) -> None:
+    def _grant(self, ctx: CallContext, key: _Key) -> None:
         where = (ctx.client_key, ctx.session)
         granted = self._granted.setdefault(where, set())
         self._granted.move_to_end(where)
@@ -315,7 +328,7 @@ class ApprovalGate:
         while len(self._granted) > MAX_REMEMBERED_SESSIONS:
             self._granted.popitem(last=False)
 
-    def _decline(self, ctx: CallContext, key: str) -> None:
+    def _decline(self, ctx: CallContext, key: _Key) -> None:
         declined = self._declined.setdefault(ctx.execution_id, set())
         if len(declined) < MAX_GRANTS_PER_SESSION:
             declined.add(key)
