@@ -155,3 +155,34 @@ async def test_allow_for_session_of_one_server_tool_does_not_cover_another_spell
     assert len(asked) == 3, asked
     # The two questions about different calls read differently.
     assert asked[1].split("\n")[0] != asked[2].split("\n")[0], asked
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "open: 'allow for this session' is remembered per client and session NAME "
+        "(bridge_core.approval.ApprovalGate._granted), so it outlives a reset of the session "
+        "(run_python reset=True) and a session that ended and was started again under the same "
+        "name; clearing it needs the session manager to tell the gate when a session ends"
+    ),
+)
+async def test_allow_for_session_ends_with_the_session_it_was_given_in(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    asked: list[str] = []
+
+    async def user(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"allow_for_session": True})
+
+    call = "from mcp import mcp_servers\nawait mcp_servers['probe'].echo(text='x')\nprint('ran')"
+    async with open_bridge(
+        tmp_path, servers=SERVERS, env=ASK_ECHO, client_options={"elicitation_callback": user}
+    ) as bridge:
+        first = await bridge.run(call)
+        again = await bridge.run(call, reset=True)  # a new sandbox, a new session state
+    assert code_text(first).startswith("ran"), first
+    assert code_text(again).startswith("ran"), again
+    assert len(asked) == 2, asked
