@@ -93,7 +93,11 @@ async def test_sampling_and_elicitation_of_the_everything_server_reach_the_real_
     # Elicitation: the server's own form reached the client; the user's answer went back.
     (form,) = client.elicited
     assert isinstance(form, types.ElicitRequestFormParams)
-    assert form.message == "Please provide inputs for the following fields:"
+    # ...named as the server's, not the bridge's (docs/policy.md).
+    assert form.message == (
+        '[The MCP server "everything" asks, through the bridge] '
+        "Please provide inputs for the following fields:"
+    )
     assert form.requested_schema["required"] == ["name"]
     assert "- Name: Ada Lovelace" in code_text(elicited)
 

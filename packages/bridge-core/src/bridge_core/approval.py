@@ -61,12 +61,18 @@ MAX_SHOWN_ARGUMENTS = 800
 """Characters of the (masked, JSON) arguments shown in the question; the rest is cut."""
 MAX_SHOWN_VALUE = 200
 """Characters of one string argument kept before the whole is cut: every argument gets a look."""
+MIN_SHOWN_VALUE = 24
+"""With many arguments, each string is cut to its share of :data:`MAX_SHOWN_ARGUMENTS`, but never
+below this."""
 MAX_SHOWN_NAME = 128
 MAX_REMEMBERED_SESSIONS = 256
 """Sessions whose "allow for this session" answers are kept (least recently used dropped)."""
 MAX_GRANTS_PER_SESSION = 256
 MAX_REMEMBERED_EXECUTIONS = 256
 """Executions whose declines are kept (they end; the oldest are forgotten first)."""
+
+_Key = tuple[str, str]
+"""(server, tool): what an answer is remembered for."""
 
 SESSION_FIELD = "allow_for_session"
 _SCHEMA: dict[str, Any] = {
@@ -152,24 +158,44 @@ def _shown_name(name: str) -> str:
     return name if re.fullmatch(r"[\x21-\x7e]+", name) else json.dumps(name)
 
 
-def _shortened(value: Any, depth: int = 0) -> Any:
+def _shown_call(server: str, tool: str) -> str:
+    """``server.tool`` for the user; quoted apart when either holds a dot, so that p / x.echo
+    and p.x / echo do not read the same."""
+    if "." in server or "." in tool:
+        return f"{json.dumps(server[:MAX_SHOWN_NAME])}.{json.dumps(tool[:MAX_SHOWN_NAME])}"
+    return f"{_shown_name(server)}.{_shown_name(tool)}"
+
+
+def _shortened(value: Any, limit: int, depth: int = 0) -> Any:
     if isinstance(value, str):
-        return value if len(value) <= MAX_SHOWN_VALUE else value[:MAX_SHOWN_VALUE] + "…"
+        return value if len(value) <= limit else value[:limit] + "…"
     if depth >= 8:
         return "…"
     if isinstance(value, Mapping):
-        return {str(k)[:MAX_SHOWN_NAME]: _shortened(v, depth + 1) for k, v in value.items()}
+        return {str(k)[:MAX_SHOWN_NAME]: _shortened(v, limit, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_shortened(v, depth + 1) for v in value]
+        return [_shortened(v, limit, depth + 1) for v in value]
     return value
 
 
-def shown_arguments(arguments: Mapping[str, Any], redactor: Redactor) -> str:
+def shown_arguments(
+    arguments: Mapping[str, Any], redactor: Redactor, declared: Iterable[str] = ()
+) -> str:
     """The arguments as the user sees them: secrets masked first (a cut secret would no longer
     match), then long strings and the whole shortened; JSON with every non-ASCII or control
-    character escaped, so sandbox-chosen text cannot forge the rest of the question."""
+    character escaped, so sandbox-chosen text cannot forge the rest of the question.
+
+    The arguments the tool ``declared`` (its input schema's properties) come first, in the
+    tool's order, then any others: sandbox code chooses the order of its keys, and could
+    otherwise bury the argument the tool acts on behind padding the tool ignores, past the cut.
+    Each string gets its share of the room, so every argument shows."""
     masked = redactor.value(dict(arguments)) if redactor else dict(arguments)
-    text = json.dumps(_shortened(masked), ensure_ascii=True, default=str)
+    first = [key for key in dict.fromkeys(declared) if key in masked]
+    ordered = {key: masked[key] for key in first}
+    ordered.update((key, value) for key, value in masked.items() if key not in ordered)
+    share = MAX_SHOWN_ARGUMENTS // max(1, len(ordered))
+    limit = max(MIN_SHOWN_VALUE, min(MAX_SHOWN_VALUE, share))
+    text = json.dumps(_shortened(ordered, limit), ensure_ascii=True, default=str)
     if len(text) > MAX_SHOWN_ARGUMENTS:
         text = text[:MAX_SHOWN_ARGUMENTS] + f"… [{len(text) - MAX_SHOWN_ARGUMENTS} more characters]"
     return text
@@ -181,8 +207,8 @@ class ApprovalGate:
     def __init__(self, rules: ApprovalRules, redactor: Redactor) -> None:
         self.rules = rules
         self._redactor = redactor
-        self._granted: OrderedDict[tuple[str | None, str], set[str]] = OrderedDict()
-        self._declined: OrderedDict[str, set[str]] = OrderedDict()
+        self._granted: OrderedDict[tuple[str | None, str], set[_Key]] = OrderedDict()
+        self._declined: OrderedDict[str, set[_Key]] = OrderedDict()
         self._turns: dict[str, tuple[anyio.Lock, int]] = {}
 
     async def check(
@@ -194,7 +220,9 @@ class ApprovalGate:
         rule = self.rules.requires(server, tool)
         if rule is None:
             return None
-        key = f"{server}.{tool.name}"
+        # A pair, not "server.tool": server and tool names may hold dots, and a grant of
+        # p / x.echo must not cover p.x / echo.
+        key: _Key = (server, tool.name)
         if self._is_granted(ctx, key):
             return "session"
         link = ctx.client
@@ -206,7 +234,7 @@ class ApprovalGate:
                 tool.name,
                 rule,
                 "unsupported",
-                f"call to {_shown_name(server)}.{_shown_name(tool.name)} needs the user's "
+                f"call to {_shown_call(server, tool.name)} needs the user's "
                 f"approval ({rule}), but this MCP client cannot ask the user (it does not "
                 f"support elicitation); the call was not made. To run such calls without "
                 f"asking, set {APPROVAL_FALLBACK}=allow (or {APPROVAL}=off)",
@@ -221,25 +249,28 @@ class ApprovalGate:
                     tool.name,
                     rule,
                     "declined_earlier",
-                    f"call to {_shown_name(server)}.{_shown_name(tool.name)} was not made: the "
+                    f"call to {_shown_call(server, tool.name)} was not made: the "
                     "user declined it earlier in this run_python call",
                 )
-            return await self._ask(ctx, server, tool.name, rule, key, arguments)
+            return await self._ask(ctx, server, tool, rule, key, arguments)
 
     async def _ask(
         self,
         ctx: CallContext,
         server: str,
-        tool: str,
+        described: types.Tool,
         rule: str,
-        key: str,
+        key: _Key,
         arguments: Mapping[str, Any],
     ) -> str:
         assert ctx.client is not None
-        what = f"{_shown_name(server)}.{_shown_name(tool)}"
+        tool = described.name
+        what = _shown_call(server, tool)
+        properties = described.input_schema.get("properties")
+        declared = [str(name) for name in properties] if isinstance(properties, Mapping) else []
         message = (
             f"Code running in session {_shown_name(ctx.session)} wants to call {what}.\n"
-            f"Arguments: {shown_arguments(arguments, self._redactor)}\n"
+            f"Arguments: {shown_arguments(arguments, self._redactor, declared)}\n"
             f"Asked because of {rule}. Accept to run it, decline to refuse it."
         )
         params = types.ElicitRequestFormParams(message=message, requested_schema=_SCHEMA)
@@ -284,11 +315,11 @@ class ApprovalGate:
 
     # --- bounded memory ------------------------------------------------------------------------
 
-    def _is_granted(self, ctx: CallContext, key: str) -> bool:
+    def _is_granted(self, ctx: CallContext, key: _Key) -> bool:
         granted = self._granted.get((ctx.client_key, ctx.session))
         return granted is not None and key in granted
 
-    def _grant(self, ctx: CallContext, key: str) -> None:
+    def _grant(self, ctx: CallContext, key: _Key) -> None:
         where = (ctx.client_key, ctx.session)
         granted = self._granted.setdefault(where, set())
         self._granted.move_to_end(where)
@@ -297,7 +328,7 @@ class ApprovalGate:
         while len(self._granted) > MAX_REMEMBERED_SESSIONS:
             self._granted.popitem(last=False)
 
-    def _decline(self, ctx: CallContext, key: str) -> None:
+    def _decline(self, ctx: CallContext, key: _Key) -> None:
         declined = self._declined.setdefault(ctx.execution_id, set())
         if len(declined) < MAX_GRANTS_PER_SESSION:
             declined.add(key)

@@ -130,6 +130,11 @@ class ClientRelay:
         finally:
             self._in_flight -= 1
 
+    @property
+    def attribution(self) -> str:
+        """What precedes the message of an upstream's question to the user."""
+        return f"[The MCP server {json.dumps(self.server[:128])} asks, through the bridge] "
+
     def _masked(self, params: Any) -> Any:
         """``params`` with every configured secret masked (a server may quote its token)."""
         if not self._redactor:
@@ -143,6 +148,10 @@ class ClientRelay:
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
         masked = self._masked(params)
+        # The client sees every question as the bridge's: the relayed one names the server that
+        # asks, so an upstream cannot pass its question off as the bridge's approval of a call
+        # (an "Accept to run it" the user answers is then the server's, not an approval).
+        masked = masked.model_copy(update={"message": f"{self.attribution}{masked.message}"})
         result: types.ElicitResult | types.ErrorData = await self._relay(
             "elicitation", lambda link: link.elicit(masked)
         )
