@@ -28,7 +28,7 @@ from bridge_core.sessions.types import SessionConfig
 
 from mcp_code_execution_mode._logging import mask_logs
 from mcp_code_execution_mode.server import Executor, ExecutorFactory
-from mcp_code_execution_mode.settings import Settings
+from mcp_code_execution_mode.settings import Settings, runtime_target
 
 __all__ = [
     "discover_servers",
@@ -132,7 +132,9 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
         preference = None if settings.runtime == "auto" else settings.runtime
 
         async def connect_runtime() -> RuntimeBackend:
-            return await detect_runtime(preference, state_dir=state_dir / "runtime")
+            return await detect_runtime(
+                preference, state_dir=state_dir / "runtime", target=runtime_target(settings)
+            )
 
         async with (
             open_proxy(

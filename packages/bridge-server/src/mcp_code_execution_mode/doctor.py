@@ -52,7 +52,7 @@ from mcp_code_execution_mode._footprint import (
 )
 from mcp_code_execution_mode._probe import probe_servers
 from mcp_code_execution_mode._units import format_size
-from mcp_code_execution_mode.settings import Settings
+from mcp_code_execution_mode.settings import Settings, runtime_target
 
 __all__ = ["run_doctor"]
 
@@ -140,7 +140,9 @@ async def _check_runtime(settings: Settings, report: _Report) -> RuntimeBackend 
     preference = None if settings.runtime == "auto" else settings.runtime
     try:
         backend = await detect_runtime(
-            preference, state_dir=settings.resolved_state_dir / "runtime"
+            preference,
+            state_dir=settings.resolved_state_dir / "runtime",
+            target=runtime_target(settings),
         )
         info: RuntimeInfo = await backend.info()
     except BridgeError as exc:
