@@ -75,7 +75,8 @@ async def measure(backend: PodmanBackend, image: str, args: argparse.Namespace) 
         start = time.perf_counter()
         await run(channel, "p1", loop)
         proxied = (time.perf_counter() - start) * 1e6 / args.calls
-        await run(channel, "d-setup", f"png = b'\\x89PNG\\r\\n\\x1a\\n' + bytes({DISPLAY_BYTES - 8})")
+        make_png = f"png = b'\\x89PNG\\r\\n\\x1a\\n' + bytes({DISPLAY_BYTES - 8})"
+        await run(channel, "d-setup", make_png)
         displays = []
         for index in range(args.displays):
             start = time.perf_counter()

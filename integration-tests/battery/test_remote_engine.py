@@ -40,7 +40,7 @@ def _remote_env() -> dict[str, str]:
     """The remote settings: from the environment, else what scripts/prepare-remote wrote."""
     found = {k: v for k in _shared.REMOTE_VARIABLES if (v := os.environ.get(k))}
     if not found.get("MCP_BRIDGE_RUNTIME_URL", "").startswith("ssh://") and PREPARED.is_file():
-        found = _shared._read_env_file(PREPARED)  # noqa: SLF001
+        found = _shared._read_env_file(PREPARED)
     if not found.get("MCP_BRIDGE_RUNTIME_URL", "").startswith("ssh://"):
         message = "no ssh engine: run scripts/prepare-remote (as root) first"
         if os.environ.get("CI"):
@@ -81,7 +81,7 @@ async def test_an_engine_whose_host_key_is_not_known_is_refused(
     await anyio.run_process(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", tmp_path / "k"])
     key = (tmp_path / "k.pub").read_text().split()[:2]
     other.write_text(f"[{host}]:{port or 22} {' '.join(key)}\n")
-    with pytest.raises(RuntimeUnavailable, match="(?i)host key"), anyio.fail_after(60):
+    with pytest.raises(RuntimeUnavailable, match=r"(?i)host key"), anyio.fail_after(60):
         await PodmanBackend.connect(
             state_dir=tmp_path / "state",
             url=url,
@@ -93,7 +93,8 @@ async def test_an_engine_whose_host_key_is_not_known_is_refused(
 async def test_a_remote_sandbox_runs_under_the_bridges_filter_with_nothing_mounted(
     remote_backend: PodmanBackend, sandbox_image: str
 ) -> None:
-    assert remote_backend.remote and remote_backend.channel == "stdio"
+    assert remote_backend.remote
+    assert remote_backend.channel == "stdio"
     assert remote_backend.seccomp is not None
     # The profile podman reads is a file on the engine's machine, named by its content.
     assert remote_backend.seccomp.path.name.endswith(f"{remote_backend.seccomp.digest[:16]}.json")
@@ -125,7 +126,7 @@ async def test_a_dropped_link_ends_the_channel_and_the_remote_container(
         sandbox = await remote_backend.start(spec)
     channel = Channel(sandbox.stream)
     await channel.handshake(spec.name)
-    await remote_backend._link.drop()  # type: ignore[union-attr]  # noqa: SLF001
+    await remote_backend._link.drop()  # type: ignore[union-attr]
     with pytest.raises(ChannelClosed), anyio.fail_after(30):
         await channel.receive()
     # The next start opens a new link; the dropped sandbox left by itself (stdin EOF).
@@ -192,7 +193,8 @@ async def test_a_dropped_link_mid_call_is_a_crash_and_the_next_call_gets_a_new_s
                 os.kill(link, signal.SIGKILL)  # the network goes away
         after = await bridge.run("'before' in globals()")
         with anyio.fail_after(60):
-            while dropped & set(owned_containers(pid)):  # it removed itself over there
+            # It removed itself over there; only podman's listing can tell (nothing to wait on).
+            while dropped & set(owned_containers(pid)):  # noqa: ASYNC110
                 await anyio.sleep(0.1)
     assert result is not None
     assert result.is_error is True

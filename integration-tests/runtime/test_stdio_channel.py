@@ -94,7 +94,7 @@ async def test_nothing_of_the_bridge_machine_is_mounted_and_no_log_is_kept(
         assert sandbox.shared_dir is None  # type: ignore[attr-defined]
         attrs = await anyio.to_thread.run_sync(
             api.inspect,
-            stdio_backend._client,  # noqa: SLF001
+            stdio_backend._client,
             sandbox.name,  # type: ignore[attr-defined]
         )
         binds = [m for m in attrs.get("Mounts") or () if m.get("Type") == "bind"]
@@ -130,8 +130,11 @@ async def test_the_sandbox_ending_is_end_of_stream(
     sandbox, channel = await _start(stdio_backend, sandbox_image, "stdio-exit")
     try:
         await channel.send(Shutdown("test"))
-        with pytest.raises(ChannelClosed), anyio.fail_after(30):
+        with anyio.fail_after(30):
             while True:
-                await channel.receive()
+                try:
+                    await channel.receive()
+                except ChannelClosed:
+                    break
     finally:
         await stdio_backend.kill(sandbox)  # type: ignore[arg-type]

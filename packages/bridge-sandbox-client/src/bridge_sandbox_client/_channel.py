@@ -63,7 +63,7 @@ def signals_deferred() -> Iterator[None]:
 
 
 class Transport(Protocol):
-    """What :class:`Channel` needs of its byte stream (a socket, or :class:`~._stdio.StdioPipes`)."""
+    """What :class:`Channel` needs of its byte stream: a socket, or :class:`~._stdio.StdioPipes`."""
 
     def settimeout(self, timeout: float | None) -> None: ...
     def recv(self, size: int) -> bytes: ...

@@ -17,7 +17,7 @@ makes OpenSSH disable the forward, after which the library waits 300 s for a soc
 comes), and it cannot attach. Here host keys are checked (``StrictHostKeyChecking=yes``, the
 user's known_hosts or ``MCP_BRIDGE_RUNTIME_KNOWN_HOSTS``), authentication never prompts
 (``BatchMode``), a forward that cannot be set up is an error (``ExitOnForwardFailure``), and a
-link that dies is noticed within :data:`ALIVE_INTERVAL` × :data:`ALIVE_COUNT` seconds.
+link that dies is noticed within :data:`ALIVE_INTERVAL` times :data:`ALIVE_COUNT` seconds.
 
 A dropped link ends every attach stream: each session sees its sandbox gone and takes the same
 path as a crashed sandbox. On the remote side the attach connections end too, conmon closes
@@ -178,7 +178,9 @@ class SshLink:
                 command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd
             )
         except OSError as exc:
-            raise RuntimeUnavailable(f"cannot run ssh (is openssh-client installed?): {exc}") from exc
+            raise RuntimeUnavailable(
+                f"cannot run ssh (is openssh-client installed?): {exc}"
+            ) from exc
         finally:
             os.close(log_fd)
 

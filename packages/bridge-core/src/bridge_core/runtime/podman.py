@@ -246,9 +246,7 @@ class PodmanBackend:
                 f"no podman API service answers at {', '.join(tried)}, and the private service "
                 f"started at {service.url} does not answer either: {service.log_tail()}"
             )
-        return cls(
-            client, url=service.url, state_dir=state_dir, service=service, channel=channel
-        )
+        return cls(client, url=service.url, state_dir=state_dir, service=service, channel=channel)
 
     async def _write_seccomp_profile(self, state_dir: Path) -> None:
         if self._link is not None:
@@ -418,9 +416,7 @@ class PodmanBackend:
     def _log_path(self, name: str) -> Path:
         return self._sandboxes / f"{name}.log"
 
-    def _create_verify_start(
-        self, spec: SandboxSpec, name: str, channel_dir: Path | None
-    ) -> None:
+    def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path | None) -> None:
         """Create and verify; then start (socket channel), or leave it initialised for the
         attach (``channel_dir`` None: the stdio channel, started by the caller)."""
         ours = profile_to_apply(spec.security_opt, self.seccomp, self.seccomp_problem)
