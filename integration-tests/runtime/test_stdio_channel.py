@@ -11,10 +11,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from bridge_core.channel import Channel, ChannelClosed
+from bridge_core.errors import SandboxStartError
 from bridge_core.runtime import _podman_api as api
 from bridge_core.runtime.base import SandboxSpec
 from bridge_core.runtime.podman import PodmanBackend
@@ -122,6 +124,26 @@ async def test_closing_the_bridge_end_ends_the_sandbox(
     # It left by itself with status 0 (or is already auto-removed): nobody killed it.
     assert (state.exit_code, state.oom_killed) in ((0, False), (None, False)), state
     await stdio_backend.kill(sandbox)  # type: ignore[arg-type]
+
+
+async def test_a_sandbox_that_exits_before_speaking_fails_with_its_status_and_stderr(
+    stdio_backend: PodmanBackend, sandbox_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = api.create_kwargs
+
+    def bad_arguments(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        created = real(*args, **kwargs)
+        created["command"] = ["--stdio", "--no-such-option"]  # the client exits with status 2
+        return created
+
+    monkeypatch.setattr(api, "create_kwargs", bad_arguments)
+    spec = SandboxSpec(name="stdio-dies", image=sandbox_image, connect_timeout=START_TIMEOUT)
+    with anyio.fail_after(START_TIMEOUT), pytest.raises(SandboxStartError) as caught:
+        await stdio_backend.start(spec)
+    message = str(caught.value)
+    assert "exited before speaking" in message
+    assert "status 2" in message
+    assert "unrecognized arguments: --no-such-option" in message  # its stderr, via the stream
 
 
 async def test_the_sandbox_ending_is_end_of_stream(

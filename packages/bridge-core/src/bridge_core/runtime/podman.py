@@ -36,13 +36,13 @@ from typing import Any, Literal
 
 import anyio
 import podman
-from anyio.abc import SocketListener, SocketStream
+from anyio.abc import SocketListener
 
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError
 from bridge_core.private_files import private_dir
 from bridge_core.runtime import _oom, _pidfd
 from bridge_core.runtime import _podman_api as api
-from bridge_core.runtime._attach import AttachedStream, AttachError, attach
+from bridge_core.runtime._attach import AttachedStream
 from bridge_core.runtime._channel import ChannelDir, accept_channel
 from bridge_core.runtime._hardening import container_labels, container_name
 from bridge_core.runtime._locality import kernel_problem
@@ -56,16 +56,22 @@ from bridge_core.runtime._ownership import (
 from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
 from bridge_core.runtime._podman_events import ContainerEvents
 from bridge_core.runtime._podman_service import PrivateService
+from bridge_core.runtime._podman_stdio import (
+    open_attach,
+    open_ssh_engine,
+    remote_seccomp,
+    upload_profile,
+    wait_spoken,
+)
 from bridge_core.runtime._sandbox import ContainerSandbox
 from bridge_core.runtime._seccomp import (
-    PROFILE_NAME,
     SeccompProfile,
     SeccompUnavailable,
     describe_filter,
     profile_to_apply,
     write_profile,
 )
-from bridge_core.runtime._ssh import SshLink, parse_ssh_url
+from bridge_core.runtime._ssh import SshLink
 from bridge_core.runtime._verify import (
     hardening_violations,
     lifecycle_violations,
@@ -177,7 +183,8 @@ class PodmanBackend:
         await anyio.to_thread.run_sync(private_dir, state_dir / "sandboxes")
         urls = [url] if url else api.socket_candidates(os.environ, os.geteuid())
         if urls[0].startswith("ssh://"):
-            backend = await cls._over_ssh(urls[0], state_dir, identity, known_hosts)
+            client, link = await open_ssh_engine(urls[0], identity, known_hosts)
+            backend = cls(client, url=link.url, state_dir=state_dir, link=link)
             urls = []
         for candidate in urls:
             client = await _run(api.connect, candidate)
@@ -218,22 +225,6 @@ class PodmanBackend:
         return backend
 
     @classmethod
-    async def _over_ssh(
-        cls, url: str, state_dir: Path, identity: Path | None, known_hosts: Path | None
-    ) -> PodmanBackend:
-        target = parse_ssh_url(url, identity, known_hosts)
-        link = await SshLink.open(target)
-        client = await _run(api.connect, link.url)
-        if client is None:
-            await link.aclose()
-            raise RuntimeUnavailable(
-                f"ssh to {target.destination} works, but no podman API service answers at "
-                f"{target.socket_path} there: start it on that machine (podman system service "
-                f"--time=0 unix://{target.socket_path}, or enable podman.socket)"
-            )
-        return cls(client, url=link.url, state_dir=state_dir, link=link)
-
-    @classmethod
     async def _with_private_service(
         cls, binary: str, state_dir: Path, tried: list[str], channel: Channel
     ) -> PodmanBackend:
@@ -252,7 +243,7 @@ class PodmanBackend:
         if self._link is not None:
             try:
                 local = await _run(write_profile, state_dir)
-                self.seccomp = await self._upload_profile(self._link, local)
+                self.seccomp = await upload_profile(self._link, local)
             except (SeccompUnavailable, RuntimeUnavailable) as exc:
                 self.seccomp_problem = str(exc)
             return
@@ -267,20 +258,6 @@ class PodmanBackend:
             self.seccomp = await _run(write_profile, state_dir)
         except SeccompUnavailable as exc:
             self.seccomp_problem = str(exc)
-
-    @staticmethod
-    async def _upload_profile(link: SshLink, local: SeccompProfile) -> SeccompProfile:
-        """Write the profile on the engine's machine, named by its digest (bridges sharing
-        that machine write the same file for the same content); the same profile, at the path
-        podman reads there."""
-        name = f"{PROFILE_NAME.removesuffix('.json')}-{local.digest[:16]}.json"
-        script = (
-            'set -e; umask 077; dir="$HOME/.local/state/mcp-code-execution-mode"; '
-            'mkdir -p "$dir"; cat > "$dir/$1.tmp"; mv -f "$dir/$1.tmp" "$dir/$1"; '
-            'printf %s "$dir/$1"'
-        )
-        path = await link.run(script, name, stdin=local.path.read_bytes())
-        return SeccompProfile(Path(path.decode()), local.content, local.base)
 
     def _can_track_oom(self, data: dict[str, Any]) -> bool:
         if not self.url.startswith("unix://") or self.remote or os.geteuid() != 0:
@@ -328,15 +305,7 @@ class PodmanBackend:
                 connect_timeout=spec.connect_timeout,
             )
         except BaseException:
-            # Shielded (a cancelled caller must still not leak the container) but bounded.
-            with anyio.CancelScope(shield=True):
-                killed = self._kill_init(name)  # started: auto-removal deletes it, no waiting
-                with anyio.move_on_after(CLEANUP_TIMEOUT):
-                    if listener is not None:
-                        await listener.aclose()
-                    if not killed:
-                        await self._remove_half_started(name)
-                await self._forget(name, patient=not killed)
+            await self._undo_start(name, listener)
             raise
         await listener.aclose()
         channel.unlink_socket()
@@ -353,55 +322,32 @@ class PodmanBackend:
         stream: AttachedStream | None = None
         try:
             await _run(self._create_verify_start, spec, name, None)
-            stream = await self._attach(name)
+            stream = await open_attach(self.url, name)
             await _run(api.start, self._client, name)
             await self._hold_init_async(name)
-            with anyio.move_on_after(spec.connect_timeout) as waited:
-                try:
-                    await stream.wait_started()
-                except (anyio.EndOfStream, anyio.BrokenResourceError):
-                    death = await self._death(name, spec.limits.memory_bytes) or "it ended"
-                    tail = stream.stderr_tail.strip()
-                    raise SandboxStartError(
-                        f"sandbox container {name} exited before speaking on its stdio channel: "
-                        f"{death}" + (f"; last output:\n{tail}" if tail else "")
-                    ) from None
-            if waited.cancelled_caught:
-                raise SandboxStartError(
-                    f"sandbox container {name} did not speak on its stdio channel within "
-                    f"{spec.connect_timeout:g} s (does the image's ENTRYPOINT run the sandbox "
-                    "client, which takes --stdio?)"
-                )
+            await wait_spoken(stream, name, spec.connect_timeout, partial(self._death, name, 0))
         except BaseException:
-            with anyio.CancelScope(shield=True):
-                if stream is not None:
-                    await anyio.aclose_forcefully(stream)
-                killed = self._kill_init(name)
-                with anyio.move_on_after(CLEANUP_TIMEOUT):
-                    if not killed:
-                        await self._remove_half_started(name)
-                await self._forget(name, patient=not killed)
+            await self._undo_start(name, stream)
             raise
         sandbox = ContainerSandbox(name=name, stream=stream, spec=spec, channel=None)
         self._live[name] = sandbox
         return sandbox
 
-    async def _attach(self, name: str) -> AttachedStream:
-        try:
-            if self.url.startswith("tcp://"):
-                host, _, port = self.url.removeprefix("tcp://").rpartition(":")
-                connection: SocketStream = await anyio.connect_tcp(host, int(port))
-            else:
-                connection = await anyio.connect_unix(self.url.removeprefix("unix://"))
-            return await attach(connection, name)
-        except (OSError, AttachError) as exc:
-            raise SandboxStartError(
-                f"cannot attach to sandbox container {name} through {self.url}: {exc}"
-            ) from exc
-
     async def _hold_init_async(self, name: str) -> None:
         if self._link is None:  # a pid on another machine is not ours to open
             await anyio.to_thread.run_sync(self._hold_init, name)
+
+    async def _undo_start(self, name: str, channel: SocketListener | AttachedStream | None) -> None:
+        """Remove what a failed or cancelled start left: shielded (a cancelled caller must still
+        not leak the container) but bounded."""
+        with anyio.CancelScope(shield=True):
+            killed = self._kill_init(name)  # started: auto-removal deletes it, no waiting
+            with anyio.move_on_after(CLEANUP_TIMEOUT):
+                if channel is not None:
+                    await anyio.aclose_forcefully(channel)
+                if not killed:
+                    await self._remove_half_started(name)
+            await self._forget(name, patient=not killed)
 
     async def _remove_half_started(self, name: str) -> None:
         try:
@@ -481,19 +427,10 @@ class PodmanBackend:
             if self._link is None:
                 applied = api.applied_seccomp(self._client, name)
             else:
-                applied = self._remote_seccomp(self._link, name)
+                applied = remote_seccomp(self._client, self._link, name)
         except (OSError, ValueError, RuntimeUnavailable) as exc:
             return [f"the bridge's seccomp profile (cannot read the OCI spec podman wrote: {exc})"]
         return seccomp_violations(applied, ours.content)
-
-    def _remote_seccomp(self, link: SshLink, name: str) -> dict[str, Any] | None:
-        """:func:`api.applied_seccomp` on the engine's machine: the spec is read there."""
-        path = api.inspect(self._client, name).get("OCIConfigPath")
-        if not path:
-            raise FileNotFoundError(f"podman reports no OCI spec for container {name}")
-        script = f'head -c {api.MAX_OCI_SPEC_BYTES} -- "$1"'
-        data = anyio.from_thread.run(partial(link.run, script, str(path)))
-        return api.seccomp_of_spec(data)
 
     def _hold_init(self, name: str) -> None:
         """Open a pidfd on the started container's init (see :mod:`._pidfd`). Done in the
