@@ -97,7 +97,7 @@ async def test_a_broken_header_ends_the_stream(header: bytes) -> None:
 
 async def test_a_refusal_names_the_status_and_an_endless_head_is_cut() -> None:
     connection, engine = await pair()
-    engine.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 20\r\n\r\n{\"cause\":\"no such\"}")
+    engine.sendall(b'HTTP/1.1 404 Not Found\r\nContent-Length: 20\r\n\r\n{"cause":"no such"}')
     with pytest.raises(AttachError, match="404"):
         await attach(connection, "c")
     connection, engine = await pair()
