@@ -102,6 +102,13 @@ SETTINGS: tuple[Setting, ...] = (
        "How podman sandboxes talk to the bridge: a unix socket in a bind-mounted directory, or "
        "the container's attached stdio; auto = socket on this machine, stdio over ssh."),
     _s("image", str, DEFAULT_IMAGE, "Sandbox container image."),
+    _s("image_pull", u.choice("auto", "never"), "auto",
+       "When the image is missing and is one of this release's published images: auto pulls it "
+       "by digest and verifies its signature first; never leaves it to a local build "
+       "(air-gapped)."),
+    _s("image_release", u.parse_path, None,
+       "The release record naming the published images (reference, digest, signing key); "
+       "default: the one installed with the server."),
     _s("output_mode", u.choice("compact", "toon"), "compact",
        "How run_python results are rendered: compact text, or TOON when it is smaller."),
     _s("timeout", u.parse_duration, "120s",
@@ -131,6 +138,8 @@ SETTINGS: tuple[Setting, ...] = (
        "session); stdio has a single client."),
     _s("session_ttl", u.parse_duration, "30m",
        "Idle time after which a session's sandbox is stopped."),
+    _s("sandbox_start_timeout", u.parse_duration, "60s",
+       "Time a sandbox gets to start when a call needs one; not counted in the call's timeout."),
     _s("output_cap", u.parse_size, "64k",
        "Characters of stdout+stderr returned per call; past it, head and tail are kept."),
     _s("call_timeout", u.parse_duration, "60s",
@@ -173,6 +182,16 @@ SETTINGS: tuple[Setting, ...] = (
     _s("allow_tools", u.parse_name_list, None,
        "Only these tools are callable (server.tool, globs allowed)."),
     _s("deny_tools", u.parse_name_list, None, "These tools are never callable (server.tool)."),
+    _s("approval", u.choice("off", "destructive", "writes", "all"), "destructive",
+       "Which nested tool calls need the user's approval (asked through the client): "
+       "destructive (annotated destructiveHint), writes (not annotated readOnlyHint), all, off."),
+    _s("approve_tools", u.parse_name_list, None,
+       "Tools (server.tool, globs allowed) whose calls always need the user's approval."),
+    _s("approval_timeout", u.parse_duration, "120s",
+       "Time the user has to answer an approval question; no answer declines the call."),
+    _s("approval_fallback", u.choice("refuse", "allow"), "refuse",
+       "What a call that needs approval gets when the client cannot ask (no elicitation): "
+       "refuse, or allow without asking."),
 )  # fmt: skip
 
 
@@ -186,6 +205,8 @@ class Settings:
     runtime_known_hosts: Path | None = None
     channel: str = "auto"
     image: str = DEFAULT_IMAGE
+    image_pull: str = "auto"
+    image_release: Path | None = None
     output_mode: str = "compact"
     timeout: float = 120.0
     max_timeout: float = 900.0
@@ -202,6 +223,7 @@ class Settings:
     max_sessions: int = 8
     max_sessions_per_client: int = 4
     session_ttl: float = 1800.0
+    sandbox_start_timeout: float = 60.0
     output_cap: int = 64 * 1024
     call_timeout: float = 60.0
     max_calls_in_flight: int = 256
@@ -222,6 +244,10 @@ class Settings:
     deny_servers: tuple[str, ...] = ()
     allow_tools: tuple[str, ...] = ()
     deny_tools: tuple[str, ...] = ()
+    approval: str = "destructive"
+    approve_tools: tuple[str, ...] = ()
+    approval_timeout: float = 120.0
+    approval_fallback: str = "refuse"
 
     @property
     def resolved_state_dir(self) -> Path:

@@ -91,7 +91,7 @@ class ExecutionRunner:
         keeps = not ephemeral and live.sandbox.shared_dir is not None
         spill = SpillFile(self._outputs, EXECUTION_LIMIT) if keeps else None
         output = OutputCollector(self.config.output_cap, spill)
-        execution = Execution(uuid.uuid4().hex, output, listener)
+        execution = Execution(uuid.uuid4().hex, output, listener, client_key=sess.client)
         started = anyio.current_time()
         grace = self.config.interrupt_grace
         try:

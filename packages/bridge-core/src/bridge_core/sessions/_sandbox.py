@@ -45,7 +45,9 @@ from bridge_protocol import (
     encode,
 )
 
+from bridge_core import tracing
 from bridge_core.channel import Channel, ChannelClosed, UnexpectedMessage
+from bridge_core.client_link import ClientLink
 from bridge_core.gateway import CallContext, CallFailed, Gateway
 from bridge_core.runtime.base import Sandbox
 from bridge_core.sessions._budget import CallBudget, CallLimits
@@ -76,11 +78,21 @@ class Execution:
     """The host-side state of one ``Execute`` while it runs."""
 
     def __init__(
-        self, execution_id: str, output: OutputCollector, listener: ExecutionListener | None
+        self,
+        execution_id: str,
+        output: OutputCollector,
+        listener: ExecutionListener | None,
+        *,
+        client_key: str | None = None,
     ) -> None:
         self.id = execution_id
         self.output = output
         self.listener = listener
+        # Kept apart from the listener, which is dropped when it fails or blocks: the client
+        # stays the one to ask for approvals until the execution ends.
+        link = getattr(listener, "client", None)
+        self.client: ClientLink | None = link if isinstance(link, ClientLink) else None
+        self.client_key = client_key
         self.images: list[Image] = []
         self.image_bytes = 0
         self.dropped_images = 0
@@ -91,6 +103,8 @@ class Execution:
         self.sent = False
         """True once the Execute frame was written (only then is there code to interrupt)."""
         self.progress_gate = ProgressGate()
+        self.trace = tracing.current_execution()
+        """The execution's span (None when tracing is off): the parent of its calls' spans."""
 
     async def on_output(self, stream: Stream, text: str) -> None:
         await self.output.add(stream, text)
@@ -291,7 +305,9 @@ class LiveSandbox:
                 "before starting more (for example, limit concurrency with an asyncio.Semaphore)"
             )
             fault = Fault(ErrorCode.TOO_MANY_CALLS, text, _limits_data(self.budget))
-            await self.channel.send(Reply(message.call_id, fault=fault))
+            refusal = Reply(message.call_id, fault=fault)
+            tracing.refused_call(execution.trace, message, size, refusal)
+            await self.channel.send(refusal)
             return
         assert self._calls is not None
         self.budget.take(size)
@@ -303,6 +319,7 @@ class LiveSandbox:
         self, execution: Execution, message: Call | Request, scope: anyio.CancelScope, size: int
     ) -> None:
         held = size
+        span = tracing.nested_call(execution.trace, message, size)
         try:
             reply: Reply | None = None
             with scope:
@@ -322,7 +339,9 @@ class LiveSandbox:
                     else f"the answer to {_shown(message.method)}"
                 )
                 fault = Fault(ErrorCode.INTERNAL, f"{what} could not be sent to the sandbox: {exc}")
-                frame = encode(Reply(message.call_id, fault=fault))
+                reply = Reply(message.call_id, fault=fault)
+                frame = encode(reply)
+            span.replied(reply, len(frame))
             # While it waits to be sent, the result is what the call holds.
             self.budget.resize(held, len(frame))
             held = len(frame)
@@ -331,10 +350,13 @@ class LiveSandbox:
             except ChannelClosed:
                 return
         finally:
+            span.end()
             self.budget.release(held)
 
     async def _answer(self, execution: Execution, message: Call | Request) -> Reply:
-        ctx = CallContext(self.session, execution.id)
+        ctx = CallContext(
+            self.session, execution.id, client=execution.client, client_key=execution.client_key
+        )
         try:
             if isinstance(message, Call):
                 value = await self._gateway.call_tool(

@@ -11,7 +11,7 @@ import logging
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -167,13 +167,12 @@ class SessionManager:
         name = validate_session_name(DEFAULT_SESSION if session is None else session)
         limit = self._check_timeout(timeout)
         self._check_open()
-        deadline = anyio.current_time() + limit
         if not self.config.persist:
-            return await self._execute_ephemeral(client, name, code, limit, deadline, listener)
+            return await self._execute_ephemeral(client, name, code, limit, listener)
         sess = self._session(client, name)
         sess.users += 1
         try:
-            with anyio.move_on_at(deadline) as waiting:
+            with anyio.move_on_after(limit) as waiting:
                 await sess.turn.acquire()
             if waiting.cancelled_caught:
                 return unavailable(
@@ -185,12 +184,17 @@ class SessionManager:
             turn = Turn()
             try:
                 notices = self._prepare(sess, reset)
-                live = await self._sandbox_for(sess, deadline, notices)
+                asked = anyio.current_time()
+                running = sess.live is not None and sess.live.alive
+                live = await self._sandbox_for(sess, notices)
                 if isinstance(live, ExecutionResult):
                     return live
-                return await self._runner.run(
-                    sess, live, code, limit, deadline, listener, notices, turn
+                # The code's own time starts now: starting a container is not the code's.
+                sent = anyio.current_time()
+                result = await self._runner.run(
+                    sess, live, code, limit, sent + limit, listener, notices, turn
                 )
+                return result if running else _with_start(result, sent - asked)
             finally:
                 if not turn.handed_off:
                     sess.turn.release()
@@ -366,14 +370,17 @@ class SessionManager:
         return notices
 
     async def _sandbox_for(
-        self, sess: Session, deadline: float, notices: list[str]
+        self, sess: Session, notices: list[str]
     ) -> LiveSandbox | ExecutionResult:
+        """The session's sandbox, started (or taken from the pool) if it has none: bounded by
+        ``start_timeout``, not by the call's timeout (see docs/decisions.md)."""
         if self._closed_by_client(sess):
             return unavailable(sess.name, _CLIENT_GONE, notices)
+        start_by = anyio.current_time() + self.config.start_timeout
         live = sess.live
         if live is not None and not live.alive:
             reason = live.failure_reason
-            with anyio.move_on_at(deadline):
+            with anyio.move_on_at(start_by):
                 reason = await self._fleet.exit_reason(live)
             notices.append(
                 f"the sandbox of session {sess.name!r} ended while idle ({reason}): "
@@ -381,7 +388,7 @@ class SessionManager:
             )
             self._drop(sess)
         if sess.live is None:
-            taken = await self._take(sess.name, deadline, notices)
+            taken = await self._take(sess.name, start_by, notices)
             if isinstance(taken, ExecutionResult):
                 return taken
             if self._closed_by_client(sess):  # the client went away while its sandbox started
@@ -391,11 +398,11 @@ class SessionManager:
         return sess.live
 
     async def _take(
-        self, name: str, deadline: float, notices: list[str]
+        self, name: str, start_by: float, notices: list[str]
     ) -> LiveSandbox | ExecutionResult:
         assert self._pool is not None
         try:
-            with anyio.move_on_at(deadline):
+            with anyio.move_on_at(start_by):
                 for attempt in range(1, START_ATTEMPTS + 1):
                     try:
                         live = await self._pool.take()
@@ -410,7 +417,12 @@ class SessionManager:
                     return live
         except BridgeError as exc:
             return unavailable(name, str(exc), notices)
-        return unavailable(name, "no sandbox could be started within the timeout", notices)
+        return unavailable(
+            name,
+            f"no sandbox could be started within {self.config.start_timeout:g} s "
+            "(MCP_BRIDGE_SANDBOX_START_TIMEOUT)",
+            notices,
+        )
 
     def _drop(self, sess: Session) -> None:
         if sess.live is not None:
@@ -423,7 +435,6 @@ class SessionManager:
         name: str,
         code: str,
         limit: float,
-        deadline: float,
         listener: ExecutionListener | None,
     ) -> ExecutionResult:
         """``persist=false``: a fresh sandbox for this one execution, stopped right after."""
@@ -431,15 +442,18 @@ class SessionManager:
         self._ephemeral[client] += 1
         try:
             notices: list[str] = []
-            live = await self._take(name, deadline, notices)
+            asked = anyio.current_time()
+            live = await self._take(name, asked + self.config.start_timeout, notices)
             if isinstance(live, ExecutionResult):
                 return live
+            sent = anyio.current_time()
             sess = Session(name, self._clock(), client=client)
             sess.live = live
             try:
-                return await self._runner.run(
-                    sess, live, code, limit, deadline, listener, notices, Turn(), ephemeral=True
+                result = await self._runner.run(
+                    sess, live, code, limit, sent + limit, listener, notices, Turn(), ephemeral=True
                 )
+                return _with_start(result, sent - asked)
             finally:
                 self._drop(sess)
         finally:
@@ -474,3 +488,8 @@ class SessionManager:
         if sess.live is live:
             sess.live = None
         self._discard(live, kill=kill)
+
+
+def _with_start(result: ExecutionResult, waited: float) -> ExecutionResult:
+    """``result`` saying how long its call waited for its sandbox to start."""
+    return replace(result, sandbox_start=waited)
