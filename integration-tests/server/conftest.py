@@ -126,8 +126,10 @@ class BridgeClient:
 
 def bridge_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_BRIDGE_")}
-    if image := os.environ.get("MCP_BRIDGE_IMAGE"):
-        env["MCP_BRIDGE_IMAGE"] = image
+    # The image under test, and where its engine is (scripts/prepare-remote's settings).
+    for name in ("MCP_BRIDGE_IMAGE", *_shared.REMOTE_VARIABLES):
+        if value := os.environ.get(name):
+            env[name] = value
     env.update({"MCP_BRIDGE_DISCOVER": "false", "MCP_BRIDGE_LOG_LEVEL": "info"})
     env.update(extra or {})
     return env

@@ -31,7 +31,7 @@ from mcp_code_execution_mode._image_supply import image_advice, supply_image
 from mcp_code_execution_mode._logging import mask_logs
 from mcp_code_execution_mode._telemetry import exporting_traces, trace_export_from_env
 from mcp_code_execution_mode.server import Executor, ExecutorFactory
-from mcp_code_execution_mode.settings import Settings
+from mcp_code_execution_mode.settings import Settings, runtime_target
 
 __all__ = [
     "discover_servers",
@@ -143,7 +143,9 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
         preference = None if settings.runtime == "auto" else settings.runtime
 
         async def connect_runtime() -> RuntimeBackend:
-            backend = await detect_runtime(preference, state_dir=state_dir / "runtime")
+            backend = await detect_runtime(
+                preference, state_dir=state_dir / "runtime", target=runtime_target(settings)
+            )
             try:
                 # First use of a released image: pulled by digest and verified before any run.
                 await anyio.to_thread.run_sync(supply_image, settings, backend.name)

@@ -116,6 +116,17 @@ def parse_path(raw: str) -> Path:
     return Path(raw.strip()).expanduser()
 
 
+def parse_runtime_url(raw: str) -> str:
+    """A podman API URL: ``unix://``, ``tcp://`` or ``ssh://`` (its details are checked when
+    the runtime connects, with the fix in the message)."""
+    url = raw.strip()
+    if not url.startswith(("unix://", "tcp://", "ssh://")):
+        raise ValueError(
+            "expected unix:///path/to/podman.sock or ssh://user@host/run/podman/podman.sock"
+        )
+    return url
+
+
 def parse_path_or_off(raw: str) -> Path | Literal[False]:
     """A filesystem path, or ``off`` (also false/no/none/0) for none at all."""
     if raw.strip().lower() in _FALSE | {"none"}:

@@ -55,7 +55,7 @@ from mcp_code_execution_mode._image_supply import supply_image
 from mcp_code_execution_mode._probe import probe_servers
 from mcp_code_execution_mode._telemetry import trace_export_from_env
 from mcp_code_execution_mode._units import format_size
-from mcp_code_execution_mode.settings import Settings, SettingsError
+from mcp_code_execution_mode.settings import Settings, SettingsError, runtime_target
 
 __all__ = ["run_doctor"]
 
@@ -146,7 +146,9 @@ async def _check_runtime(settings: Settings, report: _Report) -> RuntimeBackend 
     preference = None if settings.runtime == "auto" else settings.runtime
     try:
         backend = await detect_runtime(
-            preference, state_dir=settings.resolved_state_dir / "runtime"
+            preference,
+            state_dir=settings.resolved_state_dir / "runtime",
+            target=runtime_target(settings),
         )
         info: RuntimeInfo = await backend.info()
     except BridgeError as exc:

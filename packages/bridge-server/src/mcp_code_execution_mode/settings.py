@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from bridge_core.runtime.detect import RuntimeTarget
 from bridge_image.names import DEFAULT_IMAGE
 
 from mcp_code_execution_mode import _units as u
@@ -25,6 +26,7 @@ __all__ = [
     "SettingsError",
     "default_state_dir",
     "load_settings",
+    "runtime_target",
 ]
 
 
@@ -87,6 +89,18 @@ SETTINGS: tuple[Setting, ...] = (
     _s("runtime", u.choice("auto", "podman", "docker", "local"), "auto",
        "Container runtime: podman, docker, or auto (podman first, then docker). "
        "local runs code as a plain process WITHOUT isolation (tests only)."),
+    _s("runtime_url", u.parse_runtime_url, None,
+       "The podman API to use: unix:///path/podman.sock, or ssh://user@host[:port]/run/podman/"
+       "podman.sock for an engine on another machine (sandboxes then use the stdio channel); "
+       "unset = CONTAINER_HOST or the usual local sockets."),
+    _s("runtime_identity", u.parse_path, None,
+       "The ssh private key for an ssh:// runtime URL (default: ssh's own keys and agent)."),
+    _s("runtime_known_hosts", u.parse_path, None,
+       "The known_hosts file holding the host key of an ssh:// runtime URL's host (default: "
+       "~/.ssh/known_hosts); an unknown or changed key is refused."),
+    _s("channel", u.choice("auto", "socket", "stdio"), "auto",
+       "How podman sandboxes talk to the bridge: a unix socket in a bind-mounted directory, or "
+       "the container's attached stdio; auto = socket on this machine, stdio over ssh."),
     _s("image", str, DEFAULT_IMAGE, "Sandbox container image."),
     _s("image_pull", u.choice("auto", "never"), "auto",
        "When the image is missing and is one of this release's published images: auto pulls it "
@@ -186,6 +200,10 @@ class Settings:
     """All settings, parsed. Field names are the ``name`` column of :data:`SETTINGS`."""
 
     runtime: str = "auto"
+    runtime_url: str | None = None
+    runtime_identity: Path | None = None
+    runtime_known_hosts: Path | None = None
+    channel: str = "auto"
     image: str = DEFAULT_IMAGE
     image_pull: str = "auto"
     image_release: Path | None = None
@@ -244,6 +262,16 @@ class Settings:
         if self.log_file is None:
             return self.resolved_state_dir / "logs" / "bridge.log"
         return self.log_file
+
+
+def runtime_target(settings: Settings) -> RuntimeTarget:
+    """Where the podman backend finds its engine, from the ``runtime_*`` and channel settings."""
+    return RuntimeTarget(
+        url=settings.runtime_url,
+        identity=settings.runtime_identity,
+        known_hosts=settings.runtime_known_hosts,
+        channel=settings.channel,
+    )
 
 
 def load_settings(
