@@ -7,6 +7,7 @@
 from bridge_core.errors import SessionLimitExceeded
 from bridge_core.sessions._names import DEFAULT_SESSION, SESSION_NAME_PATTERN, validate_session_name
 from bridge_core.sessions._progress import MAX_PROGRESS_MESSAGE
+from bridge_core.sessions._store import SessionStore, StoreSettings
 from bridge_core.sessions._visible import visible, visible_head
 from bridge_core.sessions.manager import SessionManager, SessionStats
 from bridge_core.sessions.types import (
@@ -28,7 +29,9 @@ __all__ = [
     "SessionLimitExceeded",
     "SessionManager",
     "SessionStats",
+    "SessionStore",
     "Status",
+    "StoreSettings",
     "validate_session_name",
     "visible",
     "visible_head",
