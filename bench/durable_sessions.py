@@ -38,9 +38,7 @@ BIG = (
 SMALL = "x = 1\ndef f(n):\n    return n + x\nimport json\nopen('/tmp/note', 'w').write('hi')"
 
 
-def _manager(
-    runtime: RuntimeBackend, state: Path, image: str, *, durable: bool
-) -> SessionManager:
+def _manager(runtime: RuntimeBackend, state: Path, image: str, *, durable: bool) -> SessionManager:
     config = SessionConfig(image=image, pool_size=0, max_timeout=900.0)
     store = SessionStore(state, StoreSettings(name="bench")) if durable else None
     return SessionManager(

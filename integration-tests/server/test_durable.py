@@ -5,17 +5,19 @@ gives a clear notice and a fresh session."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from .conftest import bridge_pids, bridge_text, code_text, open_bridge, owned_containers
 
 pytestmark = pytest.mark.anyio
+wait_until_removed = importlib.import_module("integration-tests.conftest").wait_until_removed
 
 STATE = (
     "import json\n"
@@ -81,12 +83,11 @@ async def test_twenty_sessions_over_a_live_limit_of_four_all_keep_their_state(
     env = {"MCP_BRIDGE_MAX_SESSIONS": "4", "MCP_BRIDGE_POOL_SIZE": "0"}
     async with open_bridge(tmp_path, env=env) as bridge:
         for i in range(20):
-            made = await bridge.run(f"v = {i} * 10\nopen('/tmp/i', 'w').write('{i}')", session=f"s{i}")
+            code = f"v = {i} * 10\nopen('/tmp/i', 'w').write('{i}')"
+            made = await bridge.run(code, session=f"s{i}")
             assert made.structured_content["status"] == "ok", bridge_text(made)
             assert len(owned_containers(bridge_pids(bridge.state_dir)[0])) <= 4
-        results = [
-            await bridge.run("v, open('/tmp/i').read()", session=f"s{i}") for i in range(20)
-        ]
+        results = [await bridge.run("v, open('/tmp/i').read()", session=f"s{i}") for i in range(20)]
     assert [_value(r) for r in results] == [f"({i * 10}, '{i}')" for i in range(20)]
     assert "was restored" in _notices(results[0])
 
@@ -96,11 +97,14 @@ async def test_idle_expiry_hibernates_and_the_next_call_restores(
 ) -> None:
     env = {"MCP_BRIDGE_SESSION_TTL": "1s", "MCP_BRIDGE_POOL_SIZE": "0"}
     async with open_bridge(tmp_path, env=env) as bridge:
+        began = time.time()
         await bridge.run(STATE)
         pid = bridge_pids(bridge.state_dir)[0]
-        with anyio.fail_after(60):  # the idle sweep stops the container once the state is saved
-            while owned_containers(pid):
-                await anyio.sleep(0.2)
+        live = owned_containers(pid)
+        assert live
+        # The idle sweep stops the container once its state is saved: podman's events say when.
+        await wait_until_removed(live, since=began)
+        assert owned_containers(pid) == []
         back = await bridge.run(CHECK)
     assert _value(back) == EXPECTED
     assert "was restored" in _notices(back)
