@@ -58,7 +58,7 @@ async def _warm(runtime: RuntimeBackend, state: Path, image: str, rounds: int, *
         await manager.execute(SMALL)
         for _ in range(rounds):
             if pause:
-                await anyio.sleep(0.05)  # outside the measure: the snapshot is done by then
+                await anyio.sleep(0.3)  # outside the measure: the snapshot is done by then
             began = time.perf_counter()
             result = await manager.execute("x = 1")
             samples.append(time.perf_counter() - began)
