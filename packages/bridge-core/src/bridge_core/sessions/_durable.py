@@ -37,6 +37,24 @@ class RestoreOutcome:
         self.state = state
         self.error = error
 
+    def notice(self, name: str) -> str:
+        """What the session's call is told ("" when there was nothing to restore)."""
+        if self.error:
+            return (
+                f"the saved state of session {name!r} could not be restored ({self.error}): "
+                "it was deleted and this is a fresh session"
+            )
+        state = self.state
+        if state is None:
+            return ""
+        notice = (
+            f"session {name!r} was restored from its state saved at {saved_at(state)} "
+            "(after its last successful execution)"
+        )
+        if state.unsaved:
+            notice += f"; these names could not be saved: {describe_unsaved(state.unsaved)}"
+        return notice
+
 
 def describe_unsaved(unsaved: tuple[str, ...]) -> str:
     shown = "; ".join(unsaved[:MAX_UNSAVED_SHOWN])

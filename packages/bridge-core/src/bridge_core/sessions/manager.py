@@ -22,9 +22,10 @@ from anyio.abc import TaskGroup
 from bridge_core.errors import BridgeError, SandboxStartError, SessionLimitExceeded
 from bridge_core.gateway import Gateway
 from bridge_core.runtime.base import RuntimeBackend
-from bridge_core.sessions._durable import DurableLink, describe_unsaved, saved_at
+from bridge_core.sessions._durable import DurableLink
 from bridge_core.sessions._execute import ExecutionRunner
 from bridge_core.sessions._fleet import SandboxFleet
+from bridge_core.sessions._hibernation import next_to_hibernate
 from bridge_core.sessions._names import DEFAULT_SESSION, validate_session_name
 from bridge_core.sessions._pool import SandboxPool
 from bridge_core.sessions._sandbox import LiveSandbox
@@ -51,8 +52,7 @@ _CLIENT_GONE = "the client this session belonged to is gone (its MCP session end
 SNAPSHOT_WAIT = 60.0
 """Longest wait for the snapshot of the previous execution before the next one runs or the
 sandbox hibernates (a small state takes milliseconds; one of hundreds of MB, seconds)."""
-RESTORE_WAIT = 120.0
-"""Longest a sandbox may take to load a saved state (also bounded by the call's deadline)."""
+RESTORE_WAIT = 120.0  # longest a sandbox may take to load a saved state (and the call's deadline)
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,39 +468,18 @@ class SessionManager:
                 "try again with a longer timeout, or reset the session",
                 notices,
             )
-        state = outcome.state
+        if notice := outcome.notice(sess.name):
+            notices.append(notice)
         if not outcome.error:
-            if state is not None:
-                notice = (
-                    f"session {sess.name!r} was restored from its state saved at {saved_at(state)} "
-                    "(after its last successful execution)"
-                )
-                if state.unsaved:
-                    notice += f"; these names could not be saved: {describe_unsaved(state.unsaved)}"
-                notices.append(notice)
             return None
-        notices.append(
-            f"the saved state of session {sess.name!r} could not be restored ({outcome.error}): "
-            "it was deleted and this is a fresh session"
-        )
         logger.warning("saved state of session %r refused: %s", sess.name, outcome.error)
         await self._forget_saved(sess.client, sess.name)
         if not live.alive:  # loading it killed the sandbox (e.g. out of memory): start afresh
             self._replace(sess, live, kill=True)
-            return await self._sandbox_again(sess, deadline, notices)
-        return None
-
-    async def _sandbox_again(
-        self, sess: Session, deadline: float, notices: list[str]
-    ) -> ExecutionResult | None:
-        taken = await self._take(sess.name, deadline, notices)
-        if isinstance(taken, ExecutionResult):
-            return taken
-        sess.live = taken
-        assert self._store is not None
-        taken.durable = DurableLink(self._store, sess.client, sess.name)
-        with anyio.move_on_at(deadline):
-            await taken.durable.restore(taken.channel)  # nothing saved now: just arms snapshots
+            # Its state is deleted now: the next sandbox gets an empty restore (bounded by the
+            # deadline, like any start).
+            again = await self._sandbox_for(sess, deadline, notices)
+            return again if isinstance(again, ExecutionResult) else None
         return None
 
     async def _make_room(self, sess: Session) -> None:
@@ -508,31 +487,10 @@ class SessionManager:
 
         Raises :class:`SessionLimitExceeded` when every live session is busy.
         """
-        client = sess.client
-        per_client = self.config.max_sessions_per_client
-        while True:
-            holding = [s for s in self._sessions.values() if s.live is not None and s is not sess]
-            own = [s for s in holding if s.client == client]
-            over_total = len(holding) + self._ephemeral.total() >= self.config.max_sessions
-            over_client = (
-                client is not None
-                and per_client is not None
-                and len(own) + self._ephemeral[client] >= per_client
-            )
-            if not over_total and not over_client:
-                return
-            idle = [s for s in (own if over_client else holding) if not s.busy]
-            if not idle:
-                what = (
-                    f"this client's {per_client} live sessions (MCP_BRIDGE_MAX_SESSIONS_PER_CLIENT)"
-                    if over_client
-                    else f"all {self.config.max_sessions} live sessions (MCP_BRIDGE_MAX_SESSIONS)"
-                )
-                raise SessionLimitExceeded(
-                    f"{what} are running code right now, so none can hibernate to make room: "
-                    "try again when one finishes, or raise the limit"
-                )
-            await self._hibernate(min(idle, key=lambda s: s.last_used))
+        while victim := next_to_hibernate(
+            self._sessions.values(), sess, self.config, self._ephemeral
+        ):
+            await self._hibernate(victim)
 
     async def _hibernate(self, sess: Session) -> None:
         """Stop ``sess``'s container once its last snapshot is saved; its next call restores."""
