@@ -54,6 +54,7 @@ async def test_sigkilled_bridge_brings_variables_function_import_and_tmp_back(
         # Another session is apart from the default one.
         assert _value(await bridge.run("'x' in globals()", session="other")) == "False"
         await bridge.run("x = 7", session="other")
+        await bridge.run("x", session="other")  # runs once the state of `x = 7` is on disk
         assert _value(await bridge.run(CHECK)) == EXPECTED  # waits for the first snapshot
         for pid in bridge_pids(bridge.state_dir):
             os.kill(pid, signal.SIGKILL)
