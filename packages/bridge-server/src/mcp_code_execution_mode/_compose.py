@@ -24,6 +24,7 @@ from bridge_core.proxy import ProxyOptions, open_proxy
 from bridge_core.redaction import Redactor
 from bridge_core.runtime.base import RuntimeBackend, SandboxLimits
 from bridge_core.runtime.detect import detect_runtime
+from bridge_core.sessions import SessionStore, StoreSettings
 from bridge_core.sessions.manager import SessionManager
 from bridge_core.sessions.types import SessionConfig
 
@@ -39,6 +40,7 @@ __all__ = [
     "private_state_dir",
     "proxy_options",
     "session_config",
+    "session_store",
 ]
 
 logger = logging.getLogger(__name__)
@@ -67,6 +69,19 @@ def session_config(settings: Settings) -> SessionConfig:
         max_calls_in_flight=settings.max_calls_in_flight,
         max_call_bytes=settings.max_call_bytes,
         image_advice=image_advice(settings),
+    )
+
+
+def session_store(settings: Settings, sessions_dir: Path) -> SessionStore:
+    """Where this bridge saves its sessions, from the settings."""
+    return SessionStore(
+        sessions_dir,
+        StoreSettings(
+            name=settings.session_store,
+            max_bytes=settings.session_state_max,
+            disk_limit=settings.session_state_disk,
+            retention=settings.session_state_retention,
+        ),
     )
 
 
@@ -174,6 +189,7 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
                 runtime=connect_runtime,
                 gateway=gateway,
                 state_dir=state_dir / "sessions",
+                store=session_store(settings, state_dir / "sessions"),
             ) as manager,
         ):
             yield manager

@@ -132,14 +132,26 @@ SETTINGS: tuple[Setting, ...] = (
        "Where sessions, caches and logs live (default $XDG_STATE_HOME/mcp-code-execution-mode)."),
     _s("pool_size", u.parse_non_negative_int, "1",
        "Sandboxes started ahead of demand so the first call is fast; 0 disables."),
-    _s("max_sessions", u.parse_positive_int, "8", "Most sessions (containers) alive at once."),
+    _s("max_sessions", u.parse_positive_int, "8",
+       "Most session containers alive at once; past it the least recently used idle session "
+       "hibernates (its state is saved and comes back on its next call)."),
     _s("max_sessions_per_client", u.parse_positive_int, "4",
-       "Most sessions one HTTP client may hold (a token's holder, or an unauthenticated MCP "
-       "session); stdio has a single client."),
+       "Most live session containers one HTTP client may hold (a token's holder, or an "
+       "unauthenticated MCP session); stdio has a single client."),
     _s("session_ttl", u.parse_duration, "30m",
-       "Idle time after which a session's sandbox is stopped."),
+       "Idle time after which a session's sandbox is stopped (the session hibernates)."),
     _s("sandbox_start_timeout", u.parse_duration, "60s",
        "Time a sandbox gets to start when a call needs one; not counted in the call's timeout."),
+    _s("session_store", u.parse_store_name, "default",
+       "Name of this bridge's store of saved sessions in the state dir; one bridge at a time "
+       "uses a store, so give each bridge sharing a state dir its own."),
+    _s("session_state_max", u.parse_size, "512m",
+       "Largest saved state of one session; a larger one is not saved (the last good one is "
+       "kept)."),
+    _s("session_state_disk", u.parse_size, "4g",
+       "Most disk all saved sessions of the store may use; past it a new state is not saved."),
+    _s("session_state_retention", u.parse_duration, "7d",
+       "Saved session states unused for this long are deleted."),
     _s("output_cap", u.parse_size, "64k",
        "Characters of stdout+stderr returned per call; past it, head and tail are kept."),
     _s("call_timeout", u.parse_duration, "60s",
@@ -224,6 +236,10 @@ class Settings:
     max_sessions_per_client: int = 4
     session_ttl: float = 1800.0
     sandbox_start_timeout: float = 60.0
+    session_store: str = "default"
+    session_state_max: int = 512 * 1024 * 1024
+    session_state_disk: int = 4 * 1024 * 1024 * 1024
+    session_state_retention: float = 7 * 86400.0
     output_cap: int = 64 * 1024
     call_timeout: float = 60.0
     max_calls_in_flight: int = 256

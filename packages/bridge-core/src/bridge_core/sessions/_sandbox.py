@@ -40,7 +40,9 @@ from bridge_protocol import (
     ProtocolError,
     Reply,
     Request,
+    Restored,
     Result,
+    Snapshot,
     Stream,
     encode,
 )
@@ -51,6 +53,7 @@ from bridge_core.client_link import ClientLink
 from bridge_core.gateway import CallContext, CallFailed, Gateway
 from bridge_core.runtime.base import Sandbox
 from bridge_core.sessions._budget import CallBudget, CallLimits
+from bridge_core.sessions._durable import DurableLink
 from bridge_core.sessions._output import OutputCollector
 from bridge_core.sessions._progress import ProgressGate, cut_message
 from bridge_core.sessions.types import ExecutionListener, Image
@@ -177,6 +180,8 @@ class LiveSandbox:
         self._handshake_timeout = handshake_timeout
         self.budget = CallBudget(call_limits or CallLimits())
         """Calls in flight and the bytes they hold; refused past its limits."""
+        self.durable: DurableLink | None = None
+        """Set once the sandbox serves a durable session: its snapshots go to the store."""
         self._execution: Execution | None = None
         self._scope: anyio.CancelScope | None = None
         self._calls: TaskGroup | None = None
@@ -244,6 +249,8 @@ class LiveSandbox:
         if execution is not None:
             execution.cancel_calls()
             execution.done.set()
+        if self.durable is not None:
+            self.durable.end()
 
     def close(self) -> None:
         """Stop reading (the channel is closed by :meth:`serve` on its way out)."""
@@ -269,6 +276,8 @@ class LiveSandbox:
         elif isinstance(message, Result):
             if execution := self._current(message.execution_id, "result"):
                 self._execution = None
+                if self.durable is not None and message.status == "ok":
+                    self.durable.expect_snapshot()  # its frames follow the result
                 execution.result = _bounded(message)
                 execution.cancel_calls()
                 execution.done.set()
@@ -286,6 +295,12 @@ class LiveSandbox:
         elif isinstance(message, Display):
             if execution := self._current(message.execution_id, "display"):
                 execution.on_display(message)
+        elif isinstance(message, Snapshot):
+            if self.durable is not None:  # a sandbox that was never asked to save is ignored
+                await self.durable.on_snapshot(message)
+        elif isinstance(message, Restored):
+            if self.durable is not None:
+                self.durable.on_restored(message)
         elif isinstance(message, Ping):
             await self.channel.send(Pong(message.nonce))
         elif isinstance(message, Pong):
