@@ -31,9 +31,10 @@ from bridge_core.proxy import open_proxy
 from bridge_core.runtime import detect_runtime
 from bridge_core.servers import ServerSpec
 from bridge_core.sessions import SessionConfig, SessionManager
+from bridge_image.names import DEFAULT_IMAGE
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-IMAGE = os.environ.get("MCP_BRIDGE_IMAGE", "localhost/mcp-bridge-sandbox:0.1.0")
+IMAGE = os.environ.get("MCP_BRIDGE_IMAGE", DEFAULT_IMAGE)
 
 SANDBOX_SEQUENTIAL = """
 import time

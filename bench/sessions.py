@@ -23,8 +23,9 @@ import anyio
 from bridge_core.gateway import NullGateway
 from bridge_core.runtime.base import OWNER_LABEL, RuntimeBackend
 from bridge_core.sessions import SessionConfig, SessionManager
+from bridge_image import names
 
-DEFAULT_IMAGE = os.environ.get("MCP_BRIDGE_IMAGE", "localhost/mcp-bridge-sandbox:0.1.0")
+DEFAULT_IMAGE = os.environ.get("MCP_BRIDGE_IMAGE", names.DEFAULT_IMAGE)
 
 
 def _ms(seconds: float) -> str:

@@ -10,7 +10,8 @@ wheels); ``--python 3.12`` and ``--arch aarch64`` (repeatable) choose other targ
 ``--no-wheelhouse`` leaves it out.
 
 Every member of packages/ carries the same version (in its pyproject.toml, and wherever its
-sources spell it: ``__version__``, the image tag ``IMAGE_VERSION``), every dependency on a sibling
+sources spell it: ``__version__``, the image tag ``IMAGE_VERSION``, and every image tag written out
+in the docs, examples, scripts and tests), every dependency on a sibling
 pins it exactly (``==<version>``), and CHANGELOG.md has a section for it; otherwise the script
 refuses and names each disagreement. The built wheels are checked again (their
 ``Requires-Dist``), so what is shipped is what was checked. ``--root`` points at another checkout
@@ -40,6 +41,13 @@ _REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9._-]+")
 # Versions also written in the sources: each package's __version__, and the sandbox image tag
 # (bridge_image.names.IMAGE_VERSION), which follows the release.
 _SOURCE_VERSION = re.compile(r'^(__version__|IMAGE_VERSION)\s*=\s*"([^"]*)"', re.MULTILINE)
+# Image tags spelled out in docs, examples and scripts (the code takes them from
+# bridge_image.names): after a version bump a stale one would send users to an old image.
+_IMAGE_TAG = re.compile(r"mcp-bridge-sandbox(?:-slim)?:(\d+\.\d+\.\d+[A-Za-z0-9.+-]*)")
+_TAG_FOLDERS = ("docs", "images", "bench", "scripts", "packages", "integration-tests")
+_TAG_FILES = ("README.md",)  # CHANGELOG.md names old releases on purpose
+_TAG_SUFFIXES = {".md", ".py", ".toml", ".sh", ".json", ".yml", ".yaml", ".txt", ""}
+_SKIPPED_DIRS = {"__pycache__", "dist", "build", "site", "node_modules", "vectors"}
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,32 @@ def _sibling_pin_problems(
     return found
 
 
+def _tagged_files(root: Path) -> list[Path]:
+    found = [root / name for name in _TAG_FILES if (root / name).is_file()]
+    for folder in _TAG_FOLDERS:
+        for parent, dirs, files in os.walk(root / folder):  # not into .cache (a symlink)
+            dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
+            found += [Path(parent, f) for f in sorted(files) if Path(f).suffix in _TAG_SUFFIXES]
+    return found
+
+
+def _image_tag_problems(root: Path, version: str) -> list[str]:
+    found = []
+    for path in _tagged_files(root):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        for match in _IMAGE_TAG.finditer(text):
+            if match.group(1) != version:
+                line = text.count("\n", 0, match.start()) + 1
+                found.append(
+                    f"{path.relative_to(root)}:{line} names the image {match.group(0)!r}, not "
+                    f"the release's tag {version!r}"
+                )
+    return found
+
+
 def problems(root: Path) -> list[str]:
     """Why ``root`` cannot be released as one version (empty when it can)."""
     members = read_members(root)
@@ -116,6 +150,7 @@ def problems(root: Path) -> list[str]:
                     found.append(
                         f"{where} sets {match.group(1)} = {match.group(2)!r}, not {version!r}"
                     )
+    found += _image_tag_problems(root, version)
     changelog = root / "CHANGELOG.md"
     if not changelog.is_file():
         found.append("CHANGELOG.md is missing")

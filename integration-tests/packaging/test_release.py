@@ -102,6 +102,20 @@ def test_release_refuses_when_a_source_spells_another_version(tmp_path: Path) ->
     assert "bridge_image/names.py sets IMAGE_VERSION = '0.0.9'" in checked.stderr
 
 
+def test_release_refuses_when_a_doc_or_test_names_a_stale_image_tag(tmp_path: Path) -> None:
+    root = _copy_release_inputs(tmp_path)
+    stale = "localhost/mcp-bridge-sandbox" + "-slim:0.0.9"  # split: this file is scanned too
+    (root / "docs").mkdir()
+    (root / "docs" / "images.md").write_text(f"Run:\n\n    podman run {stale}\n")
+    test = root / "packages/bridge-image/tests/test_names.py"
+    test.parent.mkdir()
+    test.write_text(f'IMAGE = "{stale.replace("-slim", "")}"\n')
+    checked = _release_check(root)
+    assert checked.returncode == 1
+    assert f"docs/images.md:3 names the image '{stale.split('/')[1]}'" in checked.stderr
+    assert "bridge-image/tests/test_names.py:1 names the image" in checked.stderr
+
+
 def test_release_refuses_without_a_changelog_section_for_the_version(tmp_path: Path) -> None:
     root = _copy_release_inputs(tmp_path)
     _edit(root / "CHANGELOG.md", "## [0.1.0]", "## [0.0.1]")

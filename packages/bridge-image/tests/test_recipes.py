@@ -12,8 +12,11 @@ REPO = find_repo(Path(__file__).parent)
 
 
 def test_image_names_are_the_documented_local_tags_of_this_version() -> None:
-    assert bridge_image.DEFAULT_IMAGE == "localhost/mcp-bridge-sandbox:0.1.0"
-    assert bridge_image.SLIM_IMAGE == "localhost/mcp-bridge-sandbox-slim:0.1.0"
+    # The tag is the release version (scripts/release.py holds IMAGE_VERSION to it).
+    assert f"localhost/mcp-bridge-sandbox:{bridge_image.__version__}" == bridge_image.DEFAULT_IMAGE
+    assert (
+        f"localhost/mcp-bridge-sandbox-slim:{bridge_image.__version__}"
+    ) == bridge_image.SLIM_IMAGE
     assert bridge_image.__version__ == bridge_image.IMAGE_VERSION
     assert _recipes.RECIPES["standard"].tag == bridge_image.DEFAULT_IMAGE
     assert _recipes.RECIPES["slim"].tag == bridge_image.SLIM_IMAGE

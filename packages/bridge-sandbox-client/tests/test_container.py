@@ -11,7 +11,12 @@ from typing import Any
 
 import pytest
 
-IMAGE = os.environ.get("BRIDGE_TEST_IMAGE", "localhost/mcp-bridge-sandbox:0.1.0")
+try:
+    from bridge_image.names import DEFAULT_IMAGE
+except ImportError:  # tox sandbox-bare: protocol and client alone, where no container test runs
+    DEFAULT_IMAGE = ""
+
+IMAGE = os.environ.get("BRIDGE_TEST_IMAGE", DEFAULT_IMAGE)
 REQUIRED = os.environ.get("BRIDGE_REQUIRE_RUNTIME") == "1"
 SOURCE = os.environ.get("BRIDGE_TEST_CLIENT_SOURCE")
 """Optional: a src directory mounted over the image's copy of the client (to test a working tree

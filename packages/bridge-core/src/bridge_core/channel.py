@@ -26,14 +26,15 @@ from bridge_protocol import (
     FrameDecoder,
     Hello,
     Message,
-    ProtocolError,
     Refusal,
+    UnexpectedMessage,
     UnsupportedVersion,
     Welcome,
     encode,
     negotiate,
 )
 
+# UnexpectedMessage is the protocol's, re-exported: one class for both sides to raise and catch.
 __all__ = ["Channel", "ChannelClosed", "UnexpectedMessage"]
 
 logger = logging.getLogger(__name__)
@@ -47,12 +48,6 @@ flood in a few hundred reads."""
 SEND_TIMEOUT = 30.0
 """A sandbox whose client stops reading for this long is treated as gone (its socket buffer is
 full); without a bound a wedged sandbox would hang every task replying to it."""
-
-
-class UnexpectedMessage(ProtocolError):
-    """A well-formed message arrived where the protocol does not allow it (e.g. no Hello first)."""
-
-    code = ErrorCode.UNEXPECTED_MESSAGE
 
 
 class ChannelClosed(Exception):
@@ -162,10 +157,7 @@ class Channel:
             raise UnexpectedMessage(f"expected hello as the first frame, got {type(first).KIND!r}")
         version = negotiate(first.versions)
         if version is None:
-            message = (
-                f"sandbox speaks protocol versions {list(first.versions)}, "
-                f"the bridge speaks {list(SUPPORTED_VERSIONS)}: rebuild the sandbox image"
-            )
+            message = _mismatch(first, SUPPORTED_VERSIONS)
             try:
                 await self.send(Refusal(ErrorCode.UNSUPPORTED_VERSION, message, SUPPORTED_VERSIONS))
             finally:
@@ -184,3 +176,20 @@ class Channel:
             await self._stream.aclose()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             logger.debug("closing a broken sandbox channel: %s", exc)
+
+
+def _mismatch(hello: Hello, ours: tuple[int, ...]) -> str:
+    """Which side is older, in words: the sandbox's offer is hostile, so it is bounded."""
+    offered = sorted(set(hello.versions))
+    shown = ", ".join(map(str, offered[:8])) + (", ..." if len(offered) > 8 else "")
+    client = hello.client_version[:40] or "unknown"
+    if offered and min(offered) > max(ours):
+        side = "the image is NEWER than this bridge (upgrade the bridge, or use its own image)"
+    elif offered and max(offered) < min(ours):
+        side = "the image is OLDER than this bridge"
+    else:
+        side = "no common version"
+    return (
+        f"its sandbox client {client!r} speaks protocol [{shown}], the bridge speaks "
+        f"{list(ours)}: {side}"
+    )
