@@ -35,6 +35,7 @@ from bridge_core.runtime.base import PRODUCT_LABEL, SandboxSpec
 __all__ = [
     "API_TIMEOUT",
     "APIError",
+    "FAILURES",
     "applied_seccomp",
     "ImageNotFound",
     "NotFound",
@@ -58,6 +59,11 @@ _NO_SUCH_CONTAINER = "no such container"
 _LOG_TAIL_BYTES = 64 * 1024
 API_TIMEOUT = 60
 """Seconds any single API call may take; bounds a hung service (stop adds its grace on top)."""
+FAILURES: tuple[type[Exception], ...] = (PodmanError, OSError)
+"""Everything a podman-py call raises when podman or its socket fails, the one boundary the backend
+catches at: podman-py's own errors, and OSError, which covers its APIError (an HTTP error), the
+socket's connection errors and timeouts. Only the not-found answers are told apart (NotFound,
+ImageNotFound), by catching them before this."""
 LOG_MAX_BYTES = 1024 * 1024
 """Cap of a sandbox's container log (conmon truncates it there). The sandbox client sends user
 output over its channel, but code can still write to the fds the log captures: without a cap
@@ -88,7 +94,7 @@ def connect(url: str) -> podman.PodmanClient | None:
     try:
         if client.ping():
             return client
-    except (PodmanError, OSError):
+    except FAILURES:
         pass
     close(client)
     return None
