@@ -63,6 +63,8 @@ class Outcome:
     error_type: str = ""
     error: str = ""
     elapsed: float = 0.0
+    sandbox_start: float = 0.0
+    """Seconds the call waited for a sandbox to start (not part of its timeout)."""
     killed_meanwhile: bool = False
 
 
@@ -185,4 +187,5 @@ def describe(result: Any) -> Outcome:
         stdout=printed,
         error_type=str(error.get("type", "")),
         error=str(error.get("message", ""))[:300],
+        sandbox_start=float(data.get("sandbox_start", 0.0)),
     )

@@ -186,9 +186,11 @@ def record(tally: Tally, step: Step, outcome: Outcome) -> None:
             tally.tool_errors[line.removeprefix("tool-error ")] += 1
     if problem := judge(step, outcome):
         tally.wrong.append(f"#{step.index} {step.kind} in {step.session}: {problem}")
-    if outcome.elapsed > step.timeout + SLACK:
+    # The timeout is the code's time: a sandbox start before it is bounded on its own.
+    if outcome.elapsed - outcome.sandbox_start > step.timeout + SLACK:
         tally.late.append(
             f"#{step.index} {step.kind}: {outcome.elapsed:.1f} s for a {step.timeout:g} s timeout"
+            f" ({outcome.sandbox_start:.1f} s of it starting a sandbox)"
         )
 
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from functools import cache
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import anyio
 import pytest
@@ -160,12 +160,37 @@ async def wait_until_removed(names: Iterable[str], *, since: float) -> None:
                     events.kill()
 
 
+REMOTE_VARIABLES = (
+    "MCP_BRIDGE_RUNTIME_URL",
+    "MCP_BRIDGE_RUNTIME_IDENTITY",
+    "MCP_BRIDGE_RUNTIME_KNOWN_HOSTS",
+    "MCP_BRIDGE_CHANNEL",
+)
+"""Where the engine is and how sandboxes talk (``scripts/prepare-remote`` prints them): set in
+the environment, every podman test and every bridge started by a test uses them."""
+
+
+def remote_settings() -> dict[str, Any]:
+    """:meth:`PodmanBackend.connect` arguments from :data:`REMOTE_VARIABLES`."""
+    env = os.environ
+    found: dict[str, Any] = {}
+    if url := env.get("MCP_BRIDGE_RUNTIME_URL"):
+        found["url"] = url
+    if identity := env.get("MCP_BRIDGE_RUNTIME_IDENTITY"):
+        found["identity"] = Path(identity)
+    if known_hosts := env.get("MCP_BRIDGE_RUNTIME_KNOWN_HOSTS"):
+        found["known_hosts"] = Path(known_hosts)
+    if (channel := env.get("MCP_BRIDGE_CHANNEL", "auto")) != "auto":
+        found["channel"] = channel
+    return found
+
+
 @pytest.fixture
 async def podman_backend(tmp_path: Path) -> AsyncIterator[PodmanBackend]:
     """A connected podman backend (private state dir); no container of it may outlive the test."""
     if (problem := _podman_problem(_image())) is not None:
         require_runtime(problem)
-    backend = await PodmanBackend.connect(state_dir=tmp_path / "state")
+    backend = await PodmanBackend.connect(state_dir=tmp_path / "state", **remote_settings())
     owner = backend.owner.label
     before = await _our_containers(owner)
     try:

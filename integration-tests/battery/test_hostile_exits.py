@@ -2,8 +2,8 @@
 real podman: ``sys.exit``, ``os._exit``, SIGKILL to its own process group, an ignored SIGINT.
 
 ``sys.exit(n)`` is an exception like any other: the session survives (docs/decisions.md). Anything
-that really ends the process is a ``crashed`` result naming the exit status, and the session is
-replaced with a notice, on that call and on the next.
+that really ends the process is a ``crashed`` result naming the exit status, and the session's next
+call runs in a new sandbox restored to its last saved state, with a notice on both calls.
 """
 
 from __future__ import annotations
@@ -49,12 +49,13 @@ async def test_sys_exit_zero_is_a_normal_end_and_the_session_survives(
 
 
 async def _replaced(bridge: Any, code: str, **arguments: Any) -> Any:
-    """Run ``code`` in a session with state; check the next call finds it reset; its result."""
+    """Run ``code`` in a session with state; check the next call runs in a new sandbox restored
+    to the state saved before ``code`` (durable sessions); return ``code``'s result."""
     await bridge.run("kept = 'state'")
     ended = await bridge.run(code, **arguments)
-    after = await bridge.run("'kept' in globals()")
-    assert text_of(after).endswith("False")
-    assert any("reset" in notice for notice in payload_of(after)["notices"])
+    after = await bridge.run("kept")
+    assert text_of(after).endswith("'state'")
+    assert any("was restored from its state saved at" in n for n in payload_of(after)["notices"])
     return ended
 
 
@@ -67,7 +68,7 @@ async def test_os_exit_is_a_crash_naming_the_status_and_the_session_is_replaced(
         )
     assert ended["status"] == "crashed"
     assert ended["error"]["message"] == "container exited with status 4"
-    assert any("replaced by a fresh one" in notice for notice in ended["notices"])
+    assert any("restored to the state after the last successful" in n for n in ended["notices"])
 
 
 async def test_sigkill_to_its_own_process_group_is_a_crash_and_the_session_is_replaced(

@@ -319,8 +319,11 @@ async def test_spill_files_of_a_sigkilled_bridge_are_removed_by_the_next_start(
     assert sum(left.values()) >= 7 * (1 << 20)
     assert all(path.exists() for path in left)
     async with open_bridge(tmp_path) as bridge:
-        assert _files(spill_root) == {}  # gone by the time the bridge answers initialize
-        await bridge.run("1")  # connecting the runtime removes the dead bridge's containers
+        # The bridge opens in the background once it answered initialize: its first call
+        # waits for that, so the dead bridge's spill files are gone by its answer. Connecting
+        # the runtime removes the dead bridge's containers.
+        await bridge.run("1")
+        assert _files(spill_root) == {}
         # (if its sandboxes, which exit when their channel closes, were not auto-removed yet)
         assert await containers_left(killed, since=killed_at) == []
     print(f"spill files of the killed bridge: {sum(left.values()):,} bytes in {len(left)} file(s)")

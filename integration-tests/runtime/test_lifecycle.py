@@ -14,6 +14,7 @@ from anyio.abc import Process
 from bridge_core.channel import ChannelClosed
 from bridge_core.errors import SandboxStartError
 from bridge_core.runtime import _channel, _podman_api, podman
+from bridge_core.runtime._attach import AttachedStream
 from bridge_core.runtime._ownership import Owner, current_owner, process_start_time
 from bridge_core.runtime.base import OWNER_LABEL, SandboxSpec
 from bridge_core.runtime.podman import PodmanBackend
@@ -144,6 +145,7 @@ async def test_cancelled_start_leaves_no_container_socket_or_directory(
         await anyio.sleep_forever()
 
     monkeypatch.setattr(podman, "accept_channel", wait_forever)
+    monkeypatch.setattr(AttachedStream, "wait_started", wait_forever)  # the stdio channel's
     ours = f"label={OWNER_LABEL}={podman_backend.owner.label}"
     spec = SandboxSpec(name="cancelled", image=sandbox_image)
     with anyio.fail_after(60):
@@ -166,6 +168,8 @@ async def test_a_sandbox_that_exits_before_connecting_fails_with_its_status_and_
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    if podman_backend.channel == "stdio":
+        pytest.skip("a socket-channel test; test_stdio_channel.py has the stdio twin")
     monkeypatch.setattr(_channel, "SOCKET_MODE", 0o600)  # uid 65534 may not connect
     spec = SandboxSpec(name="refused", image=sandbox_image)
     with anyio.fail_after(60), pytest.raises(SandboxStartError) as caught:

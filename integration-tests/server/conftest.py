@@ -126,8 +126,10 @@ class BridgeClient:
 
 def bridge_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_BRIDGE_")}
-    if image := os.environ.get("MCP_BRIDGE_IMAGE"):
-        env["MCP_BRIDGE_IMAGE"] = image
+    # The image under test, and where its engine is (scripts/prepare-remote's settings).
+    for name in ("MCP_BRIDGE_IMAGE", *_shared.REMOTE_VARIABLES):
+        if value := os.environ.get(name):
+            env[name] = value
     env.update({"MCP_BRIDGE_DISCOVER": "false", "MCP_BRIDGE_LOG_LEVEL": "info"})
     env.update(extra or {})
     return env
@@ -141,8 +143,13 @@ async def open_bridge(
     env: Mapping[str, str] | None = None,
     args: tuple[str, ...] = (),
     check_orphans: bool = True,
+    client_options: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[BridgeClient]:
-    """Start the bridge subprocess, yield a connected client; afterwards, assert no orphans."""
+    """Start the bridge subprocess, yield a connected client; afterwards, assert no orphans.
+
+    ``client_options`` go to the SDK's ``ClientSession``: ``elicitation_callback``,
+    ``sampling_callback``, ``list_roots_callback``, ``logging_callback`` (a callback given
+    declares the capability, as a real client with that feature does)."""
     config = work / "servers.json"
     text = json.dumps({"mcpServers": dict(servers or {})})
     await anyio.to_thread.run_sync(lambda: work.mkdir(parents=True, exist_ok=True))
@@ -154,7 +161,10 @@ async def open_bridge(
         env=bridge_env({"MCP_BRIDGE_CONFIG": str(config), **(env or {})}),
     )
     pids: list[int] = []
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, **dict(client_options or {})) as session,
+    ):
         with anyio.fail_after(60):
             await session.initialize()
         pids = bridge_pids(state_dir)
@@ -215,12 +225,15 @@ class HttpBridge:
         return httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300))
 
     @asynccontextmanager
-    async def session(self, token: str | None = None) -> AsyncIterator[BridgeClient]:
-        """A connected, initialized SDK client session (the 2025 handshake, GET stream open)."""
+    async def session(
+        self, token: str | None = None, *, client_options: Mapping[str, Any] | None = None
+    ) -> AsyncIterator[BridgeClient]:
+        """A connected, initialized SDK client session (the 2025 handshake, GET stream open);
+        ``client_options`` as for :func:`open_bridge`."""
         async with (
             self.http(token) as http,
             streamable_http_client(self.url, http_client=http) as (read, write),
-            ClientSession(read, write) as session,
+            ClientSession(read, write, **dict(client_options or {})) as session,
         ):
             with anyio.fail_after(60):
                 await session.initialize()

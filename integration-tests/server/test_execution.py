@@ -226,3 +226,15 @@ async def test_sigterm_stops_the_bridge_and_removes_its_containers(
         # Leaving the client context waits for the bridge process to exit.
     assert bridge_pids(tmp_path / "state") == []
     assert await containers_left(pids[0], since=terminated) == []
+
+
+async def test_a_cold_sandbox_start_does_not_eat_a_short_timeout(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # No warm pool: the first call starts a container, which takes longer than its timeout.
+    async with open_bridge(tmp_path, env={"MCP_BRIDGE_POOL_SIZE": "0"}) as bridge:
+        first = await bridge.run("import time; time.sleep(0.05); 'done'", timeout=0.2)
+    assert first.structured_content is not None
+    assert first.structured_content["status"] == "ok", _text(first)
+    assert _text(first).endswith("'done'")
+    assert first.structured_content["sandbox_start"] > first.structured_content["duration"]

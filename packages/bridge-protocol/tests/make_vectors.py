@@ -40,8 +40,11 @@ from bridge_protocol import (
     Refusal,
     Reply,
     Request,
+    Restore,
+    Restored,
     Result,
     Shutdown,
+    Snapshot,
     Welcome,
     encode,
 )
@@ -130,6 +133,14 @@ CASES: Mapping[str, Message] = {
     "ping": Ping(nonce=42),
     "pong": Pong(nonce=42),
     "shutdown": Shutdown(reason="session closed"),
+    "snapshot_chunk": Snapshot(snapshot_id="s-1", data=b"MCPSNAP1\x00\x01"),
+    "snapshot_last": Snapshot(
+        snapshot_id="s-1", last=True, unsaved=("handle (TextIOWrapper): cannot pickle",)
+    ),
+    "snapshot_failed": Snapshot(snapshot_id="s-2", last=True, error="fork failed: EAGAIN"),
+    "restore_last": Restore(restore_id="r-1", data=b"MCPSNAP1", last=True),
+    "restored": Restored(restore_id="r-1"),
+    "restored_error": Restored(restore_id="r-1", error="the saved state is corrupted"),
 }
 
 # Frames built by hand: optional fields left out, as a peer is allowed to send them.

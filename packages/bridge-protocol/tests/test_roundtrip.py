@@ -26,8 +26,11 @@ from bridge_protocol import (
     Refusal,
     Reply,
     Request,
+    Restore,
+    Restored,
     Result,
     Shutdown,
+    Snapshot,
     Welcome,
     encode,
 )
@@ -96,6 +99,16 @@ MESSAGE_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
     "ping": st.builds(Ping, nonce=uints),
     "pong": st.builds(Pong, nonce=uints),
     "shutdown": st.builds(Shutdown, reason=st.text()),
+    "snapshot": st.builds(
+        Snapshot,
+        snapshot_id=ids,
+        data=st.binary(),
+        last=st.booleans(),
+        unsaved=st.lists(st.text(), max_size=3).map(tuple),
+        error=st.text(),
+    ),
+    "restore": st.builds(Restore, restore_id=ids, data=st.binary(), last=st.booleans()),
+    "restored": st.builds(Restored, restore_id=ids, error=st.text()),
 }
 
 any_message: st.SearchStrategy[Message] = st.one_of(*MESSAGE_STRATEGIES.values())

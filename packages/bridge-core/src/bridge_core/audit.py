@@ -104,12 +104,15 @@ class AuditLog:
         duration: float,
         execution_id: str | None = None,
         detail: str | None = None,
+        approval: str | None = None,
     ) -> None:
         """Append one record (in a worker thread; the file write is blocking I/O).
 
         ``outcome``: ``ok``, ``tool_error`` (an ``isError`` result), or the failure's kind
         (``denied``, ``unknown_tool``, ``timeout``, ``unavailable``, ``cancelled``, ...).
         ``detail``: a short reason for a failure (an error message, never argument values).
+        ``approval``: how a call that needed the user's approval was decided (see
+        :class:`bridge_core.approval.ApprovalGate`); ``None`` when it needed none.
         """
         if self.path is None:
             return
@@ -124,6 +127,7 @@ class AuditLog:
             duration=duration,
             execution_id=execution_id,
             detail=detail,
+            approval=approval,
             at=datetime.now(UTC),
         )
         await anyio.to_thread.run_sync(lambda: self._append(record()))
@@ -139,6 +143,7 @@ class AuditLog:
         duration: float,
         execution_id: str | None = None,
         detail: str | None = None,
+        approval: str | None = None,
         at: datetime | None = None,
     ) -> str:
         """The JSON line :meth:`record` writes (without the newline), every field bounded."""
@@ -152,6 +157,8 @@ class AuditLog:
         }
         if len(arguments) > MAX_ARGUMENTS:
             record["more_arguments"] = len(arguments) - MAX_ARGUMENTS
+        if approval is not None:
+            record["approval"] = _cut(approval, MAX_NAME_CHARS)
         record["outcome"] = outcome
         record["duration_ms"] = round(duration * 1000, 3)
         if detail is not None:

@@ -157,10 +157,7 @@ class Channel:
             raise UnexpectedMessage(f"expected hello as the first frame, got {type(first).KIND!r}")
         version = negotiate(first.versions)
         if version is None:
-            message = (
-                f"sandbox speaks protocol versions {list(first.versions)}, "
-                f"the bridge speaks {list(SUPPORTED_VERSIONS)}: rebuild the sandbox image"
-            )
+            message = _mismatch(first, SUPPORTED_VERSIONS)
             try:
                 await self.send(Refusal(ErrorCode.UNSUPPORTED_VERSION, message, SUPPORTED_VERSIONS))
             finally:
@@ -179,3 +176,20 @@ class Channel:
             await self._stream.aclose()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             logger.debug("closing a broken sandbox channel: %s", exc)
+
+
+def _mismatch(hello: Hello, ours: tuple[int, ...]) -> str:
+    """Which side is older, in words: the sandbox's offer is hostile, so it is bounded."""
+    offered = sorted(set(hello.versions))
+    shown = ", ".join(map(str, offered[:8])) + (", ..." if len(offered) > 8 else "")
+    client = hello.client_version[:40] or "unknown"
+    if offered and min(offered) > max(ours):
+        side = "the image is NEWER than this bridge (upgrade the bridge, or use its own image)"
+    elif offered and max(offered) < min(ours):
+        side = "the image is OLDER than this bridge"
+    else:
+        side = "no common version"
+    return (
+        f"its sandbox client {client!r} speaks protocol [{shown}], the bridge speaks "
+        f"{list(ours)}: {side}"
+    )

@@ -25,9 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bridge_protocol import ErrorCode, JSONValue
+
+if TYPE_CHECKING:
+    from bridge_core.client_link import ClientLink
 
 __all__ = ["CallContext", "CallFailed", "Gateway", "NullGateway"]
 
@@ -38,6 +41,12 @@ class CallContext:
 
     session: str
     execution_id: str
+    client: ClientLink | None = None
+    """The MCP client whose ``run_python`` this call serves (approvals and the requests an
+    upstream server makes of its client go there); ``None`` when there is none to ask."""
+    client_key: str | None = None
+    """Which client owns the session (``None``: the single stdio client): "allow for this
+    session" answers are remembered per client and session."""
 
 
 class CallFailed(Exception):

@@ -30,7 +30,14 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from bridge_core.servers import ServerSpec
 
-__all__ = ["MASK", "MIN_SECRET_CHARS", "Redactor", "configured_secrets", "is_secret_name"]
+__all__ = [
+    "MASK",
+    "MIN_SECRET_CHARS",
+    "Redactor",
+    "configured_secrets",
+    "is_secret_name",
+    "secrets_in_value",
+]
 
 MASK = "***"
 MIN_SECRET_CHARS = 6
@@ -101,6 +108,15 @@ def configured_secrets(spec: ServerSpec) -> set[str]:
     _collect_args(spec.args, found)
     if spec.url:
         _collect(spec.url, found, marked=False)
+    return found
+
+
+def secrets_in_value(value: str, *, marked: bool) -> set[str]:
+    """The secrets in one configured value outside a server definition (an OTLP endpoint, an
+    exporter header), judged as :func:`configured_secrets` judges a server's; ``marked``: where
+    the value sits says it is secret (a header value), so it is one whatever its shape."""
+    found: set[str] = set()
+    _collect(value, found, marked=marked)
     return found
 
 

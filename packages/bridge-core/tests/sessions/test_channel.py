@@ -35,13 +35,20 @@ async def test_handshake_answers_hello_with_the_highest_common_version() -> None
 async def test_handshake_without_a_common_version_refuses_and_closes() -> None:
     host, sandbox = byte_stream_pair()
     channel = Channel(host)
-    await sandbox.send(encode(Hello(versions=(99,))))
-    with pytest.raises(UnsupportedVersion, match="rebuild the sandbox image"):
+    await sandbox.send(encode(Hello(versions=(99,), client_version="9.0")))
+    with pytest.raises(UnsupportedVersion, match=r"'9.0' speaks protocol \[99\].*NEWER"):
         await channel.handshake()
     (refusal,) = FrameDecoder(accept=HOST_TO_SANDBOX).feed(await sandbox.receive())
     assert isinstance(refusal, Refusal)
     assert refusal.code == ErrorCode.UNSUPPORTED_VERSION
     assert channel.closed
+
+
+async def test_an_older_sandbox_client_is_named_older() -> None:
+    host, sandbox = byte_stream_pair()
+    await sandbox.send(encode(Hello(versions=(0,), client_version="0.0.1")))
+    with pytest.raises(UnsupportedVersion, match=r"speaks protocol \[0\].*OLDER than this"):
+        await Channel(host).handshake()
 
 
 async def test_handshake_requires_hello_first() -> None:

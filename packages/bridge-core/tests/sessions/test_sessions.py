@@ -79,6 +79,39 @@ async def test_waiting_for_the_turn_gives_up_at_its_own_timeout(harness: Harness
     assert "print:never" not in harness.runtime.executions
 
 
+async def test_starting_the_sandbox_does_not_count_against_the_calls_timeout(
+    harness: Harness,
+) -> None:
+    harness.runtime.start_gate = anyio.Event()
+    results: list[ExecutionResult] = []
+
+    async def call() -> None:
+        results.append(await manager.execute("print:ran", timeout=0.2))
+
+    async with harness.manager() as manager, anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        with anyio.fail_after(5):
+            await harness.runtime.start_begun.wait()
+        await anyio.sleep(0.5)  # a cold start longer than the call's whole timeout
+        harness.runtime.start_gate.set()
+    assert results[0].status == "ok", results[0].notices
+    assert results[0].stdout == "ran\n"
+    assert results[0].sandbox_start >= 0.5  # said, and not part of the code's duration
+    assert results[0].duration < results[0].sandbox_start
+
+
+async def test_a_sandbox_that_cannot_start_in_time_names_the_start_timeout(
+    harness: Harness,
+) -> None:
+    harness.runtime.start_gate = anyio.Event()  # never set: the start hangs
+    async with harness.manager(start_timeout=0.3) as manager:
+        with anyio.fail_after(5):
+            result = await manager.execute("print:never", timeout=60)
+    assert result.status == "unavailable"
+    assert "MCP_BRIDGE_SANDBOX_START_TIMEOUT" in result.notices[-1]
+    assert "0.3 s" in result.notices[-1]
+
+
 async def test_warm_pool_serves_the_first_execution_of_a_new_session(harness: Harness) -> None:
     async with harness.manager(pool_size=1) as manager:
         with anyio.fail_after(5):

@@ -30,6 +30,9 @@ DEFAULT_EPOCH = 1_704_067_200
 
 _MARKER = Path("images/sandbox/Containerfile")
 _SKIPPED_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+RELEASE_RECORD = "packages/bridge-image/src/bridge_image/release.json"
+"""Written AFTER the images of a release are built and pushed: not an input of those images (it
+holds their digests), so neither the inputs hash nor the revision label may see it."""
 
 PACKAGED_RECIPE = Path(__file__).resolve().parent / "_recipe"
 """The recipe a built wheel carries: the repository files the builder reads (images/, the
@@ -100,7 +103,12 @@ def tree_files(root: Path) -> list[Path]:
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED_DIRS)
-        found.extend(Path(dirpath) / f for f in filenames if not f.endswith((".pyc", ".pyo")))
+        found.extend(
+            Path(dirpath) / f
+            for f in filenames
+            if not f.endswith((".pyc", ".pyo"))
+            and not (f == "release.json" and Path(dirpath).name == "bridge_image")
+        )
     return found
 
 
@@ -139,7 +147,7 @@ def source_revision(repo: Path, paths: Iterable[str]) -> str:
     The last commit *of the inputs*, not HEAD: commits that do not touch the image leave its
     label, and so its digest, unchanged. ``"unknown"`` outside a git checkout.
     """
-    path_list = list(paths)
+    path_list = [*paths, f":(exclude){RELEASE_RECORD}"]
     found = _git(repo, "log", "-1", "--format=%H", "--", *path_list)
     if not found:
         return "unknown"

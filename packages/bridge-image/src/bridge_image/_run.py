@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,11 +35,14 @@ def run_streamed(
     what: str,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    timeout: float | None = None,
 ) -> list[str]:
     """Run ``argv``, passing each output line to ``progress``; return the lines.
 
     stderr is merged into stdout so the progress shows both in order. A non-zero exit raises
-    :class:`BuildFailed` naming ``what`` and quoting the last lines of output.
+    :class:`BuildFailed` naming ``what`` and quoting the last lines of output; so does a run
+    past ``timeout`` seconds (the process is killed: a registry that stops answering must not
+    hold the caller forever).
     """
     lines: list[str] = []
     with subprocess.Popen(
@@ -52,12 +56,28 @@ def run_streamed(
         cwd=cwd,
     ) as process:
         assert process.stdout is not None
-        for raw in process.stdout:
-            line = raw.rstrip("\n")
-            lines.append(line)
-            if progress is not None:
-                progress(line)
-        code = process.wait()
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            process.kill()
+
+        watchdog = threading.Timer(timeout, expire) if timeout is not None else None
+        if watchdog is not None:
+            watchdog.daemon = True
+            watchdog.start()
+        try:
+            for raw in process.stdout:
+                line = raw.rstrip("\n")
+                lines.append(line)
+                if progress is not None:
+                    progress(line)
+            code = process.wait()
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+    if expired.is_set():
+        lines.append(f"(killed after {timeout:g} s)")
     if code != 0:
         tail = "\n".join(lines[-_TAIL_LINES:])
         raise BuildFailed(f"{what} failed (exit {code}): {' '.join(argv[:3])} ...\n{tail}")

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-__all__ = ["BuildFailed", "DigestMismatch", "ImageError", "MissingInput", "MissingTool"]
+__all__ = [
+    "BuildFailed",
+    "DigestMismatch",
+    "ImageError",
+    "IncompatibleImage",
+    "MissingInput",
+    "MissingTool",
+    "PublishFailed",
+    "PullRefused",
+    "ReleaseRecordError",
+]
 
 
 class ImageError(Exception):
@@ -23,3 +33,22 @@ class BuildFailed(ImageError):
 
 class DigestMismatch(ImageError):
     """``verify``: a rebuild from the same inputs produced a different image."""
+
+
+class ReleaseRecordError(ImageError):
+    """The release record (published references, digests, signing key) is missing a field or
+    malformed."""
+
+
+class PublishFailed(ImageError):
+    """``release``: pushing or signing an image failed; the record was not written."""
+
+
+class PullRefused(ImageError):
+    """A pull did not give the released image: wrong digest, missing or bad signature, or the
+    registry could not be read. Nothing was tagged, nothing runs."""
+
+
+class IncompatibleImage(ImageError):
+    """``verify --image``: the image lacks an intact sandbox client, or speaks no protocol
+    version of this bridge."""

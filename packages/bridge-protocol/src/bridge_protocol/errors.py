@@ -45,6 +45,9 @@ class ErrorCode(IntEnum):
     TOO_MANY_CALLS = 209
     """The sandbox already has as many calls (or bytes of them) in flight as the host allows:
     this call was refused before anything was forwarded, and may be made again later."""
+    APPROVAL_DECLINED = 210
+    """The call needed the user's approval and did not get it (declined, unanswered in time, or
+    no way to ask): it never reached the server."""
     INTERNAL = 299
 
 

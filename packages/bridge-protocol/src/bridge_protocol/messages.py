@@ -40,8 +40,11 @@ __all__ = [
     "Refusal",
     "Reply",
     "Request",
+    "Restore",
+    "Restored",
     "Result",
     "Shutdown",
+    "Snapshot",
     "Stream",
     "Welcome",
 ]
@@ -214,6 +217,45 @@ class Reply:
     fault: Fault | None = None
 
 
+# --- durable sessions ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Sandbox → host: one chunk of the session's saved state after a successful execution.
+
+    The bytes are opaque to the host (it stores them, never reads them). Chunks of one snapshot
+    share ``snapshot_id`` and arrive in order; the one with ``last`` ends it and names what could
+    not be saved (``unsaved``: ``"name (type): reason"``) or why nothing was (``error``).
+    """
+
+    KIND: ClassVar[str] = "snapshot"
+    snapshot_id: str
+    data: bytes = b""
+    last: bool = False
+    unsaved: tuple[str, ...] = ()
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Restore:
+    """Host → sandbox: one chunk of a saved state to load before the first execution."""
+
+    KIND: ClassVar[str] = "restore"
+    restore_id: str
+    data: bytes = b""
+    last: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """Sandbox → host: the state of ``restore_id`` is loaded (``error`` empty) or was refused."""
+
+    KIND: ClassVar[str] = "restored"
+    restore_id: str
+    error: str = ""
+
+
 # --- liveness and shutdown -----------------------------------------------------------------------
 
 
@@ -254,6 +296,9 @@ Message: TypeAlias = (
     | Ping
     | Pong
     | Shutdown
+    | Snapshot
+    | Restore
+    | Restored
 )
 
 MESSAGE_TYPES: Mapping[str, type[Message]] = {
@@ -275,6 +320,9 @@ MESSAGE_TYPES: Mapping[str, type[Message]] = {
         Ping,
         Pong,
         Shutdown,
+        Snapshot,
+        Restore,
+        Restored,
     )
 }
 
@@ -290,8 +338,20 @@ SANDBOX_TO_HOST: frozenset[str] = frozenset(
         "cancel",
         "ping",
         "pong",
+        "snapshot",
+        "restored",
     }
 )
 HOST_TO_SANDBOX: frozenset[str] = frozenset(
-    {"welcome", "refusal", "execute", "interrupt", "reply", "ping", "pong", "shutdown"}
+    {
+        "welcome",
+        "refusal",
+        "execute",
+        "interrupt",
+        "reply",
+        "ping",
+        "pong",
+        "shutdown",
+        "restore",
+    }
 )

@@ -1,4 +1,7 @@
-"""``python -m bridge_sandbox_client [--socket PATH]``: the sandbox container's command.
+"""``python -m bridge_sandbox_client [--socket PATH | --stdio]``: the sandbox container's command.
+
+``--stdio`` carries the channel on the process's own stdin and stdout (an engine with no shared
+filesystem attaches to them, see :mod:`._stdio`); otherwise it is the unix socket at ``--socket``.
 
 Exit status: 0 after ``Shutdown`` or when the host closes the channel; 1 when the channel cannot
 be opened or breaks during the handshake; 2 for bad command-line arguments; 3 when the host
@@ -26,6 +29,7 @@ from bridge_protocol.paths import SANDBOX_CHANNEL_SOCKET
 from bridge_sandbox_client import __version__
 from bridge_sandbox_client._channel import Channel, Refused
 from bridge_sandbox_client._client import SandboxClient
+from bridge_sandbox_client._stdio import StdioPipes
 
 __all__ = ["EXIT_CHANNEL_FAILED", "EXIT_REFUSED", "main"]
 
@@ -42,12 +46,19 @@ when the container starts, so only a broken host takes this long."""
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bridge-sandbox",
-        description="Run user code for the MCP code-execution bridge, over a unix socket.",
+        description="Run user code for the MCP code-execution bridge, over a unix socket "
+        "or this process's stdin/stdout.",
     )
-    parser.add_argument(
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
         "--socket",
         default=SANDBOX_CHANNEL_SOCKET,
         help=f"the host's channel socket (default: {SANDBOX_CHANNEL_SOCKET})",
+    )
+    where.add_argument(
+        "--stdio",
+        action="store_true",
+        help="the channel is this process's stdin and stdout (the engine attaches to them)",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
@@ -65,10 +76,13 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     keep the sandbox alive after the host said goodbye.
     """
     args = _parser().parse_args(argv)
-    try:
-        channel = Channel.connect(args.socket, timeout=CONNECT_TIMEOUT)
-    except OSError as exc:
-        _fail(f"cannot connect to the host at {args.socket}: {exc}", EXIT_CHANNEL_FAILED)
+    if args.stdio:
+        channel = Channel(StdioPipes.take_stdio())
+    else:
+        try:
+            channel = Channel.connect(args.socket, timeout=CONNECT_TIMEOUT)
+        except OSError as exc:
+            _fail(f"cannot connect to the host at {args.socket}: {exc}", EXIT_CHANNEL_FAILED)
     try:
         channel.handshake(__version__, timeout=CONNECT_TIMEOUT)
     except Refused as exc:

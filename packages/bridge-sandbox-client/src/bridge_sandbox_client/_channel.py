@@ -1,5 +1,9 @@
 """The blocking socket adapter around the sans-IO codec of :mod:`bridge_protocol`.
 
+The byte stream is a connected unix socket, or the process's own stdin/stdout
+(:class:`~._stdio.StdioPipes`, for engines with no shared filesystem): both offer the socket
+methods used here.
+
 One reader thread owns the receive side (:meth:`Channel.receive`); any thread may
 :meth:`Channel.send`, serialised by a lock so frames never interleave. The socket is its own file
 descriptor: nothing user code writes to fds 1 and 2 can reach it.
@@ -13,6 +17,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Protocol
 
 from bridge_protocol import (
     DEFAULT_MAX_FRAME_SIZE,
@@ -28,7 +33,7 @@ from bridge_protocol import (
     encode,
 )
 
-__all__ = ["Channel", "ChannelClosed", "Refused", "signals_deferred"]
+__all__ = ["Channel", "ChannelClosed", "Refused", "Transport", "signals_deferred"]
 
 _RECV_SIZE = 256 * 1024
 _DEFERRED = {
@@ -57,6 +62,17 @@ def signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+class Transport(Protocol):
+    """What :class:`Channel` needs of its byte stream: a socket, or :class:`~._stdio.StdioPipes`."""
+
+    def settimeout(self, timeout: float | None) -> None: ...
+    def recv(self, size: int) -> bytes: ...
+    def recv_into(self, buffer: bytearray) -> int: ...
+    def sendall(self, data: bytes) -> None: ...
+    def shutdown(self, how: int) -> None: ...
+    def close(self) -> None: ...
+
+
 class ChannelClosed(ConnectionError):
     """The host closed the channel (or it was closed locally)."""
 
@@ -75,9 +91,9 @@ class Refused(Exception):
 
 
 class Channel:
-    """A connected protocol channel over a unix stream socket."""
+    """A connected protocol channel over a unix stream socket or the process's stdio."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: Transport) -> None:
         self._sock = sock
         self._send_lock = threading.Lock()
         self._decoder = FrameDecoder(accept=HOST_TO_SANDBOX)

@@ -27,6 +27,8 @@ from bridge_protocol import (
     Pong,
     ProtocolError,
     Reply,
+    Restore,
+    Restored,
     Result,
     Shutdown,
 )
@@ -41,11 +43,22 @@ from bridge_sandbox_client._interpreter import Interpreter
 from bridge_sandbox_client._modules import install_mcp_modules
 from bridge_sandbox_client._proxies import Directory, RefusedServer
 from bridge_sandbox_client._runtime import Runtime, build_runtime_module
+from bridge_sandbox_client._snapshot import SnapshotTaker, is_bridge_object, restore_state
 from bridge_sandbox_client.errors import PolicyDenied, ToolError
 
 __all__ = ["SandboxClient"]
 
 _STOP = None
+MAX_RESTORE_BYTES = 2 * 1024 * 1024 * 1024
+"""A saved state larger than this is refused (the host caps what it keeps far below)."""
+
+
+class _RestoreJob:
+    __slots__ = ("data", "restore_id")
+
+    def __init__(self, restore_id: str, data: bytes) -> None:
+        self.restore_id = restore_id
+        self.data = data
 
 
 class SandboxClient:
@@ -59,7 +72,12 @@ class SandboxClient:
     def __init__(self, channel: Channel, *, host_gone: Callable[[], object] | None = None) -> None:
         self._channel = channel
         self._host_gone = host_gone
-        self._inbox: Inbox[Execute | Shutdown | None] = Inbox()
+        self._inbox: Inbox[Execute | Shutdown | _RestoreJob | None] = Inbox()
+        self._restoring: tuple[str, bytearray] | None = None
+        self._durable = False
+        """Set by the host's first ``Restore``: this sandbox serves a durable session, so its
+        state is saved after each successful execution (pool and one-shot sandboxes never are)."""
+        self.snapshots = SnapshotTaker(channel.send, self.log)
         self._execution_id = ""
         self.capture = OutputCapture(channel.send)
         self.registry = CallRegistry(channel.send)
@@ -105,6 +123,9 @@ class SandboxClient:
         self.interpreter.install_signal_handler()
         while True:
             message = self._inbox.get(self.interpreter.loop)
+            if isinstance(message, _RestoreJob):
+                self._restore(message)
+                continue
             if not isinstance(message, Execute):
                 break
             self._run(message)
@@ -163,14 +184,39 @@ class SandboxClient:
             self._interrupt(message.execution_id)
         elif isinstance(message, (Execute, Shutdown)):
             self._inbox.put(message)
+        elif isinstance(message, Restore):
+            self._receive_restore(message)
         elif not isinstance(message, Pong):
             self.log(f"ignored unexpected {type(message).KIND!r} message")
+
+    def _receive_restore(self, message: Restore) -> None:
+        if self._restoring is None or self._restoring[0] != message.restore_id:
+            self._restoring = (message.restore_id, bytearray())
+        buffer = self._restoring[1]
+        if len(buffer) + len(message.data) > MAX_RESTORE_BYTES:
+            raise ProtocolError(f"a saved state of more than {MAX_RESTORE_BYTES} bytes")
+        buffer += message.data
+        if message.last:
+            self._restoring = None
+            self._inbox.put(_RestoreJob(message.restore_id, bytes(buffer)))
 
     def _interrupt(self, execution_id: str) -> None:
         self.interpreter.interrupt(execution_id)
         self.registry.abandon(execution_id)
 
     # --- main thread ----------------------------------------------------------------------
+
+    def _restore(self, job: _RestoreJob) -> None:
+        self._durable = True
+        error = restore_state(job.data, self.interpreter.namespace)
+        try:
+            self._channel.send(Restored(job.restore_id, error=error))
+        except OSError as exc:
+            self.log(f"could not confirm restore {job.restore_id}: {exc}")
+
+    def _skip_saving(self, name: str, value: Any) -> bool:
+        # What the client injects is rebuilt in every sandbox, never saved.
+        return name in ("runtime", "mcp_servers") or is_bridge_object(value)
 
     def _run(self, execute: Execute) -> None:
         self._execution_id = execute.execution_id
@@ -203,6 +249,9 @@ class SandboxClient:
             self._send_result(result)
         finally:
             self.registry.end(execute.execution_id)
+        if self._durable and outcome.status == "ok":
+            # After the result: the host has its answer while the child saves in the background.
+            self.snapshots.take(self.interpreter.namespace, self._skip_saving)
 
     def _send_result(self, result: Result) -> None:
         execution_id = result.execution_id

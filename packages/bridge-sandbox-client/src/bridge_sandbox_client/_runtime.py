@@ -126,6 +126,57 @@ class Runtime:
             "search_tool_docs", {"query": _text("query", query), "limit": limit}
         )
 
+    # --- resources and prompts of upstream servers ---------------------------------------------
+
+    async def list_resources(self, server: str) -> Any:
+        """Resources ``server`` offers: a list of ``{"uri", "name", "description", "mimeType"}``
+        dicts (as the server sent them)."""
+        return await CallRegistry.wait(self._upstream("list_resources", server))
+
+    def list_resources_sync(self, server: str) -> Any:
+        """Blocking twin of :meth:`list_resources`."""
+        return CallRegistry.wait_sync(self._upstream("list_resources", server))
+
+    async def read_resource(self, server: str, uri: str) -> Any:
+        """Read one resource of ``server``: ``{"contents": [{"uri", "mimeType", "text" or
+        "blob"}]}`` as the server sent it."""
+        return await CallRegistry.wait(self._upstream("read_resource", server, uri=uri))
+
+    def read_resource_sync(self, server: str, uri: str) -> Any:
+        """Blocking twin of :meth:`read_resource`."""
+        return CallRegistry.wait_sync(self._upstream("read_resource", server, uri=uri))
+
+    async def list_prompts(self, server: str) -> Any:
+        """Prompts ``server`` offers: a list of ``{"name", "description", "arguments"}``."""
+        return await CallRegistry.wait(self._upstream("list_prompts", server))
+
+    def list_prompts_sync(self, server: str) -> Any:
+        """Blocking twin of :meth:`list_prompts`."""
+        return CallRegistry.wait_sync(self._upstream("list_prompts", server))
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: dict[str, str] | None = None
+    ) -> Any:
+        """One prompt of ``server``, filled with ``arguments`` (strings):
+        ``{"description", "messages": [{"role", "content"}]}``."""
+        return await CallRegistry.wait(
+            self._upstream("get_prompt", server, name=name, arguments=arguments or {})
+        )
+
+    def get_prompt_sync(
+        self, server: str, name: str, arguments: dict[str, str] | None = None
+    ) -> Any:
+        """Blocking twin of :meth:`get_prompt`."""
+        return CallRegistry.wait_sync(
+            self._upstream("get_prompt", server, name=name, arguments=arguments or {})
+        )
+
+    def _upstream(self, method: str, server: str, **params: Any) -> Any:
+        for key in ("uri", "name"):
+            if key in params:
+                params[key] = _text(key, params[key])
+        return self._registry.request(method, {"server": _text("server", server), **params})
+
     # --- progress and images -------------------------------------------------------------------
 
     def progress(self, done: float, total: float | None = None, message: object = None) -> None:
@@ -191,6 +242,14 @@ _EXPORTED = (
     "query_tool_docs_sync",
     "search_tool_docs",
     "search_tool_docs_sync",
+    "list_resources",
+    "list_resources_sync",
+    "read_resource",
+    "read_resource_sync",
+    "list_prompts",
+    "list_prompts_sync",
+    "get_prompt",
+    "get_prompt_sync",
     "progress",
     "display_image",
 )

@@ -14,6 +14,7 @@ __all__ = [
     "ToolError",
     "ToolTimeout",
     "PolicyDenied",
+    "ApprovalDeclined",
     "UpstreamUnavailable",
     "UnknownServer",
     "UnknownTool",
@@ -76,6 +77,23 @@ class PolicyDenied(ToolError):
         return rule if isinstance(rule, str) else None
 
 
+class ApprovalDeclined(PolicyDenied):
+    """The call needed the user's approval and did not get it; it never reached the server.
+
+    The user declined (or dismissed) the question, did not answer in time, or the MCP client
+    cannot ask (then the message names the setting that decides). :attr:`reason` says which:
+    ``declined``, ``cancelled``, ``timeout``, ``unsupported`` or ``declined_earlier`` (the user
+    already declined this tool during this run). Catch it to adapt: skip the step, or tell the
+    user what was not done.
+    """
+
+    @property
+    def reason(self) -> str | None:
+        """Why the approval is missing (see the class docstring)."""
+        reason = self.data.get("reason") if isinstance(self.data, dict) else None
+        return reason if isinstance(reason, str) else None
+
+
 class UpstreamUnavailable(ToolError):
     """The upstream MCP server could not be started, crashed, or is cooling down."""
 
@@ -127,6 +145,7 @@ _BY_CODE: dict[int, type[ToolError]] = {
     ErrorCode.TOOL_ERROR: ToolError,
     ErrorCode.CALL_TIMEOUT: ToolTimeout,
     ErrorCode.POLICY_DENIED: PolicyDenied,
+    ErrorCode.APPROVAL_DECLINED: ApprovalDeclined,
     ErrorCode.UPSTREAM_UNAVAILABLE: UpstreamUnavailable,
     ErrorCode.UNKNOWN_SERVER: UnknownServer,
     ErrorCode.UNKNOWN_TOOL: UnknownTool,

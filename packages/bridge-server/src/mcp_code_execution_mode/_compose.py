@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+from bridge_core.approval import ApprovalRules
 from bridge_core.audit import AuditLog
 from bridge_core.catalog import ToolCache
 from bridge_core.discovery import DiscoveryReport, discover
@@ -23,12 +24,15 @@ from bridge_core.proxy import ProxyOptions, open_proxy
 from bridge_core.redaction import Redactor
 from bridge_core.runtime.base import RuntimeBackend, SandboxLimits
 from bridge_core.runtime.detect import detect_runtime
+from bridge_core.sessions import SessionStore, StoreSettings
 from bridge_core.sessions.manager import SessionManager
 from bridge_core.sessions.types import SessionConfig
 
+from mcp_code_execution_mode._image_supply import image_advice, supply_image
 from mcp_code_execution_mode._logging import mask_logs
+from mcp_code_execution_mode._telemetry import exporting_traces, trace_export_from_env
 from mcp_code_execution_mode.server import Executor, ExecutorFactory
-from mcp_code_execution_mode.settings import Settings
+from mcp_code_execution_mode.settings import Settings, runtime_target
 
 __all__ = [
     "discover_servers",
@@ -36,6 +40,7 @@ __all__ = [
     "private_state_dir",
     "proxy_options",
     "session_config",
+    "session_store",
 ]
 
 logger = logging.getLogger(__name__)
@@ -56,12 +61,27 @@ def session_config(settings: Settings) -> SessionConfig:
         max_sessions=settings.max_sessions,
         max_sessions_per_client=settings.max_sessions_per_client,
         idle_ttl=settings.session_ttl,
+        start_timeout=settings.sandbox_start_timeout,
         persist=settings.session_persist,
         default_timeout=settings.timeout,
         max_timeout=settings.max_timeout,
         output_cap=settings.output_cap,
         max_calls_in_flight=settings.max_calls_in_flight,
         max_call_bytes=settings.max_call_bytes,
+        image_advice=image_advice(settings),
+    )
+
+
+def session_store(settings: Settings, sessions_dir: Path) -> SessionStore:
+    """Where this bridge saves its sessions, from the settings."""
+    return SessionStore(
+        sessions_dir,
+        StoreSettings(
+            name=settings.session_store,
+            max_bytes=settings.session_state_max,
+            disk_limit=settings.session_state_disk,
+            retention=settings.session_state_retention,
+        ),
     )
 
 
@@ -129,12 +149,29 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
             allow_tools=settings.allow_tools,
             deny_tools=settings.deny_tools,
         )
+        approvals = ApprovalRules.from_settings(
+            mode=settings.approval,
+            tools=settings.approve_tools,
+            timeout=settings.approval_timeout,
+            fallback=settings.approval_fallback,
+        )
         preference = None if settings.runtime == "auto" else settings.runtime
 
         async def connect_runtime() -> RuntimeBackend:
-            return await detect_runtime(preference, state_dir=state_dir / "runtime")
+            backend = await detect_runtime(
+                preference, state_dir=state_dir / "runtime", target=runtime_target(settings)
+            )
+            try:
+                # First use of a released image: pulled by digest and verified before any run.
+                await anyio.to_thread.run_sync(supply_image, settings, backend.name)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await backend.aclose()
+                raise
+            return backend
 
         async with (
+            exporting_traces(trace_export_from_env()),
             open_proxy(
                 servers,
                 options=options,
@@ -145,12 +182,14 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
                     max_bytes=settings.max_tool_list_size,
                 ),
                 audit=AuditLog(settings.audit_log),
+                approvals=approvals,
             ) as gateway,
             SessionManager(
                 session_config(settings),
                 runtime=connect_runtime,
                 gateway=gateway,
                 state_dir=state_dir / "sessions",
+                store=session_store(settings, state_dir / "sessions"),
             ) as manager,
         ):
             yield manager

@@ -17,6 +17,7 @@ import logging
 import logging.handlers
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from bridge_core.private_files import PRIVATE_FILE_MODE, make_dirs
@@ -26,6 +27,7 @@ __all__ = [
     "LOG_FILE_BACKUPS",
     "LOG_FILE_MAX_BYTES",
     "MAX_RECORD_CHARS",
+    "also_mask",
     "configure_logging",
     "mask_logs",
 ]
@@ -99,6 +101,17 @@ def configure_logging(level: str, log_file: Path | None = None) -> None:
     logging.basicConfig(level=level.upper(), handlers=handlers, force=True)
 
 
+_also_masked: set[str] = set()
+"""Secrets configured outside the servers (the trace exporter's endpoint and headers)."""
+
+
 def mask_logs(redactor: Redactor) -> None:
-    """Mask ``redactor``'s secrets in every record from now on (set once discovery is done)."""
-    _BoundedFormatter.redactor = redactor
+    """Mask ``redactor``'s secrets in every record from now on (set once discovery is done),
+    besides those given to :func:`also_mask`."""
+    _BoundedFormatter.redactor = Redactor((*redactor.secrets, *_also_masked))
+
+
+def also_mask(secrets: Iterable[str]) -> None:
+    """Mask these secrets too in every record from now on, whatever :func:`mask_logs` sets."""
+    _also_masked.update(secrets)
+    _BoundedFormatter.redactor = Redactor((*_BoundedFormatter.redactor.secrets, *_also_masked))

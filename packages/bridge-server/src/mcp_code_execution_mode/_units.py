@@ -21,13 +21,14 @@ __all__ = [
     "parse_path_or_off",
     "parse_positive_int",
     "parse_size",
+    "parse_store_name",
     "parse_non_negative_int",
     "parse_word_list",
     "parse_name_list",
 ]
 
-_DURATION = re.compile(r"(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|m|h)?", re.IGNORECASE)
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|m|h|d)?", re.IGNORECASE)
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _SIZE = re.compile(r"(?P<num>\d+)\s*(?P<unit>[kmg])?(?:i?b)?", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 _TRUE = frozenset({"true", "1", "yes", "on"})
@@ -37,7 +38,7 @@ T = TypeVar("T")
 
 
 def parse_duration(raw: str) -> float:
-    """``30``, ``30s``, ``2m``, ``1h``, ``500ms`` → seconds (> 0)."""
+    """``30``, ``30s``, ``2m``, ``1h``, ``7d``, ``500ms`` → seconds (> 0)."""
     match = _DURATION.fullmatch(raw.strip())
     if match is None:
         raise ValueError("expected a duration like 30, 30s, 2m or 500ms")
@@ -65,6 +66,20 @@ def format_size(size: int) -> str:
         if size % factor == 0:
             return f"{size // factor}{unit}"
     return str(size)
+
+
+_STORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def parse_store_name(raw: str) -> str:
+    """A directory name of the state dir: letters, digits, ``_ . -``, up to 64 characters."""
+    name = raw.strip()
+    if _STORE_NAME.fullmatch(name) is None:
+        raise ValueError(
+            "expected a name of letters, digits, '_', '.' or '-' (at most 64, not starting "
+            "with a dot or dash), like claude-desktop"
+        )
+    return name
 
 
 def parse_bool(raw: str) -> bool:
@@ -114,6 +129,17 @@ def parse_path(raw: str) -> Path:
     if not raw.strip():
         raise ValueError("expected a file path")
     return Path(raw.strip()).expanduser()
+
+
+def parse_runtime_url(raw: str) -> str:
+    """A podman API URL: ``unix://``, ``tcp://`` or ``ssh://`` (its details are checked when
+    the runtime connects, with the fix in the message)."""
+    url = raw.strip()
+    if not url.startswith(("unix://", "tcp://", "ssh://")):
+        raise ValueError(
+            "expected unix:///path/to/podman.sock or ssh://user@host/run/podman/podman.sock"
+        )
+    return url
 
 
 def parse_path_or_off(raw: str) -> Path | Literal[False]:

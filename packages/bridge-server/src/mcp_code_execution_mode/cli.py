@@ -11,11 +11,12 @@ shows in the client as nothing more than "Connection closed".
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import os
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, NoReturn
 
 import anyio
 
@@ -27,6 +28,9 @@ from mcp_code_execution_mode.settings import (
     SettingsError,
     load_settings,
 )
+
+if TYPE_CHECKING:
+    from mcp_code_execution_mode.server import ExecutorFactory
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -47,6 +51,22 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+class _ClientKeys:
+    """The clients ``setup`` knows, for argparse's ``choices``: looked up only when a command line
+    names one or help shows them, so that starting the server does not import ``setup``."""
+
+    def _keys(self) -> list[str]:
+        from mcp_code_execution_mode.setup import CLIENTS
+
+        return sorted(CLIENTS)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys())
+
+
 def _settings_parent() -> _Parser:
     parent = _Parser(add_help=False)
     group = parent.add_argument_group("settings (each also an environment variable)")
@@ -64,8 +84,6 @@ def _settings_parent() -> _Parser:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for the docs test and ``--help``)."""
-    from mcp_code_execution_mode.setup import CLIENTS
-
     parent = _settings_parent()
     parser = _Parser(
         prog="mcp-code-execution-mode",
@@ -106,8 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
         "servers.json), so the client loads one tool instead of every server's schemas. "
         "The change is shown first; a backup of each file is kept beside it.",
     )
-    setup.add_argument("client", choices=sorted(CLIENTS), metavar="CLIENT",
-                       help=f"one of {', '.join(CLIENTS)}")  # fmt: skip
+    setup.add_argument("client", choices=_ClientKeys(), metavar="CLIENT",
+                       help="one of %(choices)s")  # fmt: skip
     setup.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
     setup.add_argument("--undo", action="store_true", help="undo the last setup of CLIENT")
     setup.add_argument(
@@ -132,7 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "image",
         add_help=False,
-        help="build, verify or inspect the sandbox image (image build|verify|status|tag --help)",
+        help="build, pull, verify or inspect the sandbox image "
+        "(image build|pull|base|verify|status|tag|release --help)",
     )
     return parser
 
@@ -178,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(normalised)
         flags = {s.name: getattr(args, s.name, None) for s in SETTINGS}
         settings = load_settings(flags)
+        if args.command == "serve":
+            _check_trace_export()  # read again by the lifespan, which exports
     except UsageError as exc:
         if _started_by_a_client(normalised):
             return _serve_misconfigured(
@@ -212,6 +233,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "token":
         return _token(settings, args.name)
     return _serve(settings, args.http)
+
+
+def _check_trace_export() -> None:
+    """Raise SettingsError if the ``OTEL_*`` variables ask for a trace export the bridge does
+    not do, before anything starts."""
+    from mcp_code_execution_mode._telemetry import trace_export_from_env
+
+    trace_export_from_env()
 
 
 def _token(settings: Settings, name: str) -> int:
@@ -272,8 +301,14 @@ def _serve_misconfigured(problem: str, fix: str) -> int:
     return 0
 
 
-def _serve(settings: Settings, http: str | None) -> int:
+def _load_executor_factory(settings: Settings) -> ExecutorFactory:
+    # Imports most of bridge-core (runtime backends, sessions, proxy, search): see _background.
     from mcp_code_execution_mode._compose import executor_factory
+
+    return executor_factory(settings)
+
+
+def _serve(settings: Settings, http: str | None) -> int:
     from mcp_code_execution_mode.serve import (
         check_http_exposure,
         open_listener,
@@ -282,11 +317,15 @@ def _serve(settings: Settings, http: str | None) -> int:
         serve_stdio,
     )
 
-    factory = executor_factory(settings)
     if http is None:
-        anyio.run(serve_stdio, settings, factory)
+        from mcp_code_execution_mode._background import background_factory
+
+        # One client, which waits for `initialize` before anything else: answer it first.
+        load = functools.partial(_load_executor_factory, settings)
+        anyio.run(serve_stdio, settings, background_factory(load))
         _skip_final_collection()
         return 0
+    factory = _load_executor_factory(settings)
     try:
         host, port = parse_http_address(http)
     except ValueError as exc:

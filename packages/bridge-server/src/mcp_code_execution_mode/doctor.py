@@ -20,6 +20,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -28,7 +29,7 @@ import anyio
 import mcp_types as types
 from bridge_core.discovery import CheckedSource, DiscoveryReport
 from bridge_core.discovery import display_path as shown_path
-from bridge_core.errors import BridgeError
+from bridge_core.errors import BridgeError, SandboxStartError
 from bridge_core.gateway import NullGateway
 from bridge_core.policy import Policy
 from bridge_core.runtime import user_seccomp_option
@@ -50,9 +51,11 @@ from mcp_code_execution_mode._footprint import (
     schema_bytes,
     token_estimate,
 )
+from mcp_code_execution_mode._image_supply import supply_image
 from mcp_code_execution_mode._probe import probe_servers
+from mcp_code_execution_mode._telemetry import trace_export_from_env
 from mcp_code_execution_mode._units import format_size
-from mcp_code_execution_mode.settings import Settings
+from mcp_code_execution_mode.settings import Settings, SettingsError, runtime_target
 
 __all__ = ["run_doctor"]
 
@@ -98,6 +101,9 @@ class _Report:
     out: TextIO
     failed: bool = False
 
+    def progress(self, line: str) -> None:
+        print(f"       {line[:300]}", file=self.out, flush=True)
+
     def ok(self, what: str, detail: str) -> None:
         print(f"[ok]   {what}: {detail}", file=self.out)
 
@@ -140,7 +146,9 @@ async def _check_runtime(settings: Settings, report: _Report) -> RuntimeBackend 
     preference = None if settings.runtime == "auto" else settings.runtime
     try:
         backend = await detect_runtime(
-            preference, state_dir=settings.resolved_state_dir / "runtime"
+            preference,
+            state_dir=settings.resolved_state_dir / "runtime",
+            target=runtime_target(settings),
         )
         info: RuntimeInfo = await backend.info()
     except BridgeError as exc:
@@ -180,6 +188,20 @@ def _check_image(settings: Settings, backend: RuntimeBackend, report: _Report) -
     if backend.name == "local":
         return True
     data = _inspect_image(backend.name, settings.image)
+    if data is None:
+        try:
+            pulled = supply_image(settings, backend.name, progress=report.progress)
+        except SandboxStartError as exc:
+            report.fail(
+                "image",
+                str(exc),
+                f"check the registry and the release record, or build the image locally "
+                f"({IMAGE_BUILD_COMMAND}) and set MCP_BRIDGE_IMAGE_PULL=never",
+            )
+            return False
+        if pulled is not None:
+            report.ok("image pull", pulled)
+            data = _inspect_image(backend.name, settings.image)
     if data is None:
         report.fail(
             "image",
@@ -367,12 +389,26 @@ async def _check_servers(settings: Settings, report: _Report) -> None:
     _check_double_loads(discovery, proxied, results, report)
 
 
+def _check_traces(report: _Report, environ: Mapping[str, str] | None = None) -> None:
+    """Whether traces are exported, by which variable (its value may hold a credential)."""
+    try:
+        export = trace_export_from_env(environ)
+    except SettingsError as exc:
+        report.fail("traces", str(exc), exc.fix)
+        return
+    if export is None:
+        report.ok("traces", "off (no OTEL_EXPORTER_OTLP_ENDPOINT; docs/observability.md)")
+    else:
+        report.ok("traces", f"exported over OTLP/HTTP (endpoint from {export.endpoint_variable})")
+
+
 async def run_doctor(settings: Settings, out: TextIO | None = None) -> int:
     """Run every check, print the findings; return 0 when everything needed is there, else 1."""
     report = _Report(out or sys.stdout)
     print(f"mcp-code-execution-mode {__version__} doctor", file=report.out)
     log_file = settings.resolved_log_file
     report.ok("log file", str(log_file) if log_file else "off (MCP_BRIDGE_LOG_FILE=off)")
+    _check_traces(report)
     backend = None
     if await _check_state_dir(settings, report):
         backend = await _check_runtime(settings, report)

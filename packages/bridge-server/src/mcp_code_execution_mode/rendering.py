@@ -22,12 +22,14 @@ from __future__ import annotations
 import ast
 import base64
 import json
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
 import toons
 from bridge_core.sessions import visible_head
-from bridge_core.sessions.types import ExecutionResult
+
+if TYPE_CHECKING:
+    from bridge_core.sessions.types import ExecutionResult
 
 __all__ = ["OutputMode", "error_result", "render_result", "structured_payload"]
 
@@ -69,10 +71,14 @@ def _line(text: str) -> str:
     return line if taken == len(text) else line + "…"
 
 
+SANDBOX_START_SHOWN = 0.001
+"""A call that waited at least this long (s) for its sandbox to start says so."""
+
+
 def structured_payload(result: ExecutionResult) -> dict[str, Any]:
     """The ``structuredContent`` dict: status, session, duration, and when they apply truncated,
-    full_output, error (type and message), notices and images. No output text: that is in
-    ``content`` once."""
+    full_output, error (type and message), notices, images and sandbox_start. No output text:
+    that is in ``content`` once."""
     payload: dict[str, Any] = {
         "status": result.status,
         "session": result.session,
@@ -89,6 +95,8 @@ def structured_payload(result: ExecutionResult) -> dict[str, Any]:
         payload["notices"] = [_line(notice) for notice in result.notices]
     if result.images:
         payload["images"] = len(result.images)
+    if result.sandbox_start >= SANDBOX_START_SHOWN:
+        payload["sandbox_start"] = round(result.sandbox_start, 3)
     return payload
 
 

@@ -10,7 +10,6 @@ import signal
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import cast
 
 import anyio
 from mcp.server.auth.settings import AuthSettings
@@ -20,10 +19,8 @@ from pydantic import AnyHttpUrl
 from starlette.middleware import Middleware
 
 from mcp_code_execution_mode._clients import RefuseAnonymousStateless
-from mcp_code_execution_mode._http_sessions import McpSessionGate
 from mcp_code_execution_mode._malformed import AnswerMalformed
-from mcp_code_execution_mode._stdin import interruptible_stdin
-from mcp_code_execution_mode._tokens import StaticTokenVerifier, read_tokens
+from mcp_code_execution_mode._stdio import stdio_transport
 from mcp_code_execution_mode.server import Executor, ExecutorFactory, create_server
 from mcp_code_execution_mode.settings import Settings
 
@@ -63,12 +60,15 @@ async def serve_stdio(settings: Settings, executor_factory: ExecutorFactory) -> 
     server = create_server(settings, executor_factory)
 
     async def main() -> None:
-        async with (
-            interruptible_stdin() as lines,
-            stdio_server(stdin=cast("anyio.AsyncFile[str] | None", lines)) as (read, write),
-        ):
-            answered = AnswerMalformed(read, write)
-            await server.run(answered, write, server.create_initialization_options())
+        async with stdio_transport() as streams:
+            if streams is not None:
+                read, write = streams
+                answered = AnswerMalformed(read, write)
+                await server.run(answered, write, server.create_initialization_options())
+                return
+        async with stdio_server() as (sdk_read, sdk_write):  # stdin cannot be polled
+            answered = AnswerMalformed(sdk_read, sdk_write)
+            await server.run(answered, sdk_write, server.create_initialization_options())
 
     await _until_signal(main)
 
@@ -95,7 +95,10 @@ async def serve_http(
     The URL is printed on stdout once the bridge is ready. uvicorn handles SIGTERM/SIGINT itself
     with a graceful shutdown that exits the lifespan.
     """
-    import uvicorn  # only the HTTP transport needs it
+    import uvicorn  # only the HTTP transport needs these
+
+    from mcp_code_execution_mode._http_sessions import McpSessionGate
+    from mcp_code_execution_mode._tokens import StaticTokenVerifier
 
     exposure = check_http_exposure(settings, host)  # raises ValueError naming the setting
     url = endpoint_url(host, listener.getsockname()[1])
@@ -167,6 +170,8 @@ def check_http_exposure(settings: Settings, host: str) -> str:
                 "`mcp-code-execution-mode token NAME`), or listen on 127.0.0.1"
             )
         return "loopback, no authentication: each MCP session owns its sessions"
+    from mcp_code_execution_mode._tokens import read_tokens  # HTTP only
+
     read_tokens(settings.http_token_file)  # raises TokenFileError (a ValueError) naming the fix
     if host in _WILDCARDS and not settings.http_allowed_hosts:
         raise ValueError(

@@ -11,19 +11,19 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import mcp_types as types
+from bridge_core import tracing
 from bridge_core.errors import BridgeError
 from bridge_core.sessions import MAX_PROGRESS_MESSAGE as MAX_USER_PROGRESS_MESSAGE
 from bridge_core.sessions import visible_head
-from bridge_core.sessions.types import ExecutionListener, ExecutionResult
-from bridge_protocol import Stream
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from mcp_code_execution_mode import __version__
+from mcp_code_execution_mode._client_link import RequestLink
 from mcp_code_execution_mode._clients import request_client
 from mcp_code_execution_mode._guides import (
     CAPABILITIES_TEXT,
@@ -40,6 +40,10 @@ from mcp_code_execution_mode.tool import (
     parse_arguments,
     run_python_tool,
 )
+
+if TYPE_CHECKING:  # the protocol and the session types load with the executor, in the background
+    from bridge_core.sessions.types import ExecutionListener, ExecutionResult
+    from bridge_protocol import Stream
 
 __all__ = ["SERVER_NAME", "BridgeState", "Executor", "ExecutorFactory", "create_server"]
 
@@ -80,6 +84,15 @@ class Executor(Protocol):
         ...
 
 
+@runtime_checkable
+class OpeningExecutor(Protocol):
+    """An executor that opens after the server started answering (see ``_background``)."""
+
+    async def wait_open(self) -> None:
+        """Return once it is open or failed to open (its calls then say why)."""
+        ...
+
+
 ExecutorFactory = Callable[[], AbstractAsyncContextManager[Executor]]
 """Opens the executor (and everything it owns) for the server's whole lifetime."""
 
@@ -105,8 +118,13 @@ class _ProgressRelay:
     no longer relayed (they still arrive in the result).
     """
 
-    def __init__(self, ctx: ServerRequestContext[BridgeState]) -> None:
+    def __init__(
+        self, ctx: ServerRequestContext[BridgeState], client: RequestLink | None = None
+    ) -> None:
         self._ctx = ctx
+        self.client = client
+        """The client to ask for approvals and to relay upstream requests to (see
+        :class:`bridge_core.sessions.types.ExecutionListener`)."""
         self._partial = ""
         self._lines = 0
         self._user_reported = False
@@ -173,14 +191,22 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
                     "this HTTP request has no MCP session and no authentication, so no session "
                     "can belong to it: connect with the initialize handshake, or use a token"
                 )
+        executor = ctx.lifespan_context.executor
+        if isinstance(executor, OpeningExecutor):
+            # Before the span: tracing is switched on while the bridge opens, and a span begun
+            # earlier would not record (nor would the nested calls' spans under it).
+            await executor.wait_open()
         try:
-            result = await ctx.lifespan_context.executor.execute(
+            execution = executor.execute(
                 args.code,
                 session=args.session,
                 timeout=args.timeout,
                 reset=args.reset,
-                listener=_ProgressRelay(ctx),
+                listener=_ProgressRelay(ctx, RequestLink(ctx, client)),
                 client=client,
+            )
+            result = await tracing.traced_execution(
+                execution, session=args.session, carrier=params.meta
             )
         except ValueError as exc:
             return error_result(str(exc))

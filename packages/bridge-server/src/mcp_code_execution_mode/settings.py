@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from bridge_core.runtime.detect import RuntimeTarget
 from bridge_image.names import DEFAULT_IMAGE
 
 from mcp_code_execution_mode import _units as u
@@ -25,6 +26,7 @@ __all__ = [
     "SettingsError",
     "default_state_dir",
     "load_settings",
+    "runtime_target",
 ]
 
 
@@ -87,7 +89,26 @@ SETTINGS: tuple[Setting, ...] = (
     _s("runtime", u.choice("auto", "podman", "docker", "local"), "auto",
        "Container runtime: podman, docker, or auto (podman first, then docker). "
        "local runs code as a plain process WITHOUT isolation (tests only)."),
+    _s("runtime_url", u.parse_runtime_url, None,
+       "The podman API to use: unix:///path/podman.sock, or ssh://user@host[:port]/run/podman/"
+       "podman.sock for an engine on another machine (sandboxes then use the stdio channel); "
+       "unset = CONTAINER_HOST or the usual local sockets."),
+    _s("runtime_identity", u.parse_path, None,
+       "The ssh private key for an ssh:// runtime URL (default: ssh's own keys and agent)."),
+    _s("runtime_known_hosts", u.parse_path, None,
+       "The known_hosts file holding the host key of an ssh:// runtime URL's host (default: "
+       "~/.ssh/known_hosts); an unknown or changed key is refused."),
+    _s("channel", u.choice("auto", "socket", "stdio"), "auto",
+       "How podman sandboxes talk to the bridge: a unix socket in a bind-mounted directory, or "
+       "the container's attached stdio; auto = socket on this machine, stdio over ssh."),
     _s("image", str, DEFAULT_IMAGE, "Sandbox container image."),
+    _s("image_pull", u.choice("auto", "never"), "auto",
+       "When the image is missing and is one of this release's published images: auto pulls it "
+       "by digest and verifies its signature first; never leaves it to a local build "
+       "(air-gapped)."),
+    _s("image_release", u.parse_path, None,
+       "The release record naming the published images (reference, digest, signing key); "
+       "default: the one installed with the server."),
     _s("output_mode", u.choice("compact", "toon"), "compact",
        "How run_python results are rendered: compact text, or TOON when it is smaller."),
     _s("timeout", u.parse_duration, "120s",
@@ -111,12 +132,26 @@ SETTINGS: tuple[Setting, ...] = (
        "Where sessions, caches and logs live (default $XDG_STATE_HOME/mcp-code-execution-mode)."),
     _s("pool_size", u.parse_non_negative_int, "1",
        "Sandboxes started ahead of demand so the first call is fast; 0 disables."),
-    _s("max_sessions", u.parse_positive_int, "8", "Most sessions (containers) alive at once."),
+    _s("max_sessions", u.parse_positive_int, "8",
+       "Most session containers alive at once; past it the least recently used idle session "
+       "hibernates (its state is saved and comes back on its next call)."),
     _s("max_sessions_per_client", u.parse_positive_int, "4",
-       "Most sessions one HTTP client may hold (a token's holder, or an unauthenticated MCP "
-       "session); stdio has a single client."),
+       "Most live session containers one HTTP client may hold (a token's holder, or an "
+       "unauthenticated MCP session); stdio has a single client."),
     _s("session_ttl", u.parse_duration, "30m",
-       "Idle time after which a session's sandbox is stopped."),
+       "Idle time after which a session's sandbox is stopped (the session hibernates)."),
+    _s("sandbox_start_timeout", u.parse_duration, "60s",
+       "Time a sandbox gets to start when a call needs one; not counted in the call's timeout."),
+    _s("session_store", u.parse_store_name, "default",
+       "Name of this bridge's store of saved sessions in the state dir; one bridge at a time "
+       "uses a store, so give each bridge sharing a state dir its own."),
+    _s("session_state_max", u.parse_size, "512m",
+       "Largest saved state of one session; a larger one is not saved (the last good one is "
+       "kept)."),
+    _s("session_state_disk", u.parse_size, "4g",
+       "Most disk all saved sessions of the store may use; past it a new state is not saved."),
+    _s("session_state_retention", u.parse_duration, "7d",
+       "Saved session states unused for this long are deleted."),
     _s("output_cap", u.parse_size, "64k",
        "Characters of stdout+stderr returned per call; past it, head and tail are kept."),
     _s("call_timeout", u.parse_duration, "60s",
@@ -159,6 +194,16 @@ SETTINGS: tuple[Setting, ...] = (
     _s("allow_tools", u.parse_name_list, None,
        "Only these tools are callable (server.tool, globs allowed)."),
     _s("deny_tools", u.parse_name_list, None, "These tools are never callable (server.tool)."),
+    _s("approval", u.choice("off", "destructive", "writes", "all"), "destructive",
+       "Which nested tool calls need the user's approval (asked through the client): "
+       "destructive (annotated destructiveHint), writes (not annotated readOnlyHint), all, off."),
+    _s("approve_tools", u.parse_name_list, None,
+       "Tools (server.tool, globs allowed) whose calls always need the user's approval."),
+    _s("approval_timeout", u.parse_duration, "120s",
+       "Time the user has to answer an approval question; no answer declines the call."),
+    _s("approval_fallback", u.choice("refuse", "allow"), "refuse",
+       "What a call that needs approval gets when the client cannot ask (no elicitation): "
+       "refuse, or allow without asking."),
 )  # fmt: skip
 
 
@@ -167,7 +212,13 @@ class Settings:
     """All settings, parsed. Field names are the ``name`` column of :data:`SETTINGS`."""
 
     runtime: str = "auto"
+    runtime_url: str | None = None
+    runtime_identity: Path | None = None
+    runtime_known_hosts: Path | None = None
+    channel: str = "auto"
     image: str = DEFAULT_IMAGE
+    image_pull: str = "auto"
+    image_release: Path | None = None
     output_mode: str = "compact"
     timeout: float = 120.0
     max_timeout: float = 900.0
@@ -184,6 +235,11 @@ class Settings:
     max_sessions: int = 8
     max_sessions_per_client: int = 4
     session_ttl: float = 1800.0
+    sandbox_start_timeout: float = 60.0
+    session_store: str = "default"
+    session_state_max: int = 512 * 1024 * 1024
+    session_state_disk: int = 4 * 1024 * 1024 * 1024
+    session_state_retention: float = 7 * 86400.0
     output_cap: int = 64 * 1024
     call_timeout: float = 60.0
     max_calls_in_flight: int = 256
@@ -204,6 +260,10 @@ class Settings:
     deny_servers: tuple[str, ...] = ()
     allow_tools: tuple[str, ...] = ()
     deny_tools: tuple[str, ...] = ()
+    approval: str = "destructive"
+    approve_tools: tuple[str, ...] = ()
+    approval_timeout: float = 120.0
+    approval_fallback: str = "refuse"
 
     @property
     def resolved_state_dir(self) -> Path:
@@ -218,6 +278,16 @@ class Settings:
         if self.log_file is None:
             return self.resolved_state_dir / "logs" / "bridge.log"
         return self.log_file
+
+
+def runtime_target(settings: Settings) -> RuntimeTarget:
+    """Where the podman backend finds its engine, from the ``runtime_*`` and channel settings."""
+    return RuntimeTarget(
+        url=settings.runtime_url,
+        identity=settings.runtime_identity,
+        known_hosts=settings.runtime_known_hosts,
+        channel=settings.channel,
+    )
 
 
 def load_settings(

@@ -31,6 +31,7 @@ from bridge_core.proxy.options import ProxyOptions
 from bridge_core.redaction import Redactor
 from bridge_core.servers import ServerSpec
 
+from ._relay import ClientRelay
 from ._stderr import StderrTail
 from ._stdio import StdioServer, open_stdio
 from ._toollist import ToolListLimits, ToolListTooLarge, list_all_tools
@@ -61,8 +62,11 @@ class Connection:
         on_tools: Callable[[list[types.Tool]], Awaitable[None]],
         on_end: Callable[[Connection], None],
         redactor: Redactor | None = None,
+        *,
+        relay: ClientRelay | None = None,
     ) -> None:
         self.spec = spec
+        self._relay_to_client = relay
         self._redactor = redactor or Redactor.for_servers([spec])
         self._options = options
         self._on_tools = on_tools
@@ -177,8 +181,22 @@ class Connection:
         relay_send, relay_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._relay, read, relay_send)
+            relay = self._relay_to_client
+            # With a relay the bridge declares sampling, elicitation and roots, and answers them
+            # through the client whose call is running (servers may offer more tools to such a
+            # client: server-everything adds its trigger-* tools).
+            callbacks: dict[str, Any] = (
+                {}
+                if relay is None
+                else {
+                    "sampling_callback": relay.on_sampling,
+                    "elicitation_callback": relay.on_elicit,
+                    "list_roots_callback": relay.on_list_roots,
+                    "logging_callback": relay.on_log,
+                }
+            )
             async with ClientSession(
-                relay_recv, write, message_handler=self._on_message
+                relay_recv, write, message_handler=self._on_message, **callbacks
             ) as session:
                 try:
                     with anyio.fail_after(self._options.start_timeout):

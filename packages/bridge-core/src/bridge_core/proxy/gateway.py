@@ -23,11 +23,13 @@ import anyio
 import mcp_types as types
 from bridge_protocol import ErrorCode, JSONValue
 
+from bridge_core.approval import ApprovalGate, ApprovalRefused, ApprovalRules
 from bridge_core.audit import AuditLog
 from bridge_core.catalog import Catalog, ToolCache, resolve_tool
 from bridge_core.errors import UpstreamError
 from bridge_core.gateway import CallContext, CallFailed
 from bridge_core.policy import Policy
+from bridge_core.proxy._resources import RESOURCE_METHODS, audit_name
 from bridge_core.proxy.errors import (
     UnknownServer,
     UpstreamCrashed,
@@ -50,11 +52,18 @@ class ProxyGateway:
     step with each server's live tool list.
     """
 
-    def __init__(self, pool: UpstreamPool, catalog: Catalog, audit: AuditLog | None = None) -> None:
+    def __init__(
+        self,
+        pool: UpstreamPool,
+        catalog: Catalog,
+        audit: AuditLog | None = None,
+        approvals: ApprovalRules | None = None,
+    ) -> None:
         self.pool = pool
         self.catalog = catalog
         self.audit = audit or AuditLog(None)
         self.redactor: Redactor = pool.redactor
+        self.approvals = ApprovalGate(approvals or ApprovalRules(), self.redactor)
 
     @classmethod
     def for_pool(
@@ -64,6 +73,7 @@ class ProxyGateway:
         policy: Policy | None = None,
         cache: ToolCache | None = None,
         audit: AuditLog | None = None,
+        approvals: ApprovalRules | None = None,
     ) -> ProxyGateway:
         """A gateway over an existing pool (entered by the caller), with a catalog of the pool's
         servers that the pool keeps in step with each live tool list (it sets ``pool.on_tools``).
@@ -81,7 +91,7 @@ class ProxyGateway:
 
         catalog = Catalog(specs, list_tools=fetch_tools, policy=policy, cache=cache)
         pool.on_tools = remember_tools
-        return cls(pool, catalog, audit)
+        return cls(pool, catalog, audit, approvals)
 
     async def call_tool(
         self, ctx: CallContext, server: str, tool: str, arguments: Mapping[str, Any]
@@ -89,12 +99,15 @@ class ProxyGateway:
         """Call ``server.tool``; see :meth:`bridge_core.gateway.Gateway.call_tool`."""
         started = anyio.current_time()
         outcome, detail = "cancelled", None
+        approval: list[str] = []
         try:
-            result = await self._call(server, tool, arguments)
+            result = await self._call(ctx, server, tool, arguments, approval)
             outcome = "tool_error" if result.is_error else "ok"
             dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
             return self.redactor.value(dumped)  # type: ignore[no-any-return]
         except CallFailed as exc:
+            if isinstance(exc, ApprovalRefused):
+                approval.append(exc.reason)
             failure = self._masked(exc)
             outcome, detail = _OUTCOMES.get(failure.code, "error"), failure.message
             raise failure from None
@@ -111,6 +124,7 @@ class ProxyGateway:
                         outcome=outcome,
                         duration=anyio.current_time() - started,
                         detail=detail,
+                        approval=approval[0] if approval else None,
                     )
 
     def _masked(self, failure: CallFailed) -> CallFailed:
@@ -124,27 +138,82 @@ class ProxyGateway:
         return masked
 
     async def _call(
-        self, server: str, tool: str, arguments: Mapping[str, Any]
+        self,
+        ctx: CallContext,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        approval: list[str],
     ) -> types.CallToolResult:
         spec = self.catalog.check_call(server, tool)  # unknown server / policy: no I/O
         _require_json(server, tool, arguments)
         try:
-            live = await self.pool.list_tools(server)
-            # The same decision (and did-you-mean) as the sandbox's lookups, on exact names.
-            resolve_tool(self.catalog.policy, server, tool, [t.name for t in live])
-            return await self.pool.call_tool(server, tool, arguments)
+            with self.pool.serving(server, ctx.client):
+                live = await self.pool.list_tools(server)
+                # The same decision (and did-you-mean) as the sandbox's lookups, on exact names.
+                resolve_tool(self.catalog.policy, server, tool, [t.name for t in live])
+                described = next(t for t in live if t.name == tool)
+                # The user's approval, after every check that needs no user (a denied or
+                # unknown tool is never asked about) and before anything reaches the server.
+                # A span around the nested call would start here, so that it covers the wait.
+                decided = await self.approvals.check(ctx, server, described, arguments)
+                if decided is not None:
+                    approval.append(decided)
+                return await self.pool.call_tool(server, tool, arguments, client=ctx.client)
         except UpstreamError as exc:
             raise _upstream_failure(spec, exc) from None
 
     async def request(self, ctx: CallContext, method: str, params: Mapping[str, Any]) -> JSONValue:
         """Answer a discovery/docs/search request from the catalog (which starts a server only
-        when neither memory nor the persisted cache knows its tools)."""
+        when neither memory nor the persisted cache knows its tools), or a resource/prompt
+        request from the upstream server (:mod:`bridge_core.proxy._resources`)."""
+        if method in RESOURCE_METHODS:
+            return await self._resource_request(ctx, method, params)
         try:
-            answer = await self.catalog.handle_request(method, params)
+            with self.pool.serving_all(ctx.client):
+                answer = await self.catalog.handle_request(method, params)
             masked: JSONValue = self.redactor.value(answer)
             return masked
         except CallFailed as exc:
             raise self._masked(exc) from None
+
+    async def _resource_request(
+        self, ctx: CallContext, method: str, params: Mapping[str, Any]
+    ) -> JSONValue:
+        server = params.get("server")
+        if not isinstance(server, str):
+            raise CallFailed(ErrorCode.INVALID_ARGUMENTS, "'server' must be a string")
+        started = anyio.current_time()
+        outcome, detail = "cancelled", None
+        try:
+            try:
+                spec = self.catalog.require_server(server)  # unknown / denied: no I/O
+                with self.pool.serving(spec.name, ctx.client):
+                    answer = await self.pool.resource_request(spec.name, method, params)
+            except UpstreamError as exc:
+                raise _upstream_failure(spec, exc) from None
+            outcome = "ok"
+            masked: JSONValue = self.redactor.value(answer)
+            return masked
+        except CallFailed as exc:
+            failure = self._masked(exc)
+            outcome, detail = _OUTCOMES.get(failure.code, "error"), failure.message
+            raise failure from None
+        finally:
+            # Reads and prompts are recorded like calls; listings are discovery (not recorded).
+            if self.audit.enabled and method in ("read_resource", "get_prompt"):
+                tool, arguments = audit_name(method, params)
+                with anyio.CancelScope(shield=True):
+                    await self.audit.record(
+                        session=ctx.session,
+                        execution_id=ctx.execution_id,
+                        server=server[:200],
+                        tool=tool,
+                        arguments=arguments,
+                        outcome=outcome,
+                        duration=anyio.current_time() - started,
+                        detail=detail,
+                    )
 
 
 def _require_json(server: str, tool: str, arguments: Mapping[str, Any]) -> None:
@@ -169,6 +238,7 @@ _OUTCOMES = {
     ErrorCode.UPSTREAM_UNAVAILABLE: "unavailable",
     ErrorCode.TOOL_ERROR: "upstream_error",
     ErrorCode.INVALID_ARGUMENTS: "invalid_arguments",
+    ErrorCode.APPROVAL_DECLINED: "not_approved",
 }
 
 
@@ -202,6 +272,7 @@ async def open_proxy(
     policy: Policy | None = None,
     cache: ToolCache | None = None,
     audit: AuditLog | None = None,
+    approvals: ApprovalRules | None = None,
 ) -> AsyncIterator[ProxyGateway]:
     """The upstream pool, the catalog and the gateway over them, for one bridge lifetime.
 
@@ -210,4 +281,6 @@ async def open_proxy(
     server process is stopped.
     """
     async with UpstreamPool(servers, options) as pool:
-        yield ProxyGateway.for_pool(pool, policy=policy, cache=cache, audit=audit)
+        yield ProxyGateway.for_pool(
+            pool, policy=policy, cache=cache, audit=audit, approvals=approvals
+        )

@@ -15,20 +15,25 @@ A successful request resets the count.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from types import TracebackType
 from typing import Any
 
 import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
+from bridge_protocol import JSONValue
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from bridge_core.catalog import closest_names
+from bridge_core.client_link import ClientLink
+from bridge_core.proxy import _resources as resources
 from bridge_core.proxy._connection import Connection
 from bridge_core.proxy._leftovers import kill_dead_owners_groups
+from bridge_core.proxy._relay import ClientRelay
 from bridge_core.proxy.errors import (
     UnknownServer,
     UpstreamRPCError,
@@ -63,6 +68,7 @@ class _Upstream:
         self.failures = 0
         self.last_error: UpstreamUnavailable | None = None
         self.retry_at = 0.0
+        self.relay = ClientRelay(spec.name, pool.redactor, pool.options.call_timeout)
 
     async def session(self) -> tuple[Connection, ClientSession]:
         """The live connection, starting it (after any backoff) when there is none."""
@@ -98,7 +104,12 @@ class _Upstream:
 
     def _start(self) -> Connection:
         conn = Connection(
-            self.spec, self.pool.options, self._tools_changed, self._ended, self.pool.redactor
+            self.spec,
+            self.pool.options,
+            self._tools_changed,
+            self._ended,
+            self.pool.redactor,
+            relay=self.relay,
         )
         self.conn = conn
         self.pool.task_group.start_soon(conn.run, name=f"mcp-upstream:{self.spec.name}")
@@ -140,13 +151,14 @@ class UpstreamPool:
     ) -> None:
         self.options = options or ProxyOptions()
         self.on_tools = on_tools
+        specs = list(servers)
+        self.redactor = Redactor.for_servers(specs)
+        """Masks every configured secret of every server (see :mod:`bridge_core.redaction`)."""
         self._upstreams: dict[str, _Upstream] = {}
-        for spec in servers:
+        for spec in specs:
             if spec.name in self._upstreams:
                 raise ValueError(f"two MCP servers are named {spec.name!r}")
             self._upstreams[spec.name] = _Upstream(self, spec)
-        self.redactor = Redactor.for_servers(self.specs)
-        """Masks every configured secret of every server (see :mod:`bridge_core.redaction`)."""
         self._tg: TaskGroup | None = None
         self.closing = False
 
@@ -218,6 +230,22 @@ class UpstreamPool:
         conn = self._upstream(server).conn
         return conn.pid if conn is not None else None
 
+    def serving(self, server: str, client: ClientLink | None) -> AbstractContextManager[None]:
+        """While the block runs, what ``server`` asks of its client (elicitation, sampling,
+        roots, logging) may be relayed to ``client`` (see :mod:`bridge_core.proxy._relay`).
+        Raises :class:`UnknownServer`."""
+        return self._upstream(server).relay.serving(client)
+
+    @contextmanager
+    def serving_all(self, client: ClientLink | None) -> Iterator[None]:
+        """:meth:`serving` for every server: a discovery request may start any of them, and a
+        server asks for roots as it starts."""
+        with ExitStack() as stack:
+            if client is not None:
+                for up in self._upstreams.values():
+                    stack.enter_context(up.relay.serving(client))
+            yield
+
     async def list_tools(self, server: str) -> list[types.Tool]:
         """The server's tools, starting it if needed (refreshed on ``list_changed``)."""
         up = self._upstream(server)
@@ -233,6 +261,7 @@ class UpstreamPool:
         arguments: Mapping[str, Any] | None = None,
         *,
         call_timeout: float | None = None,
+        client: ClientLink | None = None,
     ) -> types.CallToolResult:
         """Call ``tool`` on ``server``; an ``isError`` result is returned, not raised.
 
@@ -245,7 +274,11 @@ class UpstreamPool:
         conn, session = await up.session()
         try:
             result = await session.call_tool(
-                tool, dict(arguments or {}), read_timeout_seconds=limit
+                tool,
+                dict(arguments or {}),
+                read_timeout_seconds=limit,
+                # With a client to tell, the call asks for the server's progress (a token).
+                progress_callback=None if client is None else up.relay.progress_to(client, tool),
             )
         except MCPError as exc:
             if exc.code == types.REQUEST_TIMEOUT:
@@ -266,6 +299,34 @@ class UpstreamPool:
             ) from None
         up.succeeded()
         return result
+
+    async def resource_request(
+        self, server: str, method: str, params: Mapping[str, Any]
+    ) -> JSONValue:
+        """Answer a resource or prompt request of sandbox code (:mod:`._resources`) on
+        ``server``, starting it if needed, within the call timeout.
+
+        Raises what :meth:`call_tool` raises (``tool`` names the method), and
+        :class:`~bridge_core.gateway.CallFailed` for invalid parameters.
+        """
+        up = self._upstream(server)
+        limit = self.options.call_timeout
+        conn, session = await up.session()
+        try:
+            with anyio.fail_after(limit):
+                answer = await resources.answer(session, method, params)
+        except TimeoutError:
+            raise UpstreamTimeout(server, method, limit) from None
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED and not conn.alive:
+                raise conn.failure or UpstreamUnavailable(server, "connection closed") from None
+            raise UpstreamRPCError(server, method, exc.code, exc.message, exc.data) from None
+        except (ValidationError, RuntimeError) as exc:
+            raise UpstreamRPCError(
+                server, method, types.INTERNAL_ERROR, f"invalid {method} result: {exc}"
+            ) from None
+        up.succeeded()
+        return answer
 
     def _upstream(self, server: str) -> _Upstream:
         up = self._upstreams.get(server)

@@ -5,6 +5,11 @@ socket), :class:`DockerBackend` (docker CLI) or, only when asked for, :class:`Lo
 (NO isolation, tests and development only). See ``docs/runtime.md``.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from bridge_core.runtime._locality import PLATFORMS_GUIDE, kernel_problem, platform_problem
 from bridge_core.runtime._seccomp import user_seccomp_option
 from bridge_core.runtime.base import (
@@ -19,10 +24,12 @@ from bridge_core.runtime.base import (
     SandboxSpec,
     SharedDir,
 )
-from bridge_core.runtime.detect import RUNTIME_CHOICES, detect_runtime
-from bridge_core.runtime.docker import DockerBackend
-from bridge_core.runtime.local import LocalBackend
-from bridge_core.runtime.podman import PodmanBackend
+
+if TYPE_CHECKING:  # imported on first use: see _LAZY
+    from bridge_core.runtime.detect import RUNTIME_CHOICES, detect_runtime
+    from bridge_core.runtime.docker import DockerBackend
+    from bridge_core.runtime.local import LocalBackend
+    from bridge_core.runtime.podman import PodmanBackend
 
 __all__ = [
     "IMAGE_BUILD_COMMAND",
@@ -45,3 +52,26 @@ __all__ = [
     "platform_problem",
     "user_seccomp_option",
 ]
+
+_LAZY = {
+    "RUNTIME_CHOICES": "bridge_core.runtime.detect",
+    "detect_runtime": "bridge_core.runtime.detect",
+    "DockerBackend": "bridge_core.runtime.docker",
+    "LocalBackend": "bridge_core.runtime.local",
+    "PodmanBackend": "bridge_core.runtime.podman",
+}
+"""Names whose modules are imported on first use: the backends pull in podman-py (requests,
+urllib3), which the server must not import before it answers ``initialize``."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

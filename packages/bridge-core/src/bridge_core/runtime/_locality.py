@@ -5,8 +5,9 @@ runs containers in a VM (podman machine and Docker Desktop on macOS and Windows,
 for Linux) or on another machine (``CONTAINER_HOST=ssh://...``) cannot connect it: the bind mount,
 where it works at all, crosses a file-sharing layer that does not carry unix sockets, so the
 sandbox would start and then never connect. These checks say so before a container is started.
-A channel over the container's attached stdio, which needs no shared file system, is what will
-lift this.
+They apply to that socket channel only: the stdio channel (``MCP_BRIDGE_CHANNEL=stdio``, and
+always for an engine reached with ``MCP_BRIDGE_RUNTIME_URL=ssh://...``) needs no shared file
+system or kernel, so the podman backend skips the kernel check for it.
 """
 
 from __future__ import annotations

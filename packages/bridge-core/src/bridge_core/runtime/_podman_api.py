@@ -10,8 +10,8 @@ podman-py 5.8 against podman 4.3 (measured, see the project's FACTS notes) — o
 * ``containers.run()`` returns None with the k8s-file log driver → create, then start.
 * ``remove=True`` is silently dropped by ``containers.create`` (only ``run()`` reads it) →
   ``auto_remove=True``, which becomes the specgen's ``remove`` (inspect: ``AutoRemove``).
-* ``attach()`` is not implemented and ``exec_run`` leaks frame headers and conmon processes → we
-  never use them: the channel is our own unix socket.
+* ``attach()`` is not implemented and ``exec_run`` leaks frame headers and conmon processes →
+  the channel is our own unix socket, or the container's stdio attached by :mod:`._attach`.
 
 Everything here is synchronous (``requests``): callers run it in ``anyio.to_thread``.
 """
@@ -37,6 +37,8 @@ __all__ = [
     "APIError",
     "FAILURES",
     "applied_seccomp",
+    "seccomp_of_spec",
+    "start",
     "ImageNotFound",
     "NotFound",
     "PodmanError",
@@ -64,6 +66,8 @@ FAILURES: tuple[type[Exception], ...] = (PodmanError, OSError)
 catches at: podman-py's own errors, and OSError, which covers its APIError (an HTTP error), the
 socket's connection errors and timeouts. Only the not-found answers are told apart (NotFound,
 ImageNotFound), by catching them before this."""
+MAX_OCI_SPEC_BYTES = 4 * 1024 * 1024
+"""Most bytes of an OCI spec read back from a remote engine's machine (they are ~20 KiB)."""
 LOG_MAX_BYTES = 1024 * 1024
 """Cap of a sandbox's container log (conmon truncates it there). The sandbox client sends user
 output over its channel, but code can still write to the fds the log captures: without a cap
@@ -139,17 +143,21 @@ def create_kwargs(
     *,
     name: str,
     labels: Mapping[str, str],
-    channel_dir: Path,
+    channel_dir: Path | None,
     log_path: Path | None = None,
     seccomp_profile: Path | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``containers.create`` giving the full hardening of the sandbox.
 
-    ``log_path`` is where the container's own output goes (capped at :data:`LOG_MAX_BYTES`): in
-    the bridge's state directory, so it outlives the auto-removed container for start-failure
-    messages (None: podman's default place). ``seccomp_profile`` (see :mod:`._seccomp`)
-    replaces the runtime's default filter unless the spec's own ``seccomp=`` option names
-    another.
+    ``channel_dir`` is bind-mounted for the unix-socket channel; None: the channel is the
+    container's stdio (kept open for the attach, see :mod:`._attach`), nothing from this
+    machine is mounted and the container has no log (it would copy every frame to disk; a
+    start failure's stderr comes over the attach stream instead). ``log_path`` is where the
+    container's own output goes (capped at :data:`LOG_MAX_BYTES`): in the bridge's state
+    directory, so it outlives the auto-removed container for start-failure messages (None:
+    podman's default place). ``seccomp_profile`` (see :mod:`._seccomp`; a path on the engine's
+    machine) replaces the runtime's default filter unless the spec's own ``seccomp=`` option
+    names another.
     """
     limits = spec.limits
     kwargs: dict[str, Any] = {
@@ -182,16 +190,23 @@ def create_kwargs(
                 "size": limits.tmpfs_bytes,
                 "mode": TMPFS_MODE,
             },
-            # Read-only is enough: connect(2) on a socket is not refused by a read-only mount.
+        ],
+    }
+    if channel_dir is None:
+        kwargs["stdin_open"] = True
+        kwargs["command"] = ["--stdio"]  # arguments of the image's sandbox-client entrypoint
+        kwargs["log_config"] = {"Type": "none"}
+    else:
+        # Read-only is enough: connect(2) on a socket is not refused by a read-only mount.
+        kwargs["mounts"].append(
             {
                 "type": "bind",
                 "source": str(channel_dir),
                 "target": SANDBOX_CHANNEL_DIR,
                 "read_only": True,
-            },
-        ],
-    }
-    if log_path is not None:
+            }
+        )
+    if log_path is not None and channel_dir is not None:
         kwargs["log_config"] = {
             "Type": "k8s-file",
             "Config": {"path": str(log_path), "size": LOG_MAX_BYTES},
@@ -226,6 +241,13 @@ def inspect(client: podman.PodmanClient, name: str) -> dict[str, Any]:
     raise NotFound(f"container {name} is being removed (podman answered with an empty body)")
 
 
+def seccomp_of_spec(data: bytes) -> dict[str, Any] | None:
+    """The ``linux.seccomp`` of an OCI spec's bytes (None: no filter); ValueError if not JSON."""
+    spec = json.loads(data)
+    seccomp = (spec.get("linux") or {}).get("seccomp") if isinstance(spec, dict) else None
+    return seccomp if isinstance(seccomp, dict) else None
+
+
 def applied_seccomp(client: podman.PodmanClient, name: str) -> dict[str, Any] | None:
     """The system-call filter in the OCI spec of an initialised container (None: no filter).
 
@@ -238,9 +260,7 @@ def applied_seccomp(client: podman.PodmanClient, name: str) -> dict[str, Any] | 
     path = inspect(client, name).get("OCIConfigPath")
     if not path:
         raise FileNotFoundError(f"podman reports no OCI spec for container {name}")
-    spec = json.loads(Path(path).read_bytes())
-    seccomp = (spec.get("linux") or {}).get("seccomp") if isinstance(spec, dict) else None
-    return seccomp if isinstance(seccomp, dict) else None
+    return seccomp_of_spec(Path(path).read_bytes())
 
 
 def log_tail(path: Path, lines: int = 20) -> str:
@@ -317,6 +337,11 @@ def limits_support(rootless: bool, cgroup_version: str, controllers: Sequence[st
             "enable them (systemd: Delegate=memory pids cpu in user@.service)"
         )
     return ""
+
+
+def start(client: podman.PodmanClient, name: str) -> None:
+    """Start a created (initialised) container."""
+    client.containers.get(name).start()
 
 
 def kill(client: podman.PodmanClient, name: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from anyio.abc import SocketStream
+from anyio.abc import ByteStream
 from bridge_protocol.paths import SANDBOX_CHANNEL_DIR
 
 from bridge_core.runtime._channel import ChannelDir
@@ -22,11 +22,14 @@ class ContainerSandbox:
     """
 
     name: str
-    stream: SocketStream
+    stream: ByteStream
     spec: SandboxSpec
-    channel: ChannelDir
+    channel: ChannelDir | None
+    """The bind-mounted channel directory; None for the stdio channel (nothing is shared)."""
 
     @property
-    def shared_dir(self) -> SharedDir:
+    def shared_dir(self) -> SharedDir | None:
         """The channel directory: bind-mounted read-only at ``SANDBOX_CHANNEL_DIR``."""
+        if self.channel is None:
+            return None
         return SharedDir(self.channel.path, SANDBOX_CHANNEL_DIR)

@@ -161,19 +161,25 @@ def hardening_violations(
 
 
 def lifecycle_violations(
-    inspect: Mapping[str, Any], *, log_path: str, log_max_bytes: int
+    inspect: Mapping[str, Any], *, log_path: str | None, log_max_bytes: int
 ) -> list[str]:
     """What keeps a podman sandbox from leaving anything behind, NOT in effect.
 
     Auto-removal: once the sandbox ends (killed, or exited because its bridge is gone) podman
     deletes the container without the bridge. A capped log at ``log_path``: the output sandbox
-    code can write to its log fds stays bounded on the host's disk.
+    code can write to its log fds stays bounded on the host's disk. ``log_path`` None (the
+    channel is the container's stdio, which a log would copy to disk frame by frame): no log at
+    all (driver ``none``).
     """
     host = inspect["HostConfig"]
     problems = []
     if host.get("AutoRemove") is not True:
         problems.append("auto-remove (--rm)")
     log = host.get("LogConfig") or {}
+    if log_path is None:
+        if log.get("Type") != "none":
+            problems.append("no container log (--log-driver=none)")
+        return problems
     size = parse_human_size(log.get("Size"))
     # podman prints the cap rounded to 4 digits: allow that rounding, nothing more.
     if log.get("Path") != log_path or size is None or not 0 < size <= log_max_bytes * 1.001:

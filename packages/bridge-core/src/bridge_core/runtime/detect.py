@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from bridge_core.errors import ConfigError, RuntimeUnavailable
 from bridge_core.runtime._locality import platform_problem
 from bridge_core.runtime.base import RuntimeBackend
 
-__all__ = ["RUNTIME_CHOICES", "detect_runtime"]
+__all__ = ["RUNTIME_CHOICES", "RuntimeTarget", "detect_runtime"]
 
 RUNTIME_CHOICES = ("podman", "docker", "local")
 """Values of ``MCP_BRIDGE_RUNTIME``. ``local`` (no isolation) is never chosen automatically."""
@@ -20,12 +21,31 @@ _FIX = (
 )
 
 
-async def _connect(name: str, state_dir: Path) -> RuntimeBackend:
+@dataclass(frozen=True, slots=True)
+class RuntimeTarget:
+    """Where and how the podman backend reaches its engine (the ``runtime_*`` settings)."""
+
+    url: str | None = None
+    """An API URL (``unix://``, ``tcp://``, ``ssh://``); None: CONTAINER_HOST or the usual."""
+    identity: Path | None = None
+    known_hosts: Path | None = None
+    channel: str = "auto"
+    """``socket``, ``stdio`` or ``auto`` (socket locally, stdio over ssh)."""
+
+
+async def _connect(name: str, state_dir: Path, target: RuntimeTarget) -> RuntimeBackend:
     # Imported lazily: each backend pulls its own client library.
     if name == "podman":
-        from bridge_core.runtime.podman import PodmanBackend
+        from bridge_core.runtime.podman import LOCAL_CHANNEL, PodmanBackend
 
-        return await PodmanBackend.connect(state_dir=state_dir)
+        channel = LOCAL_CHANNEL if target.channel == "auto" else target.channel
+        return await PodmanBackend.connect(
+            state_dir=state_dir,
+            url=target.url,
+            channel=channel,  # type: ignore[arg-type]  # checked by the settings
+            identity=target.identity,
+            known_hosts=target.known_hosts,
+        )
     if name == "docker":
         from bridge_core.runtime.docker import DockerBackend
 
@@ -35,7 +55,9 @@ async def _connect(name: str, state_dir: Path) -> RuntimeBackend:
     return LocalBackend(state_dir=state_dir)
 
 
-async def detect_runtime(preference: str | None, *, state_dir: Path) -> RuntimeBackend:
+async def detect_runtime(
+    preference: str | None, *, state_dir: Path, target: RuntimeTarget | None = None
+) -> RuntimeBackend:
     """A connected backend for ``preference`` (``"podman"``, ``"docker"``, ``"local"``) or, for
     None, the first of podman and docker that answers.
 
@@ -48,8 +70,16 @@ async def detect_runtime(preference: str | None, *, state_dir: Path) -> RuntimeB
             f"MCP_BRIDGE_RUNTIME={preference!r} is not a runtime; use one of "
             f"{', '.join(RUNTIME_CHOICES)} (or leave it unset to auto-detect)"
         )
+    target = target or RuntimeTarget()
+    if target.url is not None or target.channel != "auto":
+        if preference in ("docker", "local"):
+            raise ConfigError(
+                f"MCP_BRIDGE_RUNTIME_URL and MCP_BRIDGE_CHANNEL apply to podman only, not to "
+                f"MCP_BRIDGE_RUNTIME={preference}: unset them or use podman"
+            )
+        preference = "podman"
     order = (preference,) if preference else _AUTO_ORDER
-    if preference != "local":
+    if preference != "local" and not (target.url or "").startswith("ssh://"):
         # Before any runtime is probed: off Linux the channel cannot reach a container at all.
         problem = platform_problem()
         if problem:
@@ -57,7 +87,7 @@ async def detect_runtime(preference: str | None, *, state_dir: Path) -> RuntimeB
     failures = []
     for name in order:
         try:
-            return await _connect(name, state_dir)
+            return await _connect(name, state_dir, target)
         except RuntimeUnavailable as exc:
             failures.append(f"{name}: {exc}")
     raise RuntimeUnavailable(

@@ -15,6 +15,13 @@ when its channel hits EOF (so a SIGKILLed bridge leaves nothing running either),
 kills every sandbox at once through pidfds of their init processes (:mod:`._pidfd`). Exit codes
 of removed containers come from podman's event stream (:mod:`._podman_events`), their start-up
 output from a log file of their own in the state directory.
+
+The channel (:data:`CHANNELS`): a unix socket in a bind-mounted directory of the state dir
+(:mod:`._channel`), or the container's own stdio attached through the API (:mod:`._attach`),
+which needs no shared filesystem. An engine on another machine (``ssh://`` URL, :mod:`._ssh`)
+always uses stdio; there the seccomp profile is written on that machine and read back from the
+OCI spec there, and nothing that needs this machine's kernel (pidfds, OOM cgroup parents) is
+used.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import shutil
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import podman
@@ -35,6 +42,7 @@ from bridge_core.errors import RuntimeUnavailable, SandboxStartError
 from bridge_core.private_files import private_dir
 from bridge_core.runtime import _oom, _pidfd
 from bridge_core.runtime import _podman_api as api
+from bridge_core.runtime._attach import AttachedStream
 from bridge_core.runtime._channel import ChannelDir, accept_channel
 from bridge_core.runtime._hardening import container_labels, container_name
 from bridge_core.runtime._locality import kernel_problem
@@ -48,6 +56,13 @@ from bridge_core.runtime._ownership import (
 from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
 from bridge_core.runtime._podman_events import ContainerEvents
 from bridge_core.runtime._podman_service import PrivateService
+from bridge_core.runtime._podman_stdio import (
+    open_attach,
+    open_ssh_engine,
+    remote_seccomp,
+    upload_profile,
+    wait_spoken,
+)
 from bridge_core.runtime._sandbox import ContainerSandbox
 from bridge_core.runtime._seccomp import (
     SeccompProfile,
@@ -56,6 +71,7 @@ from bridge_core.runtime._seccomp import (
     profile_to_apply,
     write_profile,
 )
+from bridge_core.runtime._ssh import SshLink
 from bridge_core.runtime._verify import (
     hardening_violations,
     lifecycle_violations,
@@ -70,7 +86,13 @@ from bridge_core.runtime.base import (
     SandboxSpec,
 )
 
-__all__ = ["CLEANUP_TIMEOUT", "PodmanBackend"]
+__all__ = ["CHANNELS", "CLEANUP_TIMEOUT", "LOCAL_CHANNEL", "Channel", "PodmanBackend"]
+
+Channel = Literal["socket", "stdio"]
+CHANNELS: tuple[Channel, ...] = ("socket", "stdio")
+LOCAL_CHANNEL: Channel = "socket"
+"""The channel of a local engine: measured faster (bench/channel_transports.py, see
+docs/decisions.md). A remote engine always gets ``stdio``."""
 
 logger = logging.getLogger(__name__)
 
@@ -101,8 +123,13 @@ class PodmanBackend:
         url: str,
         state_dir: Path,
         service: PrivateService | None = None,
+        link: SshLink | None = None,
+        channel: Channel = LOCAL_CHANNEL,
     ) -> None:
         self._client = client
+        self._link = link
+        self.channel: Channel = "stdio" if link is not None else channel
+        """How sandboxes talk to the bridge (:data:`CHANNELS`)."""
         self._state_dir = state_dir
         self._service = service
         self._live: dict[str, ContainerSandbox] = {}
@@ -125,29 +152,50 @@ class PodmanBackend:
         """Whether sandboxes get a cgroup parent the bridge reads to detect OOM kills (see
         :mod:`._oom`); set by :meth:`connect` for rootful, cgroupfs-managed, local podman."""
 
+    @property
+    def remote(self) -> bool:
+        """True for an engine reached over ssh (another machine, as far as we know)."""
+        return self._link is not None
+
     @classmethod
     async def connect(
-        cls, *, state_dir: Path, url: str | None = None, start_service: bool = True
+        cls,
+        *,
+        state_dir: Path,
+        url: str | None = None,
+        start_service: bool = True,
+        channel: Channel = LOCAL_CHANNEL,
+        identity: Path | None = None,
+        known_hosts: Path | None = None,
     ) -> PodmanBackend:
         """Find (or start) a podman API service, then remove leftovers of dead bridges.
 
-        ``url`` forces one API URL; otherwise the usual sockets are tried. Raises
-        :class:`RuntimeUnavailable` naming every URL tried, and
-        :class:`~bridge_core.private_files.UnsafeDirectory` for a ``state_dir`` another account
-        owns.
+        ``url`` forces one API URL; otherwise the usual sockets are tried. An ``ssh://`` URL
+        (also from ``CONTAINER_HOST``) reaches an engine on another machine through one ssh
+        client of ours (``identity``: its key; ``known_hosts``: the file its host key must be
+        in), with the stdio channel whatever ``channel`` says. Raises
+        :class:`RuntimeUnavailable` naming every URL tried, :class:`ConfigError` for a bad ssh
+        URL, and :class:`~bridge_core.private_files.UnsafeDirectory` for a ``state_dir``
+        another account owns.
         """
         await anyio.to_thread.run_sync(private_dir, state_dir)
         # An older version made it 0755; the owner dirs inside are private, it must be too.
         await anyio.to_thread.run_sync(private_dir, state_dir / "sandboxes")
         urls = [url] if url else api.socket_candidates(os.environ, os.geteuid())
+        if urls[0].startswith("ssh://"):
+            client, link = await open_ssh_engine(urls[0], identity, known_hosts)
+            backend = cls(client, url=link.url, state_dir=state_dir, link=link)
+            urls = []
         for candidate in urls:
             client = await _run(api.connect, candidate)
             if client is not None:
-                backend = cls(client, url=candidate, state_dir=state_dir)
+                backend = cls(client, url=candidate, state_dir=state_dir, channel=channel)
                 break
         else:
             binary = shutil.which("podman")
-            if url or not start_service or binary is None:
+            if not urls:
+                pass  # connected over ssh
+            elif url or not start_service or binary is None:
                 raise RuntimeUnavailable(
                     f"no podman API service answers at {', '.join(urls)}"
                     + ("" if binary else " and no `podman` binary is on PATH")
@@ -155,12 +203,15 @@ class PodmanBackend:
                     "start its service: podman system service --time=0 unix:///run/podman/"
                     "podman.sock"
                 )
-            backend = await cls._with_private_service(binary, state_dir, urls)
+            else:
+                backend = await cls._with_private_service(binary, state_dir, urls, channel)
         try:
             data: dict[str, Any] = await _run(backend._client.info)
-            # Before anything else touches host paths: a runtime in a VM cannot use them.
-            problem = kernel_problem("podman", backend.url, str(data.get("host", {}).get("kernel")))
-            if problem:
+            # Before anything else touches host paths: a runtime in a VM cannot use them. The
+            # stdio channel needs no shared kernel.
+            kernel = str(data.get("host", {}).get("kernel"))
+            problem = kernel_problem("podman", backend.url, kernel)
+            if problem and backend.channel == "socket":
                 raise RuntimeUnavailable(problem)
             backend.track_oom = backend._can_track_oom(data)
             await backend._write_seccomp_profile(state_dir)
@@ -175,7 +226,7 @@ class PodmanBackend:
 
     @classmethod
     async def _with_private_service(
-        cls, binary: str, state_dir: Path, tried: list[str]
+        cls, binary: str, state_dir: Path, tried: list[str], channel: Channel
     ) -> PodmanBackend:
         # Per process: two bridges sharing a state dir must not replace each other's service.
         service = await PrivateService.start(binary, state_dir / f"podman-{os.getpid()}.sock")
@@ -186,9 +237,16 @@ class PodmanBackend:
                 f"no podman API service answers at {', '.join(tried)}, and the private service "
                 f"started at {service.url} does not answer either: {service.log_tail()}"
             )
-        return cls(client, url=service.url, state_dir=state_dir, service=service)
+        return cls(client, url=service.url, state_dir=state_dir, service=service, channel=channel)
 
     async def _write_seccomp_profile(self, state_dir: Path) -> None:
+        if self._link is not None:
+            try:
+                local = await _run(write_profile, state_dir)
+                self.seccomp = await upload_profile(self._link, local)
+            except (SeccompUnavailable, RuntimeUnavailable) as exc:
+                self.seccomp_problem = str(exc)
+            return
         if not self.url.startswith("unix://"):
             self.seccomp_problem = (
                 f"the podman service at {self.url} is not on this machine and cannot read the "
@@ -202,7 +260,7 @@ class PodmanBackend:
             self.seccomp_problem = str(exc)
 
     def _can_track_oom(self, data: dict[str, Any]) -> bool:
-        if not self.url.startswith("unix://") or os.geteuid() != 0:
+        if not self.url.startswith("unix://") or self.remote or os.geteuid() != 0:
             return False
         host = data.get("host", {})
         rootless = bool(host.get("security", {}).get("rootless", False))
@@ -219,7 +277,8 @@ class PodmanBackend:
         cgroup_version = str(host.get("cgroupVersion", ""))
         reason = api.limits_support(rootless, cgroup_version, host.get("cgroupControllers") or [])
         version = str(data.get("version", {}).get("Version", "unknown"))
-        detail = f"API {self.url}; cgroup {cgroup_version or 'unknown'}"
+        where = self.url if self._link is None else f"ssh://{self._link.target.destination}"
+        detail = f"API {where}; channel {self.channel}; cgroup {cgroup_version or 'unknown'}"
         if self._service is not None:
             detail += " (private service started by the bridge)"
         if reason:
@@ -229,6 +288,8 @@ class PodmanBackend:
 
     async def start(self, spec: SandboxSpec) -> ContainerSandbox:
         """Create, verify and start the container, then accept its channel connection."""
+        if self.channel == "stdio":
+            return await self._start_attached(spec)
         name = container_name(spec.name)
         self._events.follow(name)
         channel = ChannelDir.create(self._sandboxes, name)
@@ -244,21 +305,49 @@ class PodmanBackend:
                 connect_timeout=spec.connect_timeout,
             )
         except BaseException:
-            # Shielded (a cancelled caller must still not leak the container) but bounded.
-            with anyio.CancelScope(shield=True):
-                killed = self._kill_init(name)  # started: auto-removal deletes it, no waiting
-                with anyio.move_on_after(CLEANUP_TIMEOUT):
-                    if listener is not None:
-                        await listener.aclose()
-                    if not killed:
-                        await self._remove_half_started(name)
-                await self._forget(name, patient=not killed)
+            await self._undo_start(name, listener)
             raise
         await listener.aclose()
         channel.unlink_socket()
         sandbox = ContainerSandbox(name=name, stream=stream, spec=spec, channel=channel)
         self._live[name] = sandbox
         return sandbox
+
+    async def _start_attached(self, spec: SandboxSpec) -> ContainerSandbox:
+        """Create, verify, attach to its stdio, start; return once the client spoke."""
+        if self._link is not None:
+            await self._link.ensure()  # a dropped link is reopened for the next sandbox
+        name = container_name(spec.name)
+        self._events.follow(name)
+        stream: AttachedStream | None = None
+        try:
+            await _run(self._create_verify_start, spec, name, None)
+            stream = await open_attach(self.url, name)
+            await _run(api.start, self._client, name)
+            await self._hold_init_async(name)
+            await wait_spoken(stream, name, spec.connect_timeout, partial(self._death, name, 0))
+        except BaseException:
+            await self._undo_start(name, stream)
+            raise
+        sandbox = ContainerSandbox(name=name, stream=stream, spec=spec, channel=None)
+        self._live[name] = sandbox
+        return sandbox
+
+    async def _hold_init_async(self, name: str) -> None:
+        if self._link is None:  # a pid on another machine is not ours to open
+            await anyio.to_thread.run_sync(self._hold_init, name)
+
+    async def _undo_start(self, name: str, channel: SocketListener | AttachedStream | None) -> None:
+        """Remove what a failed or cancelled start left: shielded (a cancelled caller must still
+        not leak the container) but bounded."""
+        with anyio.CancelScope(shield=True):
+            killed = self._kill_init(name)  # started: auto-removal deletes it, no waiting
+            with anyio.move_on_after(CLEANUP_TIMEOUT):
+                if channel is not None:
+                    await anyio.aclose_forcefully(channel)
+                if not killed:
+                    await self._remove_half_started(name)
+            await self._forget(name, patient=not killed)
 
     async def _remove_half_started(self, name: str) -> None:
         try:
@@ -273,10 +362,12 @@ class PodmanBackend:
     def _log_path(self, name: str) -> Path:
         return self._sandboxes / f"{name}.log"
 
-    def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
+    def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path | None) -> None:
+        """Create and verify; then start (socket channel), or leave it initialised for the
+        attach (``channel_dir`` None: the stdio channel, started by the caller)."""
         ours = profile_to_apply(spec.security_opt, self.seccomp, self.seccomp_problem)
         labels = container_labels(spec, self.owner)
-        log_path = self._log_path(name)
+        log_path = self._log_path(name) if channel_dir is not None else None
         kwargs = api.create_kwargs(
             spec,
             name=name,
@@ -305,7 +396,9 @@ class PodmanBackend:
             problems = hardening_violations(
                 container.attrs, spec, image_env=image.attrs.get("Config", {}).get("Env") or []
             ) + lifecycle_violations(
-                container.attrs, log_path=str(log_path), log_max_bytes=api.LOG_MAX_BYTES
+                container.attrs,
+                log_path=None if log_path is None else str(log_path),
+                log_max_bytes=api.LOG_MAX_BYTES,
             )
             if not problems and ours is not None:
                 # The filter is only in the OCI spec, which podman writes when it initialises
@@ -318,6 +411,10 @@ class PodmanBackend:
                     f"podman did not apply {'; '.join(problems)} to sandbox container {name}; "
                     "refusing to run it (the container was removed)"
                 )
+            if channel_dir is None:
+                if ours is None:
+                    container.init()  # conmon must be there to attach to
+                return
             container.start()
         except api.FAILURES as exc:
             raise SandboxStartError(
@@ -327,8 +424,11 @@ class PodmanBackend:
 
     def _seccomp_problems(self, name: str, ours: SeccompProfile) -> list[str]:
         try:
-            applied = api.applied_seccomp(self._client, name)
-        except (OSError, ValueError) as exc:
+            if self._link is None:
+                applied = api.applied_seccomp(self._client, name)
+            else:
+                applied = remote_seccomp(self._client, self._link, name)
+        except (OSError, ValueError, RuntimeUnavailable) as exc:
             return [f"the bridge's seccomp profile (cannot read the OCI spec podman wrote: {exc})"]
         return seccomp_violations(applied, ours.content)
 
@@ -355,6 +455,8 @@ class PodmanBackend:
             return None
         if exit_.running:
             return None
+        if self.channel == "stdio":
+            return exit_.describe()  # its stderr came over the attach stream
         logs = await anyio.to_thread.run_sync(api.log_tail, self._log_path(name))
         return exit_.describe() + (f"; last output:\n{logs}" if logs else "")
 
@@ -514,3 +616,5 @@ class PodmanBackend:
             if self._service is not None:
                 await self._service.aclose()
                 self._service = None
+            if self._link is not None:
+                await self._link.aclose()

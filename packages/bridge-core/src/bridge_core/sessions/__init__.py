@@ -4,18 +4,26 @@
 :mod:`bridge_core.sessions.types`. User-facing behaviour: ``docs/sessions.md``.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from bridge_core.errors import SessionLimitExceeded
 from bridge_core.sessions._names import DEFAULT_SESSION, SESSION_NAME_PATTERN, validate_session_name
 from bridge_core.sessions._progress import MAX_PROGRESS_MESSAGE
+from bridge_core.sessions._store import SessionStore, StoreSettings
 from bridge_core.sessions._visible import visible, visible_head
-from bridge_core.sessions.manager import SessionManager, SessionStats
-from bridge_core.sessions.types import (
-    ExecutionListener,
-    ExecutionResult,
-    Image,
-    SessionConfig,
-    Status,
-)
+
+if TYPE_CHECKING:  # imported on first use: see _LAZY
+    from bridge_core.sessions.manager import SessionManager, SessionStats
+    from bridge_core.sessions.types import (
+        ExecutionListener,
+        ExecutionResult,
+        Image,
+        SessionConfig,
+        Status,
+    )
 
 __all__ = [
     "DEFAULT_SESSION",
@@ -28,8 +36,35 @@ __all__ = [
     "SessionLimitExceeded",
     "SessionManager",
     "SessionStats",
+    "SessionStore",
     "Status",
+    "StoreSettings",
     "validate_session_name",
     "visible",
     "visible_head",
 ]
+
+_LAZY = {
+    "ExecutionListener": "bridge_core.sessions.types",
+    "ExecutionResult": "bridge_core.sessions.types",
+    "Image": "bridge_core.sessions.types",
+    "SessionConfig": "bridge_core.sessions.types",
+    "Status": "bridge_core.sessions.types",
+    "SessionManager": "bridge_core.sessions.manager",
+    "SessionStats": "bridge_core.sessions.manager",
+}
+"""Names whose modules are imported on first use: the manager and the types pull in the runtime
+backends and the protocol, which the server must not import before it answers ``initialize``."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

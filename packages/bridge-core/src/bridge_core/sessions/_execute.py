@@ -66,12 +66,14 @@ class ExecutionRunner:
         replace: Callable[..., None],
         exit_reason: Callable[[LiveSandbox], Awaitable[str]],
         background: Callable[..., bool],
+        durable: Callable[[], bool] = lambda: False,
     ) -> None:
         self.config = config
         self._outputs = outputs
         self._replace = replace
         self._exit_reason = exit_reason
         self._background = background
+        self._durable = durable
 
     async def run(
         self,
@@ -91,7 +93,7 @@ class ExecutionRunner:
         keeps = not ephemeral and live.sandbox.shared_dir is not None
         spill = SpillFile(self._outputs, EXECUTION_LIMIT) if keeps else None
         output = OutputCollector(self.config.output_cap, spill)
-        execution = Execution(uuid.uuid4().hex, output, listener)
+        execution = Execution(uuid.uuid4().hex, output, listener, client_key=sess.client)
         started = anyio.current_time()
         grace = self.config.interrupt_grace
         try:
@@ -178,7 +180,13 @@ class ExecutionRunner:
                 )
             error = ErrorInfo("TimeoutError", message)
             self._replace(sess, live, kill=True)
-            if not ephemeral:
+            if not ephemeral and self._durable():
+                notices.append(
+                    f"timed out after {limit:g} s and ignored the interrupt for {grace:g} s: the "
+                    f"container was killed; session {name!r} comes back on its next call as of "
+                    "its last successful execution"
+                )
+            elif not ephemeral:
                 notices.append(
                     f"timed out after {limit:g} s and ignored the interrupt for {grace:g} s: the "
                     f"container was killed and session {name!r} was reset "
@@ -195,7 +203,12 @@ class ExecutionRunner:
             status = "timeout" if timed_out else "crashed"
             error = ErrorInfo("SandboxCrashed", reason)
             self._replace(sess, live, kill=True)
-            if not ephemeral:
+            if not ephemeral and self._durable():
+                notices.append(
+                    f"the sandbox of session {name!r} failed: {reason}; the next call runs in a "
+                    "new sandbox restored to the state after the last successful execution"
+                )
+            elif not ephemeral:
                 notices.append(
                     f"the sandbox of session {name!r} failed: {reason}; it was replaced by a fresh "
                     "one and the session's state (variables, imports, /tmp files) was lost"
@@ -286,9 +299,14 @@ class ExecutionRunner:
                     else await self._exit_reason(live)
                 )
                 self._replace(sess, live, kill=True)
+                lost = (
+                    "it comes back as of its last successful execution"
+                    if self._durable()
+                    else "the session's state was lost"
+                )
                 sess.notices.append(
                     f"the previous execution in session {sess.name!r} was cancelled and {reason}: "
-                    "its container was killed and the session's state was lost"
+                    f"its container was killed and {lost}"
                 )
         finally:
             with anyio.CancelScope(shield=True):

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 from anyio.abc import TaskGroup
+from bridge_protocol import UnsupportedVersion
 
 from bridge_core.channel import Channel
 from bridge_core.errors import BridgeError, RuntimeUnavailable, SandboxStartError
@@ -142,6 +143,13 @@ class SandboxFleet:
         assert self._tg is not None
         try:
             await self._tg.start(live.serve)
+        except UnsupportedVersion as exc:
+            # An upgrade of the server or of the image alone: say which is older and what to do.
+            self.discard(live, kill=True)
+            advice = self.config.image_advice or "rebuild or pull the image of this bridge"
+            raise SandboxStartError(
+                f"sandbox image {spec.image!r} does not match this bridge: {exc}; {advice}"
+            ) from exc
         except Exception as exc:  # TimeoutError, ProtocolError, ChannelClosed, or a runtime's own
             self.discard(live, kill=True)
             detail = "timed out" if isinstance(exc, TimeoutError) else str(exc) or repr(exc)

@@ -40,15 +40,20 @@ from bridge_protocol import (
     ProtocolError,
     Reply,
     Request,
+    Restored,
     Result,
+    Snapshot,
     Stream,
     encode,
 )
 
+from bridge_core import tracing
 from bridge_core.channel import Channel, ChannelClosed, UnexpectedMessage
+from bridge_core.client_link import ClientLink
 from bridge_core.gateway import CallContext, CallFailed, Gateway
 from bridge_core.runtime.base import Sandbox
 from bridge_core.sessions._budget import CallBudget, CallLimits
+from bridge_core.sessions._durable import DurableLink
 from bridge_core.sessions._output import OutputCollector
 from bridge_core.sessions._progress import ProgressGate, cut_message
 from bridge_core.sessions.types import ExecutionListener, Image
@@ -76,11 +81,21 @@ class Execution:
     """The host-side state of one ``Execute`` while it runs."""
 
     def __init__(
-        self, execution_id: str, output: OutputCollector, listener: ExecutionListener | None
+        self,
+        execution_id: str,
+        output: OutputCollector,
+        listener: ExecutionListener | None,
+        *,
+        client_key: str | None = None,
     ) -> None:
         self.id = execution_id
         self.output = output
         self.listener = listener
+        # Kept apart from the listener, which is dropped when it fails or blocks: the client
+        # stays the one to ask for approvals until the execution ends.
+        link = getattr(listener, "client", None)
+        self.client: ClientLink | None = link if isinstance(link, ClientLink) else None
+        self.client_key = client_key
         self.images: list[Image] = []
         self.image_bytes = 0
         self.dropped_images = 0
@@ -91,6 +106,8 @@ class Execution:
         self.sent = False
         """True once the Execute frame was written (only then is there code to interrupt)."""
         self.progress_gate = ProgressGate()
+        self.trace = tracing.current_execution()
+        """The execution's span (None when tracing is off): the parent of its calls' spans."""
 
     async def on_output(self, stream: Stream, text: str) -> None:
         await self.output.add(stream, text)
@@ -163,6 +180,8 @@ class LiveSandbox:
         self._handshake_timeout = handshake_timeout
         self.budget = CallBudget(call_limits or CallLimits())
         """Calls in flight and the bytes they hold; refused past its limits."""
+        self.durable: DurableLink | None = None
+        """Set once the sandbox serves a durable session: its snapshots go to the store."""
         self._execution: Execution | None = None
         self._scope: anyio.CancelScope | None = None
         self._calls: TaskGroup | None = None
@@ -230,6 +249,8 @@ class LiveSandbox:
         if execution is not None:
             execution.cancel_calls()
             execution.done.set()
+        if self.durable is not None:
+            self.durable.end()
 
     def close(self) -> None:
         """Stop reading (the channel is closed by :meth:`serve` on its way out)."""
@@ -255,6 +276,8 @@ class LiveSandbox:
         elif isinstance(message, Result):
             if execution := self._current(message.execution_id, "result"):
                 self._execution = None
+                if self.durable is not None and message.status == "ok":
+                    self.durable.expect_snapshot()  # its frames follow the result
                 execution.result = _bounded(message)
                 execution.cancel_calls()
                 execution.done.set()
@@ -272,6 +295,12 @@ class LiveSandbox:
         elif isinstance(message, Display):
             if execution := self._current(message.execution_id, "display"):
                 execution.on_display(message)
+        elif isinstance(message, Snapshot):
+            if self.durable is not None:  # a sandbox that was never asked to save is ignored
+                await self.durable.on_snapshot(message)
+        elif isinstance(message, Restored):
+            if self.durable is not None:
+                self.durable.on_restored(message)
         elif isinstance(message, Ping):
             await self.channel.send(Pong(message.nonce))
         elif isinstance(message, Pong):
@@ -291,7 +320,9 @@ class LiveSandbox:
                 "before starting more (for example, limit concurrency with an asyncio.Semaphore)"
             )
             fault = Fault(ErrorCode.TOO_MANY_CALLS, text, _limits_data(self.budget))
-            await self.channel.send(Reply(message.call_id, fault=fault))
+            refusal = Reply(message.call_id, fault=fault)
+            tracing.refused_call(execution.trace, message, size, refusal)
+            await self.channel.send(refusal)
             return
         assert self._calls is not None
         self.budget.take(size)
@@ -303,6 +334,7 @@ class LiveSandbox:
         self, execution: Execution, message: Call | Request, scope: anyio.CancelScope, size: int
     ) -> None:
         held = size
+        span = tracing.nested_call(execution.trace, message, size)
         try:
             reply: Reply | None = None
             with scope:
@@ -322,7 +354,9 @@ class LiveSandbox:
                     else f"the answer to {_shown(message.method)}"
                 )
                 fault = Fault(ErrorCode.INTERNAL, f"{what} could not be sent to the sandbox: {exc}")
-                frame = encode(Reply(message.call_id, fault=fault))
+                reply = Reply(message.call_id, fault=fault)
+                frame = encode(reply)
+            span.replied(reply, len(frame))
             # While it waits to be sent, the result is what the call holds.
             self.budget.resize(held, len(frame))
             held = len(frame)
@@ -331,10 +365,13 @@ class LiveSandbox:
             except ChannelClosed:
                 return
         finally:
+            span.end()
             self.budget.release(held)
 
     async def _answer(self, execution: Execution, message: Call | Request) -> Reply:
-        ctx = CallContext(self.session, execution.id)
+        ctx = CallContext(
+            self.session, execution.id, client=execution.client, client_key=execution.client_key
+        )
         try:
             if isinstance(message, Call):
                 value = await self._gateway.call_tool(

@@ -37,6 +37,8 @@ class Session:
         self.last_used = now
         self.notices: list[str] = []
         """Told to the next execution (e.g. the state was lost after a crash)."""
+        self.forget_saved = False
+        """A reset asked for: the saved state goes before the next sandbox starts."""
 
     @property
     def busy(self) -> bool:

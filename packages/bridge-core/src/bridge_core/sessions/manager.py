@@ -11,7 +11,7 @@ import logging
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -22,13 +22,16 @@ from anyio.abc import TaskGroup
 from bridge_core.errors import BridgeError, SandboxStartError, SessionLimitExceeded
 from bridge_core.gateway import Gateway
 from bridge_core.runtime.base import RuntimeBackend
+from bridge_core.sessions._durable import DurableLink
 from bridge_core.sessions._execute import ExecutionRunner
 from bridge_core.sessions._fleet import SandboxFleet
+from bridge_core.sessions._hibernation import next_to_hibernate
 from bridge_core.sessions._names import DEFAULT_SESSION, validate_session_name
 from bridge_core.sessions._pool import SandboxPool
 from bridge_core.sessions._sandbox import LiveSandbox
 from bridge_core.sessions._session import Session, Turn, unavailable
 from bridge_core.sessions._spill import FullOutputs
+from bridge_core.sessions._store import SessionStore
 from bridge_core.sessions.types import ExecutionListener, ExecutionResult, SessionConfig
 
 __all__ = ["SessionManager", "SessionStats"]
@@ -46,6 +49,10 @@ before the caller gets ``unavailable``; a broken image still fails fast, after t
 EXPIRED_NAMES_KEPT = 1024
 """Names of expired sessions remembered to tell their next caller; bounded against churn."""
 _CLIENT_GONE = "the client this session belonged to is gone (its MCP session ended)"
+SNAPSHOT_WAIT = 60.0
+"""Longest wait for the snapshot of the previous execution before the next one runs or the
+sandbox hibernates (a small state takes milliseconds; one of hundreds of MB, seconds)."""
+RESTORE_WAIT = 120.0  # longest a sandbox may take to load a saved state (and the start timeout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +83,12 @@ class SessionManager:
         runtime: RuntimeBackend | Callable[[], Awaitable[RuntimeBackend]],
         gateway: Gateway,
         state_dir: Path,
+        store: SessionStore | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
+        self._store = store
+        """Where sessions are saved (None: sessions live and die with their containers)."""
         self._clock = clock
         self._fleet = SandboxFleet(config, runtime, gateway)
         self._sessions: dict[_Key, Session] = {}
@@ -97,6 +107,7 @@ class SessionManager:
             replace=self._replace,
             exit_reason=self._fleet.exit_reason,
             background=self._background,
+            durable=lambda: self.durable,
         )
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -108,6 +119,8 @@ class SessionManager:
         removed = await anyio.to_thread.run_sync(self._outputs.remove_dead_owners)
         if removed:
             logger.info("removed %d spill(s) of bridges that are gone", removed)
+        if self._store is not None and self.config.persist:
+            await anyio.to_thread.run_sync(self._store.open)
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
@@ -142,8 +155,20 @@ class SessionManager:
             await self._fleet.stop_all()
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._outputs.remove_own)
+            if self._store is not None:
+                self._store.close()
 
     # --- public API --------------------------------------------------------------------------
+
+    @property
+    def durable(self) -> bool:
+        """Whether sessions are saved (they survive restarts, crashes and hibernation)."""
+        return self._store is not None and self._store.usable and self.config.persist
+
+    @property
+    def store_refusal(self) -> str:
+        """Why sessions are not saved although a store was configured ("" when they are)."""
+        return self._store.refusal if self._store is not None else ""
 
     async def execute(
         self,
@@ -167,13 +192,12 @@ class SessionManager:
         name = validate_session_name(DEFAULT_SESSION if session is None else session)
         limit = self._check_timeout(timeout)
         self._check_open()
-        deadline = anyio.current_time() + limit
         if not self.config.persist:
-            return await self._execute_ephemeral(client, name, code, limit, deadline, listener)
+            return await self._execute_ephemeral(client, name, code, limit, listener)
         sess = self._session(client, name)
         sess.users += 1
         try:
-            with anyio.move_on_at(deadline) as waiting:
+            with anyio.move_on_after(limit) as waiting:
                 await sess.turn.acquire()
             if waiting.cancelled_caught:
                 return unavailable(
@@ -185,12 +209,17 @@ class SessionManager:
             turn = Turn()
             try:
                 notices = self._prepare(sess, reset)
-                live = await self._sandbox_for(sess, deadline, notices)
+                asked = anyio.current_time()
+                running = sess.live is not None and sess.live.alive
+                live = await self._sandbox_for(sess, notices)
                 if isinstance(live, ExecutionResult):
                     return live
-                return await self._runner.run(
-                    sess, live, code, limit, deadline, listener, notices, turn
+                # The code's own time starts now: starting a container is not the code's.
+                sent = anyio.current_time()
+                result = await self._runner.run(
+                    sess, live, code, limit, sent + limit, listener, notices, turn
                 )
+                return result if running else _with_start(result, sent - asked)
             finally:
                 if not turn.handed_off:
                     sess.turn.release()
@@ -206,12 +235,14 @@ class SessionManager:
         self._expired.pop((client, name), None)
         sess = self._sessions.get((client, name))
         if sess is None:
+            await self._forget_saved(client, name)
             return
         sess.users += 1
         try:
             async with sess.turn:
                 self._drop(sess)
                 sess.notices.clear()
+                await self._forget_saved(client, name)
         finally:
             sess.users -= 1
             sess.last_used = self._clock()
@@ -249,6 +280,9 @@ class SessionManager:
                 sandboxes.append(sess.live)
                 sess.live = None
             closed.append(sess.name)
+        if self._store is not None and self._store.usable:
+            # Nobody can address them again: their saved states go too (and any hibernated one).
+            await anyio.to_thread.run_sync(self._store.delete_client, client)
         if sandboxes and not self._closed:  # once closing, the shutdown stops everything
             async with anyio.create_task_group() as stops:
                 for live in sandboxes:
@@ -279,8 +313,14 @@ class SessionManager:
         for key, sess in list(self._sessions.items()):
             if ttl <= 0 or sess.busy or now - sess.last_used < ttl:
                 continue
-            del self._sessions[key]
             name = key[1]
+            if self.durable:
+                # Hibernates: its container stops once its last snapshot is on disk; its next
+                # call restores it.
+                if sess.live is not None and self._background(self._hibernate, sess):
+                    expired.append(name)
+                continue
+            del self._sessions[key]
             if sess.live is not None:
                 self._discard(sess.live)
                 self._expired[key] = now
@@ -334,8 +374,11 @@ class SessionManager:
         sess = self._sessions.get(key)
         if sess is not None:
             return sess
-        self._check_capacity(client)
+        if not self.durable:  # durable: the limit is on live containers (see _make_room)
+            self._check_capacity(client)
         sess = self._sessions[key] = Session(name, self._clock(), client=client)
+        if self.store_refusal and self.config.persist:
+            sess.notices.append(f"session {name!r} is not saved: {self.store_refusal}")
         if self._expired.pop(key, None) is not None:
             sess.notices.append(
                 f"session {name!r} was idle for more than {self.config.idle_ttl:g} s, so its "
@@ -361,41 +404,130 @@ class SessionManager:
         if reset:
             self._drop(sess)
             sess.notices.clear()
+            sess.forget_saved = True
             return [f"session {sess.name!r} was reset as requested: fresh namespace"]
         notices, sess.notices = sess.notices, []
         return notices
 
     async def _sandbox_for(
-        self, sess: Session, deadline: float, notices: list[str]
+        self, sess: Session, notices: list[str]
     ) -> LiveSandbox | ExecutionResult:
+        """The session's sandbox, started (or taken from the pool) if it has none: bounded by
+        ``start_timeout``, not by the call's timeout (see docs/decisions.md)."""
         if self._closed_by_client(sess):
             return unavailable(sess.name, _CLIENT_GONE, notices)
+        start_by = anyio.current_time() + self.config.start_timeout
         live = sess.live
         if live is not None and not live.alive:
             reason = live.failure_reason
-            with anyio.move_on_at(deadline):
+            with anyio.move_on_at(start_by):
                 reason = await self._fleet.exit_reason(live)
+            lost = (
+                "its state as of its last successful execution is restored"
+                if self.durable
+                else "this is a fresh one and the session's state was lost"
+            )
             notices.append(
-                f"the sandbox of session {sess.name!r} ended while idle ({reason}): "
-                "this is a fresh one and the session's state was lost"
+                f"the sandbox of session {sess.name!r} ended while idle ({reason}): {lost}"
             )
             self._drop(sess)
+        if sess.forget_saved:
+            sess.forget_saved = False
+            await self._forget_saved(sess.client, sess.name)
         if sess.live is None:
-            taken = await self._take(sess.name, deadline, notices)
+            if self.durable:
+                try:
+                    with anyio.move_on_at(start_by):  # past it, _take says no sandbox in time
+                        await self._make_room(sess)
+                except SessionLimitExceeded as exc:
+                    return unavailable(sess.name, str(exc), notices)
+            taken = await self._take(sess.name, start_by, notices)
             if isinstance(taken, ExecutionResult):
                 return taken
             if self._closed_by_client(sess):  # the client went away while its sandbox started
                 self._discard(taken, kill=True)
                 return unavailable(sess.name, _CLIENT_GONE, notices)
             sess.live = taken
+            if self.durable:
+                restored = await self._restore(sess, taken, start_by, notices)
+                if restored is not None:
+                    return restored
+        elif sess.live.durable is not None:
+            with anyio.move_on_after(SNAPSHOT_WAIT):
+                await sess.live.durable.settled.wait()
+            notices.extend(sess.live.durable.notices)
+            sess.live.durable.notices.clear()
         return sess.live
 
+    async def _restore(
+        self, sess: Session, live: LiveSandbox, start_by: float, notices: list[str]
+    ) -> ExecutionResult | None:
+        """Load the session's saved state into its fresh sandbox ``live`` (None: ready)."""
+        assert self._store is not None
+        link = live.durable = DurableLink(self._store, sess.client, sess.name)
+        with anyio.move_on_at(min(start_by, anyio.current_time() + RESTORE_WAIT)) as waiting:
+            outcome = await link.restore(live.channel)
+        if waiting.cancelled_caught:
+            self._replace(sess, live, kill=True)
+            return unavailable(
+                sess.name,
+                f"the saved state of session {sess.name!r} did not load within "
+                f"{self.config.start_timeout:g} s (MCP_BRIDGE_SANDBOX_START_TIMEOUT); raise it, "
+                "or reset the session",
+                notices,
+            )
+        if notice := outcome.notice(sess.name):
+            notices.append(notice)
+        if not outcome.error:
+            return None
+        logger.warning("saved state of session %r refused: %s", sess.name, outcome.error)
+        await self._forget_saved(sess.client, sess.name)
+        if not live.alive:  # loading it killed the sandbox (e.g. out of memory): start afresh
+            self._replace(sess, live, kill=True)
+            # Its state is deleted now: the next sandbox gets an empty restore (bounded by the
+            # start timeout, like any start).
+            again = await self._sandbox_for(sess, notices)
+            return again if isinstance(again, ExecutionResult) else None
+        return None
+
+    async def _make_room(self, sess: Session) -> None:
+        """Hibernate least recently used idle sessions until ``sess`` may have a container.
+
+        Raises :class:`SessionLimitExceeded` when every live session is busy.
+        """
+        while victim := next_to_hibernate(
+            self._sessions.values(), sess, self.config, self._ephemeral
+        ):
+            await self._hibernate(victim)
+
+    async def _hibernate(self, sess: Session) -> None:
+        """Stop ``sess``'s container once its last snapshot is saved; its next call restores."""
+        sess.users += 1
+        try:
+            async with sess.turn:
+                live = sess.live
+                if live is None:
+                    return
+                if live.durable is not None:
+                    with anyio.move_on_after(SNAPSHOT_WAIT):
+                        await live.durable.settled.wait()
+                    sess.notices.extend(live.durable.notices)
+                self._drop(sess)
+                logger.info("session %r hibernated", sess.name)
+        finally:
+            sess.users -= 1
+            self._forget_if_empty(sess)
+
+    async def _forget_saved(self, client: str | None, name: str) -> None:
+        if self._store is not None and self._store.usable:
+            await anyio.to_thread.run_sync(self._store.delete, client, name)
+
     async def _take(
-        self, name: str, deadline: float, notices: list[str]
+        self, name: str, start_by: float, notices: list[str]
     ) -> LiveSandbox | ExecutionResult:
         assert self._pool is not None
         try:
-            with anyio.move_on_at(deadline):
+            with anyio.move_on_at(start_by):
                 for attempt in range(1, START_ATTEMPTS + 1):
                     try:
                         live = await self._pool.take()
@@ -410,7 +542,12 @@ class SessionManager:
                     return live
         except BridgeError as exc:
             return unavailable(name, str(exc), notices)
-        return unavailable(name, "no sandbox could be started within the timeout", notices)
+        return unavailable(
+            name,
+            f"no sandbox could be started within {self.config.start_timeout:g} s "
+            "(MCP_BRIDGE_SANDBOX_START_TIMEOUT)",
+            notices,
+        )
 
     def _drop(self, sess: Session) -> None:
         if sess.live is not None:
@@ -423,7 +560,6 @@ class SessionManager:
         name: str,
         code: str,
         limit: float,
-        deadline: float,
         listener: ExecutionListener | None,
     ) -> ExecutionResult:
         """``persist=false``: a fresh sandbox for this one execution, stopped right after."""
@@ -431,15 +567,18 @@ class SessionManager:
         self._ephemeral[client] += 1
         try:
             notices: list[str] = []
-            live = await self._take(name, deadline, notices)
+            asked = anyio.current_time()
+            live = await self._take(name, asked + self.config.start_timeout, notices)
             if isinstance(live, ExecutionResult):
                 return live
+            sent = anyio.current_time()
             sess = Session(name, self._clock(), client=client)
             sess.live = live
             try:
-                return await self._runner.run(
-                    sess, live, code, limit, deadline, listener, notices, Turn(), ephemeral=True
+                result = await self._runner.run(
+                    sess, live, code, limit, sent + limit, listener, notices, Turn(), ephemeral=True
                 )
+                return _with_start(result, sent - asked)
             finally:
                 self._drop(sess)
         finally:
@@ -474,3 +613,8 @@ class SessionManager:
         if sess.live is live:
             sess.live = None
         self._discard(live, kill=kill)
+
+
+def _with_start(result: ExecutionResult, waited: float) -> ExecutionResult:
+    """``result`` saying how long its call waited for its sandbox to start."""
+    return replace(result, sandbox_start=waited)

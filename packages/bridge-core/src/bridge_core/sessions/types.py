@@ -45,6 +45,9 @@ class ExecutionResult:
     full_output_path: str | None = None
     """Path INSIDE the sandbox of the complete output (exact bytes, read-only) when it was
     truncated and kept."""
+    sandbox_start: float = 0.0
+    """Seconds the call waited for a sandbox to start before its code was sent (0: its
+    session's sandbox was running). Not part of :attr:`duration` nor of the call's timeout."""
 
     @property
     def ok(self) -> bool:
@@ -52,7 +55,12 @@ class ExecutionResult:
 
 
 class ExecutionListener(Protocol):
-    """Live events of one execution (bridge-server turns them into MCP progress)."""
+    """Live events of one execution (bridge-server turns them into MCP progress).
+
+    A listener may also have a ``client`` attribute, a :class:`bridge_core.client_link.ClientLink`
+    to the MCP client that asked for the execution: nested calls ask it for approvals and relay
+    what upstream servers ask of their client to it.
+    """
 
     async def on_output(self, stream: Stream, text: str) -> None: ...
 
@@ -88,3 +96,8 @@ class SessionConfig:
     max_call_bytes: int = DEFAULT_MAX_CALL_BYTES
     """Bytes those calls may hold on the host (arguments, then results until sent)."""
     start_timeout: float = 60.0
+    """Seconds a sandbox gets to start (or to come from the warm pool) when a call needs one;
+    not part of the call's timeout, which is the code's own time."""
+    image_advice: str = ""
+    """What to do when the image's sandbox client speaks no protocol version of this bridge
+    (which image to pull or rebuild); the server fills it from its release record."""

@@ -1,8 +1,10 @@
-"""The interruptible stdin reader: lines from a pipe, a read that cancellation ends, and the SDK's
-reader kept where stdin cannot be polled."""
+"""The server's stdio transport: lines from a pipe, a read that cancellation ends, the SDK's
+transport kept where stdin cannot be polled, and answers written whole and in order."""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -10,7 +12,9 @@ import tracemalloc
 from pathlib import Path
 
 import anyio
-from mcp_code_execution_mode._stdin import MAX_LINE, SKIPPED, _Lines
+import mcp_types as types
+from mcp.shared.message import SessionMessage
+from mcp_code_execution_mode._stdio import MAX_LINE, SKIPPED, _Answers, _Lines
 
 
 async def test_lines_from_a_pipe_arrive_whole_and_the_end_is_kept() -> None:
@@ -86,3 +90,72 @@ async def test_a_line_past_the_bound_is_skipped_as_it_arrives_and_the_next_line_
     assert lines == [SKIPPED, '{"after": true}\n']
     # One line's worth (plus the buffer's growth slack), never the whole flood.
     assert peak < MAX_LINE * 5 // 4 + 4 * 1024 * 1024
+
+
+def _answer(text: str) -> SessionMessage:
+    return SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=1, result={"text": text}))
+
+
+def _small_pipe() -> tuple[int, int]:
+    """A pipe that holds 4 KiB: long answers take the writer task's path."""
+    read_fd, write_fd = os.pipe()
+    fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 4096)
+    os.set_blocking(write_fd, False)
+    return read_fd, write_fd
+
+
+async def _read_until_closed(fd: int, into: list[bytes]) -> None:
+    def read_all() -> bytes:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    into.append(await anyio.to_thread.run_sync(read_all))
+
+
+def _texts(data: bytes) -> list[str]:
+    *lines, rest = data.split(b"\n")
+    assert rest == b""  # every line ended
+    return [json.loads(line)["result"]["text"] for line in lines]
+
+
+async def test_answers_longer_than_the_pipe_arrive_whole_and_in_order() -> None:
+    read_fd, write_fd = _small_pipe()
+    received: list[bytes] = []
+    big = "x" * 200_000
+    try:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                answers = _Answers(write_fd, tg)
+                async with anyio.create_task_group() as client:
+                    client.start_soon(_read_until_closed, read_fd, received)
+                    await answers.send(_answer(big))
+                    await answers.send(_answer("after"))
+                    os.close(write_fd)
+                tg.cancel_scope.cancel()
+    finally:
+        os.close(read_fd)
+    assert _texts(received[0]) == [big, "after"]
+
+
+async def test_a_sender_cancelled_while_its_answer_waits_leaves_no_half_line() -> None:
+    read_fd, write_fd = _small_pipe()
+    received: list[bytes] = []
+    big = "y" * 100_000
+    try:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                answers = _Answers(write_fd, tg)
+                with anyio.CancelScope() as scope:
+                    scope.cancel()  # delivered at the sender's first wait: the pipe is full
+                    await answers.send(_answer(big))
+                assert scope.cancelled_caught
+                async with anyio.create_task_group() as client:
+                    client.start_soon(_read_until_closed, read_fd, received)
+                    await answers.send(_answer("next"))
+                    os.close(write_fd)
+                tg.cancel_scope.cancel()
+    finally:
+        os.close(read_fd)
+    assert _texts(received[0]) == [big, "next"]

@@ -1,0 +1,188 @@
+"""Durable sessions through the real bridge: a session's namespace and /tmp files survive a
+SIGKILLed bridge, a crashed sandbox, idle expiry and the live-container limit (hibernation); what
+cannot be saved is named; two bridges never load each other's sessions; a corrupted saved state
+gives a clear notice and a fresh session."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import bridge_pids, bridge_text, code_text, open_bridge, owned_containers
+
+pytestmark = pytest.mark.anyio
+wait_until_removed = importlib.import_module("integration-tests.conftest").wait_until_removed
+
+STATE = (
+    "import json\n"
+    "x = 41\n"
+    "def bump(n):\n"
+    "    return x + n\n"
+    "class Box:\n"
+    "    def __init__(self, v): self.v = v\n"
+    "box = Box([1, 2])\n"
+    "with open('/tmp/note.txt', 'w') as f:\n"
+    "    f.write('kept')\n"
+)
+CHECK = "bump(1), json.dumps(box.v), open('/tmp/note.txt').read()"
+EXPECTED = "(42, '[1, 2]', 'kept')"
+
+
+def _value(result: Any) -> str:
+    return code_text(result)
+
+
+def _notices(result: Any) -> str:
+    return " | ".join((result.structured_content or {}).get("notices", []))
+
+
+def _saved_states(state_dir: Path, store: str = "default") -> list[Path]:
+    return sorted((state_dir / "sessions" / "saved" / store).glob("*.state"))
+
+
+async def test_sigkilled_bridge_brings_variables_function_import_and_tmp_back(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    async with open_bridge(tmp_path, check_orphans=False) as bridge:
+        assert (await bridge.run(STATE)).structured_content["status"] == "ok"
+        # Another session is apart from the default one.
+        assert _value(await bridge.run("'x' in globals()", session="other")) == "False"
+        await bridge.run("x = 7", session="other")
+        await bridge.run("x", session="other")  # runs once the state of `x = 7` is on disk
+        assert _value(await bridge.run(CHECK)) == EXPECTED  # waits for the first snapshot
+        for pid in bridge_pids(bridge.state_dir):
+            os.kill(pid, signal.SIGKILL)
+    async with open_bridge(tmp_path) as bridge:
+        back = await bridge.run(CHECK)
+        other = await bridge.run("x", session="other")
+    assert _value(back) == EXPECTED
+    assert "was restored from its state saved at" in _notices(back)
+    assert _value(other) == "7"
+
+
+async def test_reset_deletes_the_saved_state(tmp_path: Path, sandbox_image: str) -> None:
+    async with open_bridge(tmp_path) as bridge:
+        await bridge.run("x = 1")
+        await bridge.run("x")
+        assert _saved_states(bridge.state_dir)
+        await bridge.run("y = 2", reset=True)
+        await bridge.run("y")
+    async with open_bridge(tmp_path) as bridge:
+        after = await bridge.run("'x' in globals(), y")
+    assert _value(after) == "(False, 2)"
+
+
+async def test_twenty_sessions_over_a_live_limit_of_four_all_keep_their_state(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    env = {"MCP_BRIDGE_MAX_SESSIONS": "4", "MCP_BRIDGE_POOL_SIZE": "0"}
+    async with open_bridge(tmp_path, env=env) as bridge:
+        for i in range(20):
+            code = f"v = {i} * 10\nopen('/tmp/i', 'w').write('{i}')"
+            made = await bridge.run(code, session=f"s{i}")
+            assert made.structured_content["status"] == "ok", bridge_text(made)
+            assert len(owned_containers(bridge_pids(bridge.state_dir)[0])) <= 4
+        results = [await bridge.run("v, open('/tmp/i').read()", session=f"s{i}") for i in range(20)]
+    assert [_value(r) for r in results] == [f"({i * 10}, '{i}')" for i in range(20)]
+    assert "was restored" in _notices(results[0])
+
+
+async def test_idle_expiry_hibernates_and_the_next_call_restores(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    env = {"MCP_BRIDGE_SESSION_TTL": "1s", "MCP_BRIDGE_POOL_SIZE": "0"}
+    async with open_bridge(tmp_path, env=env) as bridge:
+        began = time.time()
+        await bridge.run(STATE)
+        pid = bridge_pids(bridge.state_dir)[0]
+        live = owned_containers(pid)
+        assert live
+        # The idle sweep stops the container once its state is saved: podman's events say when.
+        await wait_until_removed(live, since=began)
+        assert owned_containers(pid) == []
+        back = await bridge.run(CHECK)
+    assert _value(back) == EXPECTED
+    assert "was restored" in _notices(back)
+
+
+async def test_os_exit_brings_back_the_last_good_state_and_says_so(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    async with open_bridge(tmp_path) as bridge:
+        await bridge.run(STATE)
+        crashed = await bridge.run("x = 1000\nimport os\nos._exit(3)")
+        back = await bridge.run(CHECK)
+    assert crashed.structured_content["status"] == "crashed"
+    assert "restored to the state after the last successful execution" in _notices(crashed)
+    assert _value(back) == EXPECTED
+    assert "was restored from its state saved at" in _notices(back)
+
+
+async def test_unpicklable_objects_are_named_and_the_rest_is_kept(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    code = (
+        "import threading\n"
+        "lock = threading.Lock()\n"
+        "numbers = (i for i in range(3))\n"
+        "keep = {'a': [1, 2]}\n"
+        "alias = keep\n"
+    )
+    async with open_bridge(tmp_path) as bridge:
+        await bridge.run(code)
+        told = await bridge.run("1")
+        await bridge.run("import os\nos._exit(1)")
+        back = await bridge.run("keep, alias is keep, 'lock' in globals(), 'numbers' in globals()")
+    assert "lock (lock)" in _notices(told)
+    assert "numbers (generator)" in _notices(told)
+    assert _value(back) == "({'a': [1, 2]}, True, False, False)"
+    assert "numbers (generator)" in _notices(back)
+
+
+async def test_two_bridges_on_one_state_dir_never_load_each_others_sessions(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    shared = tmp_path / "shared-state"
+    args = ("--state-dir", str(shared))
+    async with open_bridge(tmp_path / "a", args=args) as first:
+        await first.run("secret = 'of a'")
+        await first.run("1")
+        async with open_bridge(tmp_path / "b", args=args) as second:
+            other = await second.run("'secret' in globals()")
+        async with open_bridge(
+            tmp_path / "c", args=args, env={"MCP_BRIDGE_SESSION_STORE": "c"}
+        ) as third:
+            own = await third.run("'secret' in globals()")
+            await third.run("mine = 'of c'")
+            await third.run("1")
+    async with open_bridge(tmp_path / "a", args=args) as first:
+        again = await first.run("secret, 'mine' in globals()")
+    assert _value(other) == "False"
+    assert "another bridge of this user is using the session store" in _notices(other)
+    assert _value(own) == "False"
+    assert _value(again) == "('of a', False)"
+
+
+async def test_a_corrupted_saved_state_gives_a_notice_and_a_fresh_session(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    async with open_bridge(tmp_path) as bridge:
+        await bridge.run("x = 1")
+        await bridge.run("x")
+        states = _saved_states(bridge.state_dir)
+    assert states
+    for path in states:
+        path.write_bytes(b"MCPSNAP1" + os.urandom(64))
+    async with open_bridge(tmp_path) as bridge:
+        fresh = await bridge.run("'x' in globals()")
+        later = await bridge.run("y = 2\ny")
+    assert _value(fresh) == "False"
+    assert "could not be restored" in _notices(fresh)
+    assert "fresh session" in _notices(fresh)
+    assert _value(later) == "2"

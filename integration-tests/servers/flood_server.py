@@ -1,0 +1,77 @@
+"""A hostile MCP server (stdio) that floods its client while one of its tools runs.
+
+Tool ``flood(questions, logs)``: sends ``questions`` elicitation requests at once, ``logs`` log
+notifications and ``logs`` progress notifications, then returns how the questions ended, as JSON
+``{"answered": n, "refused": n}`` (refused: the client answered with an error).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.stdio import stdio_server
+
+Ctx = ServerRequestContext[Any, Any]
+
+FLOOD = types.Tool(
+    name="flood",
+    description="Flood the client with questions, logs and progress.",
+    input_schema={
+        "type": "object",
+        "properties": {"questions": {"type": "integer"}, "logs": {"type": "integer"}},
+    },
+)
+
+
+async def _flood(ctx: Ctx, questions: int, logs: int) -> dict[str, int]:
+    counts = {"answered": 0, "refused": 0}
+
+    async def ask(i: int) -> None:
+        try:
+            await ctx.session.elicit(
+                f"question {i}", {"type": "object", "properties": {}}, ctx.request_id
+            )
+            counts["answered"] += 1
+        except Exception:
+            counts["refused"] += 1
+
+    meta: Any = ctx.meta or {}
+    token = meta.get("progressToken") if isinstance(meta, dict) else meta.progress_token
+    async with anyio.create_task_group() as tg:
+        for i in range(questions):
+            tg.start_soon(ask, i)
+        for i in range(logs):
+            await ctx.session.send_log_message("info", {"n": i, "pad": "x" * 5000}, "flood")
+            if token is not None:
+                await ctx.session.send_progress_notification(token, i, logs, "p" * 5000)
+    return counts
+
+
+def main() -> None:
+    async def on_list_tools(ctx: Ctx, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[FLOOD])
+
+    async def on_call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        args = params.arguments or {}
+        counts = await _flood(ctx, int(args.get("questions", 0)), int(args.get("logs", 0)))
+        text = types.TextContent(type="text", text=json.dumps(counts))
+        return types.CallToolResult(content=[text])
+
+    server = Server(
+        "flood", version="1.0.0", on_list_tools=on_list_tools, on_call_tool=on_call_tool
+    )
+
+    async def serve() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(serve)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,368 @@
+"""The user's approval of nested tool calls, asked through the MCP client (elicitation).
+
+Which calls need it (:class:`ApprovalRules`, from four settings):
+
+- ``MCP_BRIDGE_APPROVAL``: ``destructive`` (default: tools annotated ``destructiveHint: true``
+  and not ``readOnlyHint: true``), ``writes`` (every tool not annotated ``readOnlyHint: true``,
+  the MCP spec's own reading of a tool without annotations), ``all``, or ``off``;
+- ``MCP_BRIDGE_APPROVE_TOOLS``: ``server.tool`` patterns (as in the policy lists) that always
+  need it, whatever their annotations (annotations are the upstream server's hints);
+- ``MCP_BRIDGE_APPROVAL_TIMEOUT``: how long the user has to answer; no answer declines;
+- ``MCP_BRIDGE_APPROVAL_FALLBACK``: ``refuse`` (default) or ``allow``, for a client that cannot
+  ask (no elicitation capability).
+
+The decision is made and kept on the host only: the sandbox sends a plain ``call`` frame and gets
+a result or an ``APPROVAL_DECLINED`` fault; there is no frame by which it could claim an approval.
+Questions of one execution are asked one at a time (a ``gather`` of twenty deletions is twenty
+questions in a row, not twenty dialogs at once), a decline is remembered for the rest of that
+execution (a loop cannot pester the user), and "allow for this session" is remembered per client
+and session, in bounded memory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import mcp_types as types
+from bridge_protocol import ErrorCode
+
+from bridge_core.gateway import CallContext, CallFailed
+from bridge_core.policy import _patterns, _tool_matches
+from bridge_core.redaction import Redactor
+
+__all__ = [
+    "APPROVAL",
+    "APPROVAL_FALLBACK",
+    "APPROVAL_TIMEOUT",
+    "APPROVE_TOOLS",
+    "ApprovalGate",
+    "ApprovalMode",
+    "ApprovalRefused",
+    "ApprovalRules",
+]
+
+logger = logging.getLogger("bridge_core.approval")
+
+APPROVAL = "MCP_BRIDGE_APPROVAL"
+APPROVE_TOOLS = "MCP_BRIDGE_APPROVE_TOOLS"
+APPROVAL_TIMEOUT = "MCP_BRIDGE_APPROVAL_TIMEOUT"
+APPROVAL_FALLBACK = "MCP_BRIDGE_APPROVAL_FALLBACK"
+
+ApprovalMode = Literal["off", "destructive", "writes", "all"]
+
+MAX_SHOWN_ARGUMENTS = 800
+"""Characters of the (masked, JSON) arguments shown in the question; the rest is cut."""
+MAX_SHOWN_VALUE = 200
+"""Characters of one string argument kept before the whole is cut: every argument gets a look."""
+MIN_SHOWN_VALUE = 24
+"""With many arguments, each string is cut to its share of :data:`MAX_SHOWN_ARGUMENTS`, but never
+below this."""
+MAX_SHOWN_NAME = 128
+MAX_REMEMBERED_SESSIONS = 256
+"""Sessions whose "allow for this session" answers are kept (least recently used dropped)."""
+MAX_GRANTS_PER_SESSION = 256
+MAX_REMEMBERED_EXECUTIONS = 256
+"""Executions whose declines are kept (they end; the oldest are forgotten first)."""
+
+_Key = tuple[str, str]
+"""(server, tool): what an answer is remembered for."""
+
+SESSION_FIELD = "allow_for_session"
+_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        SESSION_FIELD: {
+            "type": "boolean",
+            "title": "Allow for this session",
+            "description": "Also allow further calls to this tool from this session without asking",
+            "default": False,
+        }
+    },
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRules:
+    """Which calls need the user's approval, how long the user has, and what a client that
+    cannot ask gets."""
+
+    mode: ApprovalMode = "destructive"
+    tools: tuple[str, ...] = ()
+    """``MCP_BRIDGE_APPROVE_TOOLS`` patterns: always ask (unless ``mode`` is ``off``)."""
+    timeout: float = 120.0
+    fallback: Literal["refuse", "allow"] = "refuse"
+
+    @classmethod
+    def from_settings(
+        cls,
+        *,
+        mode: str = "destructive",
+        tools: str | Iterable[str] | None = None,
+        timeout: float = 120.0,
+        fallback: str = "refuse",
+    ) -> ApprovalRules:
+        if mode not in ("off", "destructive", "writes", "all"):
+            raise ValueError(f"{APPROVAL}={mode!r}: use off, destructive, writes or all")
+        if fallback not in ("refuse", "allow"):
+            raise ValueError(f"{APPROVAL_FALLBACK}={fallback!r}: use refuse or allow")
+        return cls(mode, _patterns(tools), timeout, fallback)  # type: ignore[arg-type]
+
+    def requires(self, server: str, tool: types.Tool) -> str | None:
+        """Why a call to ``server.tool`` needs approval (the rule, quoted to the user and in
+        errors), or ``None`` when it does not."""
+        if self.mode == "off":
+            return None
+        for pattern in self.tools:
+            if _tool_matches(pattern, server, tool.name):
+                return f"{APPROVE_TOOLS}={pattern}"
+        hints = tool.annotations
+        read_only = hints is not None and hints.read_only_hint is True
+        if self.mode == "all":
+            return f"{APPROVAL}=all"
+        if self.mode == "writes" and not read_only:
+            return f"{APPROVAL}=writes (the tool is not annotated readOnlyHint)"
+        if (
+            self.mode == "destructive"
+            and not read_only
+            and hints is not None
+            and hints.destructive_hint is True
+        ):
+            return f"{APPROVAL}=destructive (the tool is annotated destructiveHint)"
+        return None
+
+
+class ApprovalRefused(CallFailed):
+    """A call that needed the user's approval and did not get it (``APPROVAL_DECLINED``).
+
+    ``reason``: ``declined``, ``cancelled``, ``timeout``, ``unsupported`` (the client cannot
+    ask), ``failed`` (asking failed) or ``declined_earlier`` (declined before in this run).
+    """
+
+    def __init__(self, server: str, tool: str, rule: str, reason: str, message: str) -> None:
+        data = {"server": server, "tool": tool, "rule": rule, "reason": reason}
+        super().__init__(ErrorCode.APPROVAL_DECLINED, message, data)
+        self.reason = reason
+
+
+def _shown_name(name: str) -> str:
+    # Names reach the user's approval dialog: anything but plain printable ASCII is quoted
+    # (escaped), so a name cannot fake lines or reorder text (bidi) in the question.
+    name = name[:MAX_SHOWN_NAME]
+    return name if re.fullmatch(r"[\x21-\x7e]+", name) else json.dumps(name)
+
+
+def _shown_call(server: str, tool: str) -> str:
+    """``server.tool`` for the user; quoted apart when either holds a dot, so that p / x.echo
+    and p.x / echo do not read the same."""
+    if "." in server or "." in tool:
+        return f"{json.dumps(server[:MAX_SHOWN_NAME])}.{json.dumps(tool[:MAX_SHOWN_NAME])}"
+    return f"{_shown_name(server)}.{_shown_name(tool)}"
+
+
+def _shortened(value: Any, limit: int, depth: int = 0) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + "…"
+    if depth >= 8:
+        return "…"
+    if isinstance(value, Mapping):
+        return {str(k)[:MAX_SHOWN_NAME]: _shortened(v, limit, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_shortened(v, limit, depth + 1) for v in value]
+    return value
+
+
+def shown_arguments(
+    arguments: Mapping[str, Any], redactor: Redactor, declared: Iterable[str] = ()
+) -> str:
+    """The arguments as the user sees them: secrets masked first (a cut secret would no longer
+    match), then long strings and the whole shortened; JSON with every non-ASCII or control
+    character escaped, so sandbox-chosen text cannot forge the rest of the question.
+
+    The arguments the tool ``declared`` (its input schema's properties) come first, in the
+    tool's order, then any others: sandbox code chooses the order of its keys, and could
+    otherwise bury the argument the tool acts on behind padding the tool ignores, past the cut.
+    Each string gets its share of the room, so every argument shows."""
+    masked = redactor.value(dict(arguments)) if redactor else dict(arguments)
+    first = [key for key in dict.fromkeys(declared) if key in masked]
+    ordered = {key: masked[key] for key in first}
+    ordered.update((key, value) for key, value in masked.items() if key not in ordered)
+    share = MAX_SHOWN_ARGUMENTS // max(1, len(ordered))
+    limit = max(MIN_SHOWN_VALUE, min(MAX_SHOWN_VALUE, share))
+    text = json.dumps(_shortened(ordered, limit), ensure_ascii=True, default=str)
+    if len(text) > MAX_SHOWN_ARGUMENTS:
+        text = text[:MAX_SHOWN_ARGUMENTS] + f"… [{len(text) - MAX_SHOWN_ARGUMENTS} more characters]"
+    return text
+
+
+class ApprovalGate:
+    """Asks, remembers and refuses; one per bridge (the gateway's)."""
+
+    def __init__(self, rules: ApprovalRules, redactor: Redactor) -> None:
+        self.rules = rules
+        self._redactor = redactor
+        self._granted: OrderedDict[tuple[str | None, str], set[_Key]] = OrderedDict()
+        self._declined: OrderedDict[str, set[_Key]] = OrderedDict()
+        self._turns: dict[str, tuple[anyio.Lock, int]] = {}
+
+    async def check(
+        self, ctx: CallContext, server: str, tool: types.Tool, arguments: Mapping[str, Any]
+    ) -> str | None:
+        """Return how the call was approved (for the audit log: ``asked``, ``asked_session``,
+        ``session`` when an earlier "allow for this session" covers it, ``fallback_allow``), or
+        ``None`` when no approval is needed; raise :class:`ApprovalRefused` otherwise."""
+        rule = self.rules.requires(server, tool)
+        if rule is None:
+            return None
+        # A pair, not "server.tool": server and tool names may hold dots, and a grant of
+        # p / x.echo must not cover p.x / echo.
+        key: _Key = (server, tool.name)
+        if self._is_granted(ctx, key):
+            return "session"
+        link = ctx.client
+        if link is None or not link.supports("elicitation"):
+            if self.rules.fallback == "allow":
+                return "fallback_allow"
+            raise ApprovalRefused(
+                server,
+                tool.name,
+                rule,
+                "unsupported",
+                f"call to {_shown_call(server, tool.name)} needs the user's "
+                f"approval ({rule}), but this MCP client cannot ask the user (it does not "
+                f"support elicitation); the call was not made. To run such calls without "
+                f"asking, set {APPROVAL_FALLBACK}=allow (or {APPROVAL}=off)",
+            )
+        async with self._turn(ctx.execution_id):
+            # Another call of this execution may have been answered while this one waited.
+            if self._is_granted(ctx, key):
+                return "session"
+            if key in self._declined.get(ctx.execution_id, ()):
+                raise ApprovalRefused(
+                    server,
+                    tool.name,
+                    rule,
+                    "declined_earlier",
+                    f"call to {_shown_call(server, tool.name)} was not made: the "
+                    "user declined it earlier in this run_python call",
+                )
+            return await self._ask(ctx, server, tool, rule, key, arguments)
+
+    async def _ask(
+        self,
+        ctx: CallContext,
+        server: str,
+        described: types.Tool,
+        rule: str,
+        key: _Key,
+        arguments: Mapping[str, Any],
+    ) -> str:
+        assert ctx.client is not None
+        tool = described.name
+        what = _shown_call(server, tool)
+        properties = described.input_schema.get("properties")
+        declared = [str(name) for name in properties] if isinstance(properties, Mapping) else []
+        message = (
+            f"Code running in session {_shown_name(ctx.session)} wants to call {what}.\n"
+            f"Arguments: {shown_arguments(arguments, self._redactor, declared)}\n"
+            f"Asked because of {rule}. Accept to run it, decline to refuse it."
+        )
+        params = types.ElicitRequestFormParams(message=message, requested_schema=_SCHEMA)
+        limit = self.rules.timeout
+        try:
+            with anyio.fail_after(limit):
+                answer = await ctx.client.elicit(params)
+        except TimeoutError:
+            self._decline(ctx, key)
+            raise ApprovalRefused(
+                server,
+                tool,
+                rule,
+                "timeout",
+                f"call to {what} was not made: the user did not answer the approval question "
+                f"within {limit:g} s ({APPROVAL_TIMEOUT})",
+            ) from None
+        except Exception as exc:  # the client went away or answered with an error: no approval
+            logger.info("asking approval of %s failed: %r", key, exc)
+            raise ApprovalRefused(
+                server,
+                tool,
+                rule,
+                "failed",
+                f"call to {what} was not made: asking the user for approval failed "
+                f"({type(exc).__name__}: {self._redactor.text(str(exc))[:300]})",
+            ) from None
+        if answer.action != "accept":
+            self._decline(ctx, key)
+            verb = "declined" if answer.action == "decline" else "dismissed"
+            raise ApprovalRefused(
+                server,
+                tool,
+                rule,
+                "declined" if answer.action == "decline" else "cancelled",
+                f"call to {what} was not made: the user {verb} it",
+            )
+        if (answer.content or {}).get(SESSION_FIELD) is True:
+            self._grant(ctx, key)
+            return "asked_session"
+        return "asked"
+
+    # --- bounded memory ------------------------------------------------------------------------
+
+    def _is_granted(self, ctx: CallContext, key: _Key) -> bool:
+        granted = self._granted.get((ctx.client_key, ctx.session))
+        return granted is not None and key in granted
+
+    def _grant(self, ctx: CallContext, key: _Key) -> None:
+        where = (ctx.client_key, ctx.session)
+        granted = self._granted.setdefault(where, set())
+        self._granted.move_to_end(where)
+        if len(granted) < MAX_GRANTS_PER_SESSION:
+            granted.add(key)
+        while len(self._granted) > MAX_REMEMBERED_SESSIONS:
+            self._granted.popitem(last=False)
+
+    def _decline(self, ctx: CallContext, key: _Key) -> None:
+        declined = self._declined.setdefault(ctx.execution_id, set())
+        if len(declined) < MAX_GRANTS_PER_SESSION:
+            declined.add(key)
+        while len(self._declined) > MAX_REMEMBERED_EXECUTIONS:
+            self._declined.popitem(last=False)
+
+    def _turn(self, execution_id: str) -> _Turn:
+        return _Turn(self._turns, execution_id)
+
+
+class _Turn:
+    """One question at a time per execution; the lock is dropped when nobody holds or waits."""
+
+    def __init__(self, turns: dict[str, tuple[anyio.Lock, int]], key: str) -> None:
+        self._turns = turns
+        self._key = key
+
+    async def __aenter__(self) -> None:
+        lock, users = self._turns.get(self._key) or (anyio.Lock(), 0)
+        self._turns[self._key] = (lock, users + 1)
+        try:
+            await lock.acquire()
+        except BaseException:
+            self._leave(lock)
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        lock, _ = self._turns[self._key]
+        lock.release()
+        self._leave(lock)
+
+    def _leave(self, lock: anyio.Lock) -> None:
+        _, users = self._turns[self._key]
+        if users <= 1:
+            del self._turns[self._key]
+        else:
+            self._turns[self._key] = (lock, users - 1)

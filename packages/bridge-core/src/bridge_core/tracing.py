@@ -1,0 +1,271 @@
+"""Spans of ``run_python`` executions and of the nested calls their code makes (OpenTelemetry).
+
+The bridge instruments through the OpenTelemetry API only; whoever runs it decides where spans go
+by calling :func:`enable` with a tracer provider (``mcp-code-execution-mode`` builds one from the
+standard ``OTEL_*`` variables). Until then every function here returns at its first test: no
+OpenTelemetry object is made, and an execution or a call costs one read of a global.
+
+What a span may hold is decided here and nowhere else (``docs/observability.md``):
+
+- an execution span: the session name, the outcome, the error's type name;
+- a nested call span: the server and tool (or the request's method) names, cut to
+  :data:`~bridge_core.audit.MAX_NAME_CHARS`, the status, the duration, and the sizes in bytes of
+  the frames that carried the arguments and the result.
+
+Never an argument or result value, never an error message (an upstream's error text can quote its
+arguments or its credentials), never the code or its output.
+
+Parenting goes through this module's own context variable, not OpenTelemetry's current context:
+nested calls run in the sandbox's task group, not in the request handler's task (so the parent is
+captured on the execution, see :func:`current_execution`), and the MCP SDK writes the current
+OpenTelemetry context into the ``_meta`` of every request it sends — upstream servers get no trace
+context of ours. The other way, an execution span continues the MCP client's trace when the
+``run_python`` request carries a W3C ``traceparent`` in its ``_meta`` (MCP SEP-414).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Mapping
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from bridge_core.audit import MAX_NAME_CHARS
+
+if TYPE_CHECKING:
+    from bridge_protocol import Call, Reply, Request
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+
+__all__ = [
+    "CallSpan",
+    "current_execution",
+    "disable",
+    "enable",
+    "enabled",
+    "nested_call",
+    "refused_call",
+    "traced_execution",
+]
+
+logger = logging.getLogger(__name__)
+
+INSTRUMENTATION_NAME = "mcp_code_execution_mode.bridge"
+"""The instrumentation scope of every span the bridge makes."""
+
+_tracer: Tracer | None = None
+_execution: ContextVar[Span | None] = ContextVar("mcp_bridge_execution_span", default=None)
+
+T = TypeVar("T")
+
+
+def enable(provider: TracerProvider) -> None:
+    """Record spans through ``provider`` from now on (its processors decide where they go)."""
+    global _tracer
+    _tracer = provider.get_tracer(INSTRUMENTATION_NAME)
+
+
+def disable() -> None:
+    """Stop recording spans (spans already started still end)."""
+    global _tracer
+    _tracer = None
+
+
+def enabled() -> bool:
+    return _tracer is not None
+
+
+def _cut(name: str) -> str:
+    return name if len(name) <= MAX_NAME_CHARS else name[:MAX_NAME_CHARS] + "…"
+
+
+# --- the execution span -------------------------------------------------------------------------
+
+
+async def traced_execution(
+    execution: Awaitable[T], *, session: str | None, carrier: Mapping[str, Any] | None = None
+) -> T:
+    """Await ``execution`` (a ``run_python`` execution, returning an
+    :class:`~bridge_core.sessions.types.ExecutionResult`) inside its span.
+
+    ``carrier``: the request's ``_meta``; a W3C ``traceparent`` there (MCP SEP-414: a client's
+    own trace) makes the span its child, else the span starts a trace.
+
+    The span ends however the await ends: a result (its status and error type are recorded), an
+    exception (its type name) or a cancellation (status ``cancelled``).
+    """
+    tracer = _tracer
+    if tracer is None:
+        return await execution
+    from opentelemetry.trace import SpanKind
+
+    attributes: dict[str, Any] = {
+        "mcp.method.name": "tools/call",
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "run_python",
+    }
+    if session is not None:
+        attributes["mcp_bridge.session"] = _cut(session)
+    span = tracer.start_span(
+        "tools/call run_python",
+        context=_remote_parent(carrier),
+        kind=SpanKind.SERVER,
+        attributes=attributes,
+    )
+    token = _execution.set(span)
+    try:
+        result = await execution
+    except anyio.get_cancelled_exc_class():
+        # The client cancelled the request or went away; the bridge is shutting down.
+        _ended(span, "cancelled", "cancelled")
+        raise
+    except BaseException as exc:
+        # Refused before running (invalid code, session limit) or a failure of the bridge.
+        _ended(span, "bridge_error", type(exc).__name__)
+        raise
+    else:
+        status = str(getattr(result, "status", "ok"))
+        error = getattr(result, "error", None)
+        kind = getattr(error, "type", None) or status
+        _ended(span, status, None if status == "ok" and error is None else _cut(str(kind)))
+        return result
+    finally:
+        _execution.reset(token)
+        span.end()
+
+
+MAX_TRACESTATE_CHARS = 512
+"""The W3C recommendation for ``tracestate``; a longer one from the client is dropped."""
+
+
+def _remote_parent(carrier: Mapping[str, Any] | None) -> Context | None:
+    """The client's trace context from a request's ``_meta`` (None if absent or malformed)."""
+    if not carrier or not isinstance(carrier.get("traceparent"), str):
+        return None
+    from opentelemetry.trace import get_current_span
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    headers = {"traceparent": carrier["traceparent"][:MAX_TRACESTATE_CHARS]}
+    state = carrier.get("tracestate")
+    if isinstance(state, str) and len(state) <= MAX_TRACESTATE_CHARS:
+        headers["tracestate"] = state
+    # Only the W3C trace context, never baggage (the client's key-values are not ours to record).
+    context = TraceContextTextMapPropagator().extract(headers)
+    return context if get_current_span(context).get_span_context().is_valid else None
+
+
+def current_execution() -> Span | None:
+    """The span of the execution being started in this task (None when tracing is off): an
+    execution keeps it as the parent of the nested calls its code makes."""
+    return _execution.get()
+
+
+def _ended(span: Span, status: str, error_type: str | None) -> None:
+    attributes: dict[str, Any] = {"mcp_bridge.execution.status": status}
+    if error_type is not None:
+        _failed(span, attributes, error_type)
+    span.set_attributes(attributes)
+
+
+def _failed(span: Span, attributes: dict[str, Any], error_type: str) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    attributes["error.type"] = error_type
+    # No description: the span says which failure by type, never by a message.
+    span.set_status(Status(StatusCode.ERROR))
+
+
+# --- nested call spans --------------------------------------------------------------------------
+
+
+class CallSpan:
+    """The span of one nested call or request, ended by :meth:`end` (cancelled unless
+    :meth:`replied` was called first)."""
+
+    __slots__ = ("_result_bytes", "_span", "_started", "_status")
+
+    def __init__(self, span: Span | None) -> None:
+        self._span = span
+        self._started = time.monotonic()
+        self._status = "cancelled"
+        self._result_bytes: int | None = None
+
+    def replied(self, reply: Reply, size: int | None) -> None:
+        """The host answers with ``reply``, a frame of ``size`` bytes (None: not measured)."""
+        if self._span is None:
+            return
+        self._result_bytes = size
+        if reply.fault is not None:
+            try:
+                from bridge_protocol import ErrorCode  # loaded by then: a reply was decoded
+
+                self._status = ErrorCode(reply.fault.code).name.lower()
+            except ValueError:
+                self._status = "error"
+        elif isinstance(reply.value, dict) and reply.value.get("isError") is True:
+            self._status = "tool_error"
+        else:
+            self._status = "ok"
+
+    def end(self) -> None:
+        """End the span (idempotent)."""
+        span, self._span = self._span, None
+        if span is None:
+            return
+        attributes: dict[str, Any] = {
+            "mcp_bridge.call.duration_s": time.monotonic() - self._started,
+            "mcp_bridge.call.status": self._status,
+        }
+        if self._result_bytes is not None:
+            attributes["mcp_bridge.call.result_bytes"] = self._result_bytes
+        if self._status != "ok":
+            _failed(span, attributes, self._status)
+        span.set_attributes(attributes)  # one call: the SDK takes a lock per call
+        span.end()
+
+
+_NO_SPAN = CallSpan(None)
+
+
+def nested_call(parent: Span | None, message: Call | Request, size: int) -> CallSpan:
+    """Start the span of a call (or request) from sandbox code in the execution whose span is
+    ``parent``; ``size``: bytes of the frame that carried it. A no-op span when tracing is off."""
+    tracer = _tracer
+    if tracer is None or parent is None:
+        return _NO_SPAN
+    from opentelemetry.trace import SpanKind, set_span_in_context
+
+    attributes: dict[str, Any] = {"mcp_bridge.call.arguments_bytes": size}
+    from bridge_protocol import Call  # loaded by then: the message was decoded
+
+    if isinstance(message, Call):
+        tool = _cut(message.tool)
+        name = f"tools/call {tool}"
+        attributes.update({
+            "mcp.method.name": "tools/call",
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": tool,
+            "mcp_bridge.server": _cut(message.server),
+        })  # fmt: skip
+    else:
+        method = _cut(message.method)
+        name = f"runtime.{method}"
+        attributes["mcp_bridge.request.method"] = method
+    try:
+        span = tracer.start_span(
+            name, context=set_span_in_context(parent), kind=SpanKind.CLIENT, attributes=attributes
+        )
+    except Exception:  # a broken tracer provider must not cost the call (or its budget)
+        logger.exception("tracing: cannot start the span of a nested call")
+        return _NO_SPAN
+    return CallSpan(span)
+
+
+def refused_call(parent: Span | None, message: Call | Request, size: int, reply: Reply) -> None:
+    """Record a call the host refused at once (``reply``, before anything was forwarded)."""
+    span = nested_call(parent, message, size)
+    span.replied(reply, None)
+    span.end()

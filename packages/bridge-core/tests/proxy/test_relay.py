@@ -1,0 +1,129 @@
+"""What an upstream server asks of its client: routed to the one client using it, bounded.
+
+In-process, with a fake :class:`~bridge_core.client_link.ClientLink` (the seam); the real
+servers and client are in ``integration-tests/server/test_passthrough.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import mcp_types as types
+from bridge_core.client_link import Capability
+from bridge_core.proxy._relay import (
+    MAX_LOG_DATA,
+    MAX_LOGS_PER_WINDOW,
+    MAX_RELAYED_IN_FLIGHT,
+    ClientRelay,
+)
+from bridge_core.redaction import Redactor
+
+SECRET = "relay-secret-5a4b3c2d1e"
+
+
+class FakeLink:
+    def __init__(self, identity: str | None = None, *, hold: bool = False) -> None:
+        self._identity = identity
+        self.hold = hold
+        self.release = anyio.Event()
+        self.logs: list[types.LoggingMessageNotificationParams] = []
+        self.sampled: list[types.CreateMessageRequestParams] = []
+
+    @property
+    def identity(self) -> str | None:
+        return self._identity
+
+    def supports(self, capability: Capability) -> bool:
+        return True
+
+    async def elicit(self, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    async def create_message(self, params: types.CreateMessageRequestParams) -> Any:
+        self.sampled.append(params)
+        if self.hold:
+            await self.release.wait()
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="ok"), model="m"
+        )
+
+    async def list_roots(self) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[])
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.logs.append(params)
+
+
+def _sampling(text: str = "hi") -> types.CreateMessageRequestParams:
+    return types.CreateMessageRequestParams(
+        messages=[
+            types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))
+        ],
+        max_tokens=5,
+    )
+
+
+CTX: Any = None  # the callbacks do not use the SDK's request context
+
+
+async def test_requests_go_to_the_client_using_the_server_and_nobody_else() -> None:
+    relay = ClientRelay("srv", Redactor([SECRET]), request_timeout=5)
+    nobody = await relay.on_sampling(CTX, _sampling())
+    assert isinstance(nobody, types.ErrorData)
+    link = FakeLink()
+    with relay.serving(link):
+        answered = await relay.on_sampling(CTX, _sampling(f"token {SECRET}"))
+    assert isinstance(answered, types.CreateMessageResult)
+    (sent,) = link.sampled
+    assert SECRET not in sent.model_dump_json()  # masked on its way to the client
+    with relay.serving(FakeLink("alice")), relay.serving(FakeLink("bob")):
+        ambiguous = await relay.on_sampling(CTX, _sampling())
+    assert isinstance(ambiguous, types.ErrorData)
+
+
+async def test_a_flood_of_sampling_requests_is_refused_past_the_in_flight_bound() -> None:
+    relay = ClientRelay("srv", Redactor(), request_timeout=5)
+    link = FakeLink(hold=True)
+    answers: list[Any] = []
+
+    async def ask() -> None:
+        answers.append(await relay.on_sampling(CTX, _sampling()))
+
+    with anyio.fail_after(5), relay.serving(link):
+        async with anyio.create_task_group() as tg:
+            for _ in range(MAX_RELAYED_IN_FLIGHT + 20):
+                tg.start_soon(ask)
+            while len(answers) < 20:  # the refused ones answer at once
+                await anyio.lowlevel.checkpoint()
+            link.release.set()
+    refused = [a for a in answers if isinstance(a, types.ErrorData)]
+    assert len(refused) == 20
+    assert len(link.sampled) == MAX_RELAYED_IN_FLIGHT
+
+
+async def test_an_unanswered_request_times_out_with_an_error_to_the_server() -> None:
+    relay = ClientRelay("srv", Redactor(), request_timeout=0.05)
+    with anyio.fail_after(5), relay.serving(FakeLink(hold=True)):
+        answer = await relay.on_sampling(CTX, _sampling())
+    assert isinstance(answer, types.ErrorData)
+    assert answer.code == types.REQUEST_TIMEOUT
+
+
+async def test_log_notifications_are_rate_limited_cut_and_masked() -> None:
+    relay = ClientRelay("srv", Redactor([SECRET]), request_timeout=5)
+    link = FakeLink()
+    with relay.serving(link):
+        for _ in range(MAX_LOGS_PER_WINDOW * 10):
+            await relay.on_log(
+                types.LoggingMessageNotificationParams(
+                    level="info", logger="x", data=SECRET + "y" * 100_000
+                )
+            )
+    assert len(link.logs) == MAX_LOGS_PER_WINDOW
+    shown = str(link.logs[0].data)
+    assert SECRET not in shown
+    assert len(shown) <= MAX_LOG_DATA + 1
+    assert link.logs[0].logger == "srv/x"
+    await relay.on_log(types.LoggingMessageNotificationParams(level="info", data="unused"))

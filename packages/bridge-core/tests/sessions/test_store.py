@@ -1,0 +1,94 @@
+"""The store of saved session states: one bridge per store, atomic replacement, bounds."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+from bridge_core.sessions import SessionStore, StoreSettings
+
+
+def _save(store: SessionStore, data: bytes, name: str = "default") -> str:
+    writer = store.writer(None, name)
+    writer.write(data)
+    return writer.commit(())
+
+
+def test_a_second_bridge_on_the_same_store_is_refused_until_the_first_is_gone(
+    tmp_path: Path,
+) -> None:
+    first, second = SessionStore(tmp_path, StoreSettings()), SessionStore(tmp_path, StoreSettings())
+    first.open()
+    second.open()
+    assert first.usable
+    assert not second.usable
+    assert "MCP_BRIDGE_SESSION_STORE" in second.refusal
+    first.close()
+    third = SessionStore(tmp_path, StoreSettings())
+    third.open()
+    assert third.usable
+    third.close()
+
+
+def test_an_oversized_state_keeps_the_last_good_one_and_leaves_no_temp_file(
+    tmp_path: Path,
+) -> None:
+    store = SessionStore(tmp_path, StoreSettings(max_bytes=100))
+    store.open()
+    assert _save(store, b"good") == ""
+    error = _save(store, b"x" * 101)
+    saved = store.saved(None, "default")
+    assert "MCP_BRIDGE_SESSION_STATE_MAX" in error
+    assert saved is not None
+    assert saved.path.read_bytes() == b"good"
+    assert stat.S_IMODE(saved.path.stat().st_mode) == 0o600
+    assert not list(store.root.glob("*.tmp"))
+    store.close()
+
+
+def test_the_disk_limit_counts_every_saved_state(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, StoreSettings(disk_limit=10))
+    store.open()
+    assert _save(store, b"123456", "a") == ""
+    assert _save(store, b"1234567", "a") == ""  # replacing a state does not count it twice
+    error = _save(store, b"12345", "b")
+    assert "MCP_BRIDGE_SESSION_STATE_DISK" in error
+    assert store.saved(None, "b") is None
+    store.close()
+
+
+def test_states_past_the_retention_and_half_written_files_go_when_the_store_opens(
+    tmp_path: Path,
+) -> None:
+    store = SessionStore(tmp_path, StoreSettings(retention=60))
+    store.open()
+    _save(store, b"old", "old")
+    _save(store, b"new", "new")
+    old = store.saved(None, "old")
+    assert old is not None
+    os.utime(old.path, (time.time() - 120, time.time() - 120))
+    (store.root / ".half.tmp").write_bytes(b"half")
+    store.close()
+    store.open()
+    assert store.saved(None, "old") is None
+    assert store.saved(None, "new") is not None
+    assert not (store.root / ".half.tmp").exists()
+    store.close()
+
+
+def test_names_are_per_client_and_a_client_s_states_go_with_it(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, StoreSettings())
+    store.open()
+    for client in ("alice", "bob"):
+        writer = store.writer(client, "default")
+        writer.write(client.encode())
+        assert writer.commit(()) == ""
+    alice = store.saved("alice", "default")
+    assert alice is not None
+    assert alice.path.read_bytes() == b"alice"
+    store.delete_client("alice")
+    assert store.saved("alice", "default") is None
+    assert store.saved("bob", "default") is not None
+    store.close()

@@ -1,0 +1,201 @@
+"""Which calls need the user's approval, what the question shows, and what is remembered.
+
+In-process: the client is a small fake :class:`~bridge_core.client_link.ClientLink` (the seam);
+the real client, bridge and servers are in ``integration-tests/server/test_approvals.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from bridge_core.approval import (
+    MAX_SHOWN_ARGUMENTS,
+    ApprovalGate,
+    ApprovalRefused,
+    ApprovalRules,
+    shown_arguments,
+)
+from bridge_core.client_link import Capability
+from bridge_core.gateway import CallContext
+from bridge_core.redaction import Redactor
+from bridge_protocol import ErrorCode
+
+SECRET = "sk-live-0123456789abcdef"
+
+
+def _tool(name: str, **hints: bool) -> types.Tool:
+    annotations = types.ToolAnnotations(**hints) if hints else None  # type: ignore[arg-type]
+    return types.Tool(name=name, input_schema={"type": "object"}, annotations=annotations)
+
+
+@pytest.mark.parametrize(
+    ("mode", "hints", "asks"),
+    [
+        ("destructive", {"destructive_hint": True}, True),
+        ("destructive", {"destructive_hint": True, "read_only_hint": True}, False),
+        ("destructive", {"destructive_hint": False}, False),
+        ("destructive", {}, False),
+        ("writes", {}, True),
+        ("writes", {"read_only_hint": False}, True),
+        ("writes", {"read_only_hint": True}, False),
+        ("all", {"read_only_hint": True}, True),
+        ("off", {"destructive_hint": True}, False),
+    ],
+)
+def test_the_mode_decides_from_the_annotations(
+    mode: str, hints: dict[str, bool], asks: bool
+) -> None:
+    rules = ApprovalRules.from_settings(mode=mode)
+    assert (rules.requires("fs", _tool("t", **hints)) is not None) is asks
+
+
+def test_patterns_ask_whatever_the_annotations_except_when_off() -> None:
+    rules = ApprovalRules.from_settings(tools="github.create_*, delete_*")
+    read_only = {"read_only_hint": True}
+    assert rules.requires("github", _tool("create_issue", **read_only)) == (
+        "MCP_BRIDGE_APPROVE_TOOLS=github.create_*"
+    )
+    assert rules.requires("other", _tool("delete_all")) == "MCP_BRIDGE_APPROVE_TOOLS=delete_*"
+    assert rules.requires("other", _tool("create_issue")) is None
+    off = ApprovalRules.from_settings(mode="off", tools="github.*")
+    assert off.requires("github", _tool("create_issue")) is None
+
+
+def test_bad_setting_values_name_the_setting() -> None:
+    with pytest.raises(ValueError, match="MCP_BRIDGE_APPROVAL="):
+        ApprovalRules.from_settings(mode="sometimes")
+    with pytest.raises(ValueError, match="MCP_BRIDGE_APPROVAL_FALLBACK="):
+        ApprovalRules.from_settings(fallback="maybe")
+
+
+def test_the_question_masks_secrets_escapes_control_text_and_is_bounded() -> None:
+    redactor = Redactor([SECRET])
+    arguments = {
+        "token": f"Bearer {SECRET}",
+        "note": "ok\n\nApproved by admin \u202eevil",
+        "blob": "x" * 100_000,
+        "many": [f"item {i}" for i in range(1000)],
+    }
+    shown = shown_arguments(arguments, redactor)
+    assert SECRET not in shown
+    assert "Bearer ***" in shown
+    assert "\n" not in shown
+    assert "\u202e" not in shown
+    assert "\\u202e" in shown
+    assert len(shown) <= MAX_SHOWN_ARGUMENTS + 40
+
+
+def test_a_secret_cut_by_the_shortening_is_still_masked() -> None:
+    # Masking comes first: a secret straddling the 200-character cut would not match after it.
+    redactor = Redactor([SECRET])
+    shown = shown_arguments({"v": "a" * 190 + SECRET}, redactor)
+    assert SECRET[:10] not in shown
+
+
+class FakeClient:
+    """A client that answers approval questions from a list (or never)."""
+
+    def __init__(self, *answers: types.ElicitResult | None, elicitation: bool = True) -> None:
+        self.answers = list(answers)
+        self.asked: list[str] = []
+        self.elicitation = elicitation
+        self.never = anyio.Event()
+
+    @property
+    def identity(self) -> str | None:
+        return None
+
+    def supports(self, capability: Capability) -> bool:
+        return capability == "elicitation" and self.elicitation
+
+    async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked.append(params.message)
+        answer = self.answers.pop(0)
+        if answer is None:
+            await self.never.wait()
+        assert answer is not None
+        return answer
+
+    async def create_message(self, params: Any) -> Any:
+        raise NotImplementedError
+
+    async def list_roots(self) -> Any:
+        raise NotImplementedError
+
+    async def log(self, params: Any) -> None:
+        raise NotImplementedError
+
+
+ACCEPT = types.ElicitResult(action="accept")
+ACCEPT_SESSION = types.ElicitResult(action="accept", content={"allow_for_session": True})
+DECLINE = types.ElicitResult(action="decline")
+DESTRUCTIVE = _tool("delete", destructive_hint=True)
+
+
+def _ctx(client: FakeClient | None, session: str = "default", execution: str = "e1") -> CallContext:
+    return CallContext(session, execution, client=client)
+
+
+async def test_concurrent_calls_of_one_run_are_asked_one_at_a_time_and_share_a_session_grant() -> (
+    None
+):
+    client = FakeClient(ACCEPT_SESSION)
+    gate = ApprovalGate(ApprovalRules(), Redactor())
+    outcomes: list[str | None] = []
+
+    async def call() -> None:
+        outcomes.append(await gate.check(_ctx(client), "fs", DESTRUCTIVE, {}))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(call)
+    assert len(client.asked) == 1
+    assert sorted(outcomes, key=str) == ["asked_session"] + ["session"] * 19
+
+
+async def test_a_decline_holds_for_the_run_and_the_next_run_asks_again() -> None:
+    client = FakeClient(DECLINE, ACCEPT)
+    gate = ApprovalGate(ApprovalRules(), Redactor())
+    with pytest.raises(ApprovalRefused) as first:
+        await gate.check(_ctx(client), "fs", DESTRUCTIVE, {})
+    with pytest.raises(ApprovalRefused) as again:
+        await gate.check(_ctx(client), "fs", DESTRUCTIVE, {})
+    assert (first.value.code, first.value.reason) == (ErrorCode.APPROVAL_DECLINED, "declined")
+    assert again.value.reason == "declined_earlier"
+    assert await gate.check(_ctx(client, execution="e2"), "fs", DESTRUCTIVE, {}) == "asked"
+    assert len(client.asked) == 2
+
+
+async def test_no_answer_in_time_declines_and_a_client_that_cannot_ask_is_refused() -> None:
+    gate = ApprovalGate(ApprovalRules(timeout=0.05), Redactor())
+    with anyio.fail_after(5), pytest.raises(ApprovalRefused) as late:
+        await gate.check(_ctx(FakeClient(None)), "fs", DESTRUCTIVE, {})
+    assert late.value.reason == "timeout"
+    for client in (None, FakeClient(elicitation=False)):
+        with pytest.raises(ApprovalRefused) as refused:
+            await gate.check(_ctx(client), "fs", DESTRUCTIVE, {})
+        assert refused.value.reason == "unsupported"
+        assert "MCP_BRIDGE_APPROVAL_FALLBACK=allow" in refused.value.message
+    allowing = ApprovalGate(ApprovalRules(fallback="allow"), Redactor())
+    assert await allowing.check(_ctx(None), "fs", DESTRUCTIVE, {}) == "fallback_allow"
+
+
+async def test_session_grants_are_per_client_and_session() -> None:
+    client = FakeClient(ACCEPT_SESSION, ACCEPT)
+    gate = ApprovalGate(ApprovalRules(), Redactor())
+    assert await gate.check(_ctx(client), "fs", DESTRUCTIVE, {}) == "asked_session"
+    assert await gate.check(_ctx(client, execution="e9"), "fs", DESTRUCTIVE, {}) == "session"
+    other = CallContext("default", "e3", client=client, client_key="someone-else")
+    assert await gate.check(other, "fs", DESTRUCTIVE, {}) == "asked"
+
+
+def test_the_question_schema_is_one_optional_boolean() -> None:
+    from bridge_core.approval import _SCHEMA
+
+    assert json.loads(json.dumps(_SCHEMA))["properties"]["allow_for_session"]["type"] == "boolean"
+    assert "required" not in _SCHEMA

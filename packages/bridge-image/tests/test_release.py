@@ -1,0 +1,134 @@
+"""The release record (untrusted input), the trust files of a pull, and what is not an input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from bridge_image._inputs import RELEASE_RECORD, hash_tree, tree_files
+from bridge_image._trust import tls_verify, write_trust
+from bridge_image.errors import ReleaseRecordError
+from bridge_image.release import (
+    PublishedImage,
+    Release,
+    SigningKey,
+    load_release,
+    repository_of,
+    write_release,
+)
+
+DIGEST = "sha256:" + "ab" * 32
+KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEZ\n-----END PGP PUBLIC KEY BLOCK-----\n"
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _release() -> Release:
+    return Release(
+        version="0.1.0",
+        images={
+            "localhost/mcp-bridge-sandbox:0.1.0": PublishedImage(
+                "standard", "registry.example.org:5000/acme/mcp-bridge-sandbox:0.1.0", DIGEST
+            )
+        },
+        signature=SigningKey("0123456789ABCDEF0123456789ABCDEF01234567", KEY, "https://s.example/"),
+    )
+
+
+def test_a_written_record_reads_back_and_finds_images_by_any_of_their_names(
+    tmp_path: Path,
+) -> None:
+    path = write_release(_release(), tmp_path / "release.json")
+    loaded = load_release(path)
+    assert loaded == _release()
+    pinned = f"registry.example.org:5000/acme/mcp-bridge-sandbox@{DIGEST}"
+    for name in (
+        "localhost/mcp-bridge-sandbox:0.1.0",
+        "registry.example.org:5000/acme/mcp-bridge-sandbox:0.1.0",
+        pinned,
+    ):
+        found = loaded.find(name) if loaded else None
+        assert found is not None
+        assert found.pinned == pinned
+    assert loaded is not None
+    assert loaded.find("localhost/other:1") is None
+
+
+def test_no_record_is_none(tmp_path: Path) -> None:
+    assert load_release(tmp_path / "absent.json") is None
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda r: r["images"]["localhost/mcp-bridge-sandbox:0.1.0"].update(digest="sha256:x"),
+         "digest"),
+        (lambda r: r["images"]["localhost/mcp-bridge-sandbox:0.1.0"].update(reference="UP/x:1"),
+         "reference"),
+        (lambda r: r["signature"].update(public_key="not a key"), "public_key"),
+        (lambda r: r["signature"].update(lookaside="ftp://x"), "lookaside"),
+        (lambda r: r["signature"].update(type="sigstore"), "simple-signing"),
+        (lambda r: r.update(extra=1), "unknown field"),
+        (lambda r: r.update(format=2), "format 1"),
+    ],
+)  # fmt: skip
+def test_a_malformed_record_is_refused_naming_the_field(
+    tmp_path: Path, change: object, named: str
+) -> None:
+    path = write_release(_release(), tmp_path / "release.json")
+    raw = json.loads(path.read_text())
+    change(raw)  # type: ignore[operator]
+    path.write_text(json.dumps(raw))
+    with pytest.raises(ReleaseRecordError, match=named):
+        load_release(path)
+
+
+def test_an_oversized_record_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "release.json"
+    path.write_text(" " * (300 * 1024))
+    with pytest.raises(ReleaseRecordError, match="larger than"):
+        load_release(path)
+
+
+def test_the_repository_of_a_reference_keeps_the_registry_port() -> None:
+    assert repository_of("127.0.0.1:5000/ns/img:0.1.0") == "127.0.0.1:5000/ns/img"
+    with pytest.raises(ReleaseRecordError):
+        repository_of("no-tag-here")
+
+
+@pytest.mark.parametrize(
+    ("reference", "verify"),
+    [
+        ("127.0.0.1:5000/a/b:1", False),
+        ("localhost:5000/a/b:1", False),
+        ("[::1]:5000/a/b:1", False),
+        ("registry.example.org/a/b:1", True),
+        ("10.0.0.1:5000/a/b:1", True),
+        ("localhost.example.org/a/b:1", True),
+    ],
+)
+def test_only_loopback_registries_go_without_tls(reference: str, verify: bool) -> None:
+    assert tls_verify(reference) is verify
+
+
+def test_the_pull_policy_requires_the_release_key_and_rejects_everything_else(
+    tmp_path: Path,
+) -> None:
+    trust = write_trust(tmp_path, ["r.example/a/b"], public_key=KEY, lookaside="file:///s")
+    policy = json.loads(trust.policy.read_text())
+    assert policy["default"] == [{"type": "reject"}]
+    (rule,) = policy["transports"]["docker"]["r.example/a/b"]
+    assert rule["type"] == "signedBy"
+    assert Path(rule["keyPath"]).read_text() == KEY
+    places = json.loads((trust.registries_d / "release.yaml").read_text())
+    assert places == {"docker": {"r.example/a/b": {"lookaside": "file:///s"}}}
+
+
+def test_the_release_record_is_not_an_input_of_the_images(tmp_path: Path) -> None:
+    package = tmp_path / RELEASE_RECORD
+    package.parent.mkdir(parents=True)
+    (package.parent / "names.py").write_text("X = 1\n")
+    before = hash_tree(tmp_path, ["packages"])
+    package.write_text("{}")
+    assert hash_tree(tmp_path, ["packages"]) == before
+    assert package not in tree_files(tmp_path / "packages")

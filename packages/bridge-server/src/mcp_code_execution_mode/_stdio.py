@@ -1,0 +1,271 @@
+"""The server's stdio transport: the client's stdin and stdout served on the event loop.
+
+Why not the SDK's ``stdio_server`` (``mcp/server/stdio.py`` in modelcontextprotocol/python-sdk
+2.3): it reads stdin with a blocking ``readline`` in a worker thread and writes each answer with
+two more worker-thread calls (``write`` and ``flush`` of an ``anyio.wrap_file``), and passes
+every message through two zero-buffer memory streams and two tasks of its own. Per warm call
+that measured ~16 % of the bridge's CPU in thread hand-offs (``to_thread``, condition variables,
+the loop's self-pipe) on top of the task switches. And a SIGTERM while the client still held
+the pipe open (a supervisor stopping the bridge) cleaned up and then hung forever waiting for
+one more line in that thread, which cancellation cannot stop.
+
+Here both pipes are non-blocking and served where the SDK's server loop runs: a request is read
+and parsed inside the server's own ``receive()``, an answer is written inside ``send()`` (a pipe
+takes a whole answer at once nearly always; the rest of a long one goes to a writer task, in
+order, so a cancelled sender never leaves half a line behind). The fds are claimed as the SDK
+does: while serving, fd 0 reads the null device and fd 1 writes to stderr, so children and stray
+prints never touch the protocol.
+
+The client's bytes are untrusted in shape: each byte is scanned once for the newline, and a line
+longer than :data:`MAX_LINE` is skipped (its bytes dropped as they come) and stands as a short
+line that is not JSON, which the server answers with a JSON-RPC parse error.
+"""
+
+from __future__ import annotations
+
+import codecs
+import fcntl
+import logging
+import os
+import stat
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from types import TracebackType
+from typing import Self
+
+import anyio
+import mcp_types as types
+from anyio.abc import TaskGroup
+from mcp.shared.message import SessionMessage
+
+__all__ = ["MAX_LINE", "SKIPPED", "stdio_transport"]
+
+logger = logging.getLogger(__name__)
+
+_READ_CHUNK = 64 * 1024
+MAX_LINE = 32 * 1024 * 1024
+"""Longest request line read from the client: no request larger than the sandbox's 16 MiB frame
+can be run, and this leaves room for JSON escaping."""
+SKIPPED = f"<a request line longer than {MAX_LINE // (1024 * 1024)} MiB was skipped>\n"
+
+
+class _Lines:
+    """The lines of a non-blocking fd: :meth:`next` waits on the event loop, cancellable."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer known to hold no newline
+        self._skipping = False  # inside a line past MAX_LINE: its bytes are dropped
+        self._ended = False
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._all()
+
+    async def _all(self) -> AsyncIterator[str]:
+        while (line := await self.next()) is not None:
+            yield line
+
+    async def next(self) -> str | None:
+        """The next line (with its newline; the last one may lack it), None at the end."""
+        while True:
+            newline = self._buffer.find(b"\n", self._scanned)
+            if newline >= 0:
+                if self._skipping:
+                    line, self._skipping = SKIPPED, False
+                else:  # decoded straight from the buffer: no copy of the bytes first
+                    with memoryview(self._buffer) as view:
+                        line = codecs.decode(view[: newline + 1], "utf-8", "replace")
+                del self._buffer[: newline + 1]
+                self._scanned = 0
+                return line
+            if self._ended:
+                return None
+            if len(self._buffer) > MAX_LINE:
+                if not self._skipping:
+                    logger.warning("skipping a request line longer than %d bytes", MAX_LINE)
+                self._skipping = True
+                self._buffer.clear()
+            self._scanned = len(self._buffer)
+            await anyio.wait_readable(self._fd)
+            try:
+                chunk = os.read(self._fd, _READ_CHUNK)
+            except BlockingIOError:
+                continue
+            if not chunk:  # the client closed its end
+                self._ended = True
+                rest = self._buffer.decode("utf-8", errors="replace")
+                self._buffer.clear()
+                if self._skipping:
+                    return SKIPPED
+                return rest or None
+            self._buffer += chunk
+
+
+class _Requests:
+    """The read stream the SDK's server loop iterates (its ``ReadStream`` shape): one parsed
+    message per line, read and parsed in the loop's own task. A line that is not a JSON-RPC
+    message comes as the exception, as the SDK's transport yields it."""
+
+    def __init__(self, fd: int) -> None:
+        self._lines = _Lines(fd)
+
+    async def receive(self) -> SessionMessage | Exception:
+        line = await self._lines.next()
+        if line is None:
+            raise anyio.EndOfStream
+        try:
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except Exception as exc:  # what the SDK's stdio_server does: hand the error on
+            return exc
+        return SessionMessage(message)
+
+    async def aclose(self) -> None:
+        pass  # the fd belongs to stdio_transport
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        return None
+
+
+class _Answers:
+    """The write stream (the SDK's ``WriteStream`` shape): each message is one line on fd.
+
+    ``send`` writes straight to the pipe; what the pipe does not take at once (a long answer, a
+    client slow to read) is queued whole for the writer task, and later messages queue behind it,
+    so lines never interleave and a sender cancelled while it waits leaves no half line behind.
+    The sender still waits until its line is out: the client's reading paces the server.
+    """
+
+    def __init__(self, fd: int, task_group: TaskGroup) -> None:
+        self._fd = fd
+        self._backlog: deque[memoryview] = deque()
+        self._queued = anyio.Event()
+        self._drained = anyio.Event()
+        self._broken: OSError | None = None
+        task_group.start_soon(self._write_backlog)
+
+    async def send(self, item: SessionMessage, /) -> None:
+        if self._broken is not None:
+            raise anyio.BrokenResourceError from self._broken
+        json = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        data = (json + "\n").encode()
+        written = 0
+        if not self._backlog:
+            try:
+                written = os.write(self._fd, data)
+            except BlockingIOError:
+                pass
+            except OSError as exc:  # EPIPE: the client is gone
+                self._broken = exc
+                raise anyio.BrokenResourceError from exc
+            if written == len(data):
+                return
+        if not self._backlog:
+            self._drained = anyio.Event()
+            self._queued.set()
+        self._backlog.append(memoryview(data)[written:])
+        drained = self._drained
+        await drained.wait()
+        if self._broken is not None:
+            raise anyio.BrokenResourceError from self._broken
+
+    async def _write_backlog(self) -> None:
+        while True:
+            await self._queued.wait()
+            self._queued = anyio.Event()
+            try:
+                while self._backlog:
+                    pending = self._backlog[0]
+                    await anyio.wait_writable(self._fd)
+                    try:
+                        written = os.write(self._fd, pending)
+                    except BlockingIOError:
+                        continue
+                    if written < len(pending):
+                        self._backlog[0] = pending[written:]
+                    else:
+                        self._backlog.popleft()
+            except OSError as exc:
+                self._broken = exc
+                self._backlog.clear()
+            self._drained.set()
+
+    async def aclose(self) -> None:
+        pass  # the fd belongs to stdio_transport
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        return None
+
+
+def _pollable(fd: int) -> bool:
+    """Whether epoll takes ``fd``: pipes, sockets and terminals; not regular files or most
+    character devices (/dev/null: EPERM)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+
+
+@contextmanager
+def _claimed(fd: int, stand_in: int) -> Iterator[int]:
+    """A private non-blocking duplicate of ``fd``, which points at ``stand_in`` meanwhile (as the
+    SDK claims the standard streams) and gets the wire and its blocking mode back after."""
+    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.dup2(stand_in, fd)
+    was_blocking = os.get_blocking(private)
+    os.set_blocking(private, False)
+    try:
+        yield private
+    finally:
+        # The flag lives on the shared open file: give the restored fd its old mode back.
+        os.set_blocking(private, was_blocking)
+        os.dup2(private, fd)
+        os.close(private)
+
+
+@asynccontextmanager
+async def stdio_transport() -> AsyncIterator[tuple[_Requests, _Answers] | None]:
+    """Claim fds 0 and 1 and yield the server's (read, write) streams over them; ``None`` when
+    they cannot be polled (stdin from a regular file or ``/dev/null``), where the SDK's own
+    transport is the right one: it never blocks there."""
+    if not (_pollable(0) and _pollable(1)):
+        yield None
+        return
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        with _claimed(0, null) as stdin, _claimed(1, 2) as stdout:
+            os.close(null)
+            null = -1
+            async with anyio.create_task_group() as tg:
+                yield _Requests(stdin), _Answers(stdout, tg)
+                tg.cancel_scope.cancel()
+    finally:
+        if null >= 0:
+            os.close(null)
