@@ -29,8 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "constraints.txt"
-LOCKED_ENVS = ("default", "tests", "types", "image", "lint", "docs", "tox", "release")
-"""The hatch environments CI creates; on-demand ones (bench-tokens, fuzz) resolve freely."""
+LOCKED_ENVS = ("default", "tests", "types", "image", "lint", "docs", "tox", "release", "fuzz")
+"""The hatch environments CI creates; on-demand ones (bench-tokens, newest) resolve freely."""
 PYTHON_FLOOR = "3.11"
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 _PIN = re.compile(r"^([A-Za-z0-9._-]+)==([^\s;]+)", re.MULTILINE)

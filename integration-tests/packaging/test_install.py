@@ -46,7 +46,7 @@ class Installed:
     """The installed ``mcp-code-execution-mode`` console script."""
 
     def env(self, **extra: str) -> dict[str, str]:
-        return stranger_env(self.home, **extra)
+        return stranger_env(self.home, offline=False, **extra)
 
 
 def _readme_install_lines() -> list[str]:

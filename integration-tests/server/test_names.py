@@ -53,7 +53,7 @@ def _outcomes(result: types.CallToolResult) -> dict[str, list[Any]]:
     assert isinstance(block, types.TextContent)
     assert result.is_error is False, block.text
     line = next(x for x in block.text.splitlines() if x.startswith("OUTCOMES "))
-    return json.loads(line.removeprefix("OUTCOMES "))  # type: ignore[no-any-return]
+    return json.loads(line.removeprefix("OUTCOMES "))
 
 
 def _probe(attempts: dict[str, str]) -> str:

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -92,12 +93,12 @@ async def test_mcp_inspector_cli_lists_tools_and_calls_run_python(
         if name in env:
             base += ["-e", f"{name}={env[name]}"]
 
-    def inspector(*args: str) -> dict[str, object]:
+    def inspector(*args: str) -> dict[str, Any]:
         done = subprocess.run(
             [*base, *args], capture_output=True, text=True, timeout=180, check=False, env=env
         )
         assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)  # type: ignore[no-any-return]
+        return json.loads(done.stdout)
 
     listed = await anyio.to_thread.run_sync(inspector, "--method", "tools/list")
     called = await anyio.to_thread.run_sync(
@@ -105,6 +106,6 @@ async def test_mcp_inspector_cli_lists_tools_and_calls_run_python(
         "--method", "tools/call", "--tool-name", "run_python",
         "--tool-arg", "code=from mcp import runtime\nsorted(await runtime.discovered_servers())",
     )  # fmt: skip
-    assert [t["name"] for t in listed["tools"]] == ["run_python"]  # type: ignore[index, union-attr]
+    assert [t["name"] for t in listed["tools"]] == ["run_python"]
     assert called["isError"] is False
-    assert called["content"][0]["text"] == "['everything', 'filesystem', 'memory', 'time']"  # type: ignore[index]
+    assert called["content"][0]["text"] == "['everything', 'filesystem', 'memory', 'time']"

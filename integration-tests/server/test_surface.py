@@ -114,7 +114,7 @@ async def _raw_initialize(tmp_path: Path, version: str) -> tuple[dict[str, Any],
                     line, buffer = buffer.split(b"\n", 1)
                     message = json.loads(line)
                     if message.get("id") == msg_id:
-                        return message  # type: ignore[no-any-return]
+                        return message
                 buffer += await proc.stdout.receive()
 
         with anyio.fail_after(60):

@@ -69,7 +69,7 @@ async def test_run_python_and_its_nested_calls_reach_a_real_otlp_receiver_withou
         }
         async with open_bridge(tmp_path, servers=SERVERS, env=env) as bridge:
             # The client's own trace context (MCP SEP-414): the bridge's spans join its trace.
-            result = await bridge.session.call_tool(
+            result = await bridge.session.call_tool(  # type: ignore[call-overload]
                 "run_python",
                 {"code": CODE, "session": "traced"},
                 read_timeout_seconds=120,

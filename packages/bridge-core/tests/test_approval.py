@@ -28,7 +28,7 @@ SECRET = "sk-live-0123456789abcdef"
 
 
 def _tool(name: str, **hints: bool) -> types.Tool:
-    annotations = types.ToolAnnotations(**hints) if hints else None
+    annotations = types.ToolAnnotations(**hints) if hints else None  # type: ignore[arg-type]
     return types.Tool(name=name, input_schema={"type": "object"}, annotations=annotations)
 
 

@@ -97,7 +97,7 @@ def test_the_default_policy_allows_everything() -> None:
 def test_tool_rules_combine_with_server_rules(
     settings: dict[str, str], server: str, tool: str, allowed: bool, rule: str
 ) -> None:
-    decision = Policy.from_settings(**settings).check(server, tool)  # type: ignore[arg-type]
+    decision = Policy.from_settings(**settings).check(server, tool)
     assert (decision.allowed, decision.rule) == (allowed, rule)
 
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bridge_image import (
@@ -50,7 +51,7 @@ HARDENED = [
 ]
 
 
-def _run_python(podman: str, image: str, code: str) -> dict[str, object]:
+def _run_python(podman: str, image: str, code: str) -> Any:
     name = f"bridge-image-test-{uuid.uuid4().hex[:12]}"
     done = subprocess.run(
         [podman, "run", f"--name={name}", *HARDENED, "--entrypoint=python", image, "-c", code],

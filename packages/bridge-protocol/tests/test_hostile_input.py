@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import cbor2
 import pytest
@@ -418,6 +419,6 @@ def test_every_error_is_a_protocol_error_with_a_wire_code() -> None:
     "limits",
     [{"max_frame_size": 0}, {"max_frame_size": 2**32}, {"max_depth": 0}, {"max_items": 0}],
 )
-def test_decoder_limits_outside_their_range_are_refused(limits: dict[str, int]) -> None:
+def test_decoder_limits_outside_their_range_are_refused(limits: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=next(iter(limits))):
         FrameDecoder(**limits)

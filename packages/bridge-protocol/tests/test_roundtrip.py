@@ -181,6 +181,7 @@ def test_feeding_a_memoryview_or_bytearray_works_like_bytes(message: Message, sp
 @given(message=MESSAGE_STRATEGIES["result"] | MESSAGE_STRATEGIES["reply"])
 def test_nested_records_come_back_as_their_classes(message: Result | Reply) -> None:
     (decoded,) = FrameDecoder().feed(encode(message))
+    assert isinstance(decoded, Result | Reply)
     nested = decoded.error if isinstance(decoded, Result) else decoded.fault
     expected = ErrorInfo if isinstance(decoded, Result) else Fault
     assert nested is None or type(nested) is expected

@@ -67,7 +67,7 @@ def test_ping_is_answered_while_code_runs(host: Any) -> None:
     assert isinstance(pong, Pong)
     assert pong.nonce == 99
     host.send(Interrupt(execution_id=execution_id))
-    assert host.wait_for(Result).status == "interrupted"  # type: ignore[attr-defined]
+    assert host.wait_for(Result).status == "interrupted"
 
 
 def test_interrupt_abandons_tool_calls_in_flight_with_cancel_frames(host: Any) -> None:
@@ -75,18 +75,18 @@ def test_interrupt_abandons_tool_calls_in_flight_with_cancel_frames(host: Any) -
     call = host.wait_for(Call)
     host.send(Interrupt(execution_id=execution_id))
     result = host.wait_for(Result)
-    assert result.status == "interrupted"  # type: ignore[attr-defined]
+    assert result.status == "interrupted"
     assert host.cancel_seen.wait(20)
-    assert host.cancelled == [call.call_id]  # type: ignore[attr-defined]
+    assert host.cancelled == [call.call_id]
 
 
 def test_interrupt_abandons_a_blocking_sync_call(host: Any) -> None:
     execution_id = host.submit("mcp_servers['media'].hang.sync()")
     call = host.wait_for(Call)
     host.send(Interrupt(execution_id=execution_id))
-    assert host.wait_for(Result).status == "interrupted"  # type: ignore[attr-defined]
+    assert host.wait_for(Result).status == "interrupted"
     assert host.cancel_seen.wait(20)
-    assert host.cancelled == [call.call_id]  # type: ignore[attr-defined]
+    assert host.cancelled == [call.call_id]
 
 
 def test_cancelled_wait_for_sends_a_cancel_frame(host: Any) -> None:
@@ -134,5 +134,5 @@ def test_interrupt_during_a_large_send_never_leaves_half_a_frame(host: Any) -> N
         host.wait_for(Display)
         host.send(Interrupt(execution_id=execution_id))
         result = host.wait_for(Result)
-        assert result.status == "interrupted"  # type: ignore[attr-defined]
+        assert result.status == "interrupted"
         assert host.execute("'in sync'").result.value == "'in sync'"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import DENIED_SERVERS, DENIED_TOOLS, FakeHost
+from .conftest import DENIED_SERVERS, DENIED_TOOLS, FakeHost  # type: ignore[import-not-found]  # pytest (importlib mode) resolves it
 
 DENY_TOOL_RULE = DENIED_TOOLS[("github", "delete-repo")]
 DENY_SERVER_RULE = DENIED_SERVERS["vault"]

@@ -155,8 +155,8 @@ async def test_a_session_with_a_request_in_flight_is_never_ended_to_make_room() 
     async with rig(per_client=2) as r:
         held = [await r.open() for _ in range(2)]
         async with anyio.create_task_group() as tg:
-            for session_id in held:
-                tg.start_soon(r.request, "GET", session_id)
+            for held_id in held:
+                tg.start_soon(r.request, "GET", held_id)
             await anyio.wait_all_tasks_blocked()
             status, session_id = await r.request("POST")
             assert (status, session_id) == (429, None)

@@ -89,7 +89,7 @@ def test_a_successful_run_with_nothing_from_the_bridge_is_one_block() -> None:
 
 def test_is_error_exactly_when_status_is_not_ok() -> None:
     for status in ("ok", "error", "interrupted", "timeout", "crashed", "unavailable"):
-        rendered = render_result(ExecutionResult(status=status, session="default"))  # type: ignore[arg-type]
+        rendered = render_result(ExecutionResult(status=status, session="default"))
         assert rendered.is_error is (status != "ok")
 
 

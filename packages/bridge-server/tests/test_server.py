@@ -16,7 +16,7 @@ from mcp_code_execution_mode._guides import CAPABILITIES_URI, WORKFLOW_PROMPT_NA
 from mcp_code_execution_mode.server import create_server
 from mcp_code_execution_mode.settings import Settings
 
-from .conftest import FakeExecutor
+from .conftest import FakeExecutor  # type: ignore[import-not-found]  # pytest (importlib mode) resolves it
 
 MODES = ["legacy", "auto"]
 """legacy: 2025-11-25 initialize handshake; auto: the 2026-07-28 per-request era."""

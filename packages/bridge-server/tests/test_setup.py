@@ -122,11 +122,11 @@ def servers_file(home: Path) -> Path:
 def client_table(client: str, path: Path) -> dict[str, object]:
     text = path.read_text()
     if client == "codex":
-        return tomllib.loads(text)["mcp_servers"]  # type: ignore[no-any-return]
+        return tomllib.loads(text)["mcp_servers"]
     from bridge_core.discovery import strip_jsonc
 
     data = json.loads(strip_jsonc(text))
-    return data[CLIENTS[client].table]  # type: ignore[no-any-return]
+    return data[CLIENTS[client].table]
 
 
 def files_under(root: Path) -> dict[str, bytes]:
@@ -137,7 +137,7 @@ def test_every_client_that_discovery_knows_can_be_set_up() -> None:
     apps = {
         s.app
         for s in __import__("bridge_core.discovery").discovery.client_sources(
-            machine(Path("/nonexistent"))  # type: ignore[arg-type]
+            machine(Path("/nonexistent"))
         )
     }
     assert apps == set(CLIENTS) == set(FILES)

@@ -14,7 +14,7 @@ from mcp_code_execution_mode._background import background_factory
 from mcp_code_execution_mode.server import ExecutorFactory, create_server
 from mcp_code_execution_mode.settings import Settings
 
-from .conftest import FakeExecutor
+from .conftest import FakeExecutor  # type: ignore[import-not-found]  # pytest (importlib mode) resolves it
 
 NOT_BEFORE_INITIALIZE = (
     "podman",  # podman-py, and requests/urllib3 with it

@@ -88,7 +88,7 @@ async def test_tool_counts_come_from_the_cache_without_starting_servers(
 
     fresh = Upstream(upstream.tools)
     second = Catalog(specs(), list_tools=fresh.list_tools, cache=ToolCache(tmp_path))
-    counts = {d["name"]: d["tool_count"] for d in await second.discovered_servers(detailed=True)}  # type: ignore[index,call-overload]
+    counts = {d["name"]: d["tool_count"] for d in await second.discovered_servers(detailed=True)}
     assert counts == {
         "everything": None,
         "filesystem": 14,
@@ -122,11 +122,11 @@ async def test_query_tool_docs_renders_summary_full_and_stub(upstream: Upstream)
 async def test_reference_page_usage_works_on_the_reply_shapes(upstream: Upstream) -> None:
     catalog = Catalog(specs(), list_tools=upstream.list_tools)
     docs = await catalog.handle_request("query_tool_docs", {"server": "filesystem"})
-    assert "read_text_file" in [t["name"] for t in docs["tools"]]  # type: ignore[index,call-overload,union-attr]
+    assert "read_text_file" in [t["name"] for t in docs["tools"]]
     matches = await catalog.handle_request("search_tool_docs", {"query": "list files", "limit": 5})
     assert isinstance(matches, list)
-    assert matches[0]["server"] == "filesystem"  # type: ignore[index,call-overload]
-    assert set(matches[0]) == {"server", "tool", "description", "score"}  # type: ignore[arg-type]
+    assert matches[0]["server"] == "filesystem"
+    assert set(matches[0]) == {"server", "tool", "description", "score"}
 
 
 async def test_unknown_server_and_tool_errors_carry_codes_and_closest_names(
@@ -281,9 +281,9 @@ async def test_handle_request_answers_every_method(upstream: Upstream) -> None:
     docs = await catalog.handle_request(
         "query_tool_docs", {"server": "time", "tool": None, "detail": "stub"}
     )
-    assert len(docs["tools"]) == 2  # type: ignore[index,call-overload,arg-type]
+    assert len(docs["tools"]) == 2
     hits = await catalog.handle_request("search_tool_docs", {"query": "timezone convert"})
-    assert hits[0]["tool"] == "convert_time"  # type: ignore[index,call-overload]
+    assert hits[0]["tool"] == "convert_time"
 
 
 async def test_nameless_and_repeated_tools_from_an_upstream_are_skipped(

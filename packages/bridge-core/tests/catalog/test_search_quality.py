@@ -7,6 +7,7 @@ import importlib.util
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bridge_core.catalog import DEFAULT_THRESHOLD, ToolDoc, ToolIndex
@@ -239,7 +240,7 @@ _EXTRA = ["alpha", "beta", "gamma", "delta", "omega", "prime", "neo", "ultra", "
 def synthetic_docs(count: int, seed: int = 7) -> list[ToolDoc]:
     """Plausible SaaS-style tools (none about files, time, git, memory or echoing)."""
     rng = random.Random(seed)
-    docs = []
+    docs: list[Any] = []
     while len(docs) < count:
         verb, noun, extra = rng.choice(_VERBS), rng.choice(_NOUNS), rng.choice(_EXTRA)
         server = f"{rng.choice(_EXTRA)}-{rng.choice(['crm', 'erp', 'ops', 'media'])}"

@@ -11,7 +11,7 @@ import pytest
 from bridge_core.discovery import DiscoveryReport, discover
 
 if TYPE_CHECKING:
-    from conftest import Machine
+    from conftest import Machine  # type: ignore[attr-defined]  # pytest (importlib mode) resolves it
 
 ENV = {"HOME": "/home/ada", "GITHUB_TOKEN": "ghp_secret", "API_KEY": "k123", "LINEAR_TOKEN": "lin"}
 

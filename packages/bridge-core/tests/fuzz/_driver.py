@@ -53,7 +53,7 @@ EXECUTION = "e-current"
 IDS = (EXECUTION, "e-old", "", "e-current ", "x" * 300)
 KINDS = ("output", "result", "call", "request", "cancel", "progress", "display", "ping", "pong")
 KINDS_ALL = (*KINDS, "hello", "reply", "execute", "welcome", "interrupt", "bogus", "")
-STRANGE = (
+STRANGE: tuple[object, ...] = (
     None,
     True,
     -1,
@@ -256,7 +256,7 @@ async def _live(tg: anyio.abc.TaskGroup, name: str) -> tuple[LiveSandbox, Memory
     live = LiveSandbox(
         _Named(name),  # type: ignore[arg-type]
         Channel(host, max_frame_size=MAX_FRAME, send_timeout=5),
-        HostileToolsGateway(),  # type: ignore[arg-type]
+        HostileToolsGateway(),
         handshake_timeout=5,
     )
     await end.send(encode(Hello(versions=(1,))))

@@ -25,7 +25,7 @@ with atheris.instrument_imports():
     import bridge_core.sessions._output
     import bridge_core.sessions._sandbox  # noqa: F401
     import bridge_protocol  # noqa: F401
-    from _driver import drive, frames_from
+    from _driver import drive, frames_from  # type: ignore[import-not-found]  # pytest (importlib mode) resolves it
 
 FRAMES = 0
 INPUTS = 0

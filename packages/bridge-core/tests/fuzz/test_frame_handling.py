@@ -6,6 +6,7 @@ coverage-guided run of a million inputs: ``hatch run fuzz:host`` (see ``atheris_
 
 from __future__ import annotations
 
+import os
 import tracemalloc
 
 import anyio
@@ -25,8 +26,8 @@ FAST = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-SLOW = settings(
-    max_examples=5_000,
+SLOW = settings(  # BRIDGE_SLOW_EXAMPLES: .ci/run's short run; the full count stays on demand
+    max_examples=int(os.environ.get("BRIDGE_SLOW_EXAMPLES", 5_000)),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -102,7 +102,7 @@ async def test_a_refusal_names_the_status_and_an_endless_head_is_cut() -> None:
         await attach(connection, "c")
     connection, engine = await pair()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(anyio.to_thread.run_sync, engine.sendall, b"X" * (MAX_HEAD_BYTES * 2))
+        tg.start_soon(anyio.to_thread.run_sync, engine.sendall, b"X" * (MAX_HEAD_BYTES * 2))  # type: ignore[arg-type]
         with pytest.raises(AttachError, match="no end"):
             await attach(connection, "c")
         engine.shutdown(socket.SHUT_WR)  # EOF (a close with our request unread would be a reset)

@@ -1,4 +1,5 @@
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bridge_core.errors import ConfigError
@@ -20,7 +21,7 @@ SPEC = SandboxSpec(
 )
 
 
-def _kwargs(spec: SandboxSpec = SPEC) -> dict:
+def _kwargs(spec: SandboxSpec = SPEC) -> dict[str, Any]:
     return create_kwargs(
         spec,
         name="mcp-bridge-s-1",

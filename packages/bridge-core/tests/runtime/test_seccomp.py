@@ -39,7 +39,7 @@ from bridge_core.runtime.base import SandboxSpec
 EPERM, ENOSYS, EPROTONOSUPPORT, EAFNOSUPPORT = 1, 38, 93, 97
 ALLOW = "SCMP_ACT_ALLOW"
 
-BASE = {
+BASE: dict[str, Any] = {
     "defaultAction": "SCMP_ACT_ERRNO",
     "defaultErrnoRet": 38,
     "archMap": [

@@ -23,7 +23,7 @@ from anyio.abc import ByteStream, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError
 from bridge_core.gateway import CallContext, CallFailed
-from bridge_core.runtime.base import RuntimeInfo, SandboxExit, SandboxSpec, SharedDir
+from bridge_core.runtime.base import RuntimeInfo, Sandbox, SandboxExit, SandboxSpec, SharedDir
 from bridge_core.sessions import SessionConfig, SessionManager
 from bridge_protocol import (
     HOST_TO_SANDBOX,
@@ -263,7 +263,7 @@ class FakeSandbox:
     async def _call(self, xid: str, verb: str, arg: str) -> None:
         self._next_call += 1
         call_id = self._next_call
-        event, box = anyio.Event(), []
+        event, box = anyio.Event(), list[Reply]()
         self._replies[call_id] = (event, box)
         if verb == "call":
             server, _, tool = arg.partition(".")
@@ -282,7 +282,7 @@ class FakeSandbox:
 
     async def _fan(self, xid: str, count: int, expect: int, target: str, size: int) -> None:
         server, _, tool = target.partition(".")
-        done, replies = anyio.Event(), []
+        done, replies = anyio.Event(), list[Reply]()
         ids = range(self._next_call + 1, self._next_call + count + 1)
         self._next_call += count
         for call_id in ids:
@@ -375,18 +375,22 @@ class FakeRuntime:
         self.started_event = anyio.Event()
         return sandbox
 
-    async def status(self, sandbox: FakeSandbox) -> SandboxExit:  # type: ignore[override]
+    # The interface's methods take any Sandbox; this runtime is only ever given its own.
+    async def status(self, sandbox: Sandbox) -> SandboxExit:
+        assert isinstance(sandbox, FakeSandbox)
         return sandbox.exit if sandbox.exit is not None else SandboxExit(running=True)
 
-    async def stop(self, sandbox: FakeSandbox, *, grace: float = 2.0) -> None:  # type: ignore[override]
+    async def stop(self, sandbox: Sandbox, *, grace: float = 2.0) -> None:
+        assert isinstance(sandbox, FakeSandbox)
         self.stopped.append(sandbox.name)
         self._remove(sandbox, SandboxExit(running=False, exit_code=143))
 
-    async def kill(self, sandbox: FakeSandbox) -> None:  # type: ignore[override]
+    async def kill(self, sandbox: Sandbox) -> None:
+        assert isinstance(sandbox, FakeSandbox)
         self.killed.append(sandbox.name)
         self._remove(sandbox, SandboxExit(running=False, exit_code=137))
 
-    async def kill_all(self, sandboxes: Sequence[FakeSandbox]) -> None:  # type: ignore[override]
+    async def kill_all(self, sandboxes: Sequence[Sandbox]) -> None:
         for sandbox in sandboxes:
             await self.kill(sandbox)
 

@@ -4,7 +4,7 @@ calls end. Real frames through the fake runtime of ``conftest``."""
 
 from __future__ import annotations
 
-from bridge_protocol import ErrorCode
+from bridge_protocol import ErrorCode, Reply
 
 from .conftest import Harness, settle
 
@@ -38,8 +38,9 @@ async def test_the_refusal_names_the_bound_its_setting_and_the_remedy(harness: H
         await manager.execute("fan:2:1:files.slow:10")
         [live] = list(manager._fleet.live)
         await settle(lambda: live.budget.calls == 0)  # the execution's end cancelled the call
-        sent = [m for m in harness.runtime.only().received if getattr(m, "fault", None)]
+        sent = [m for m in harness.runtime.only().received if isinstance(m, Reply) and m.fault]
     fault = sent[0].fault
+    assert fault is not None
     assert fault.code == TOO_MANY
     assert "MCP_BRIDGE_MAX_CALLS_IN_FLIGHT=1" in fault.message
     assert "files.slow" in fault.message

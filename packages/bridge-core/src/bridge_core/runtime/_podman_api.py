@@ -36,6 +36,7 @@ __all__ = [
     "API_TIMEOUT",
     "LOG_MAX_BYTES",
     "APIError",
+    "FAILURES",
     "applied_seccomp",
     "seccomp_of_spec",
     "start",
@@ -61,6 +62,11 @@ _NO_SUCH_CONTAINER = "no such container"
 _LOG_TAIL_BYTES = 64 * 1024
 API_TIMEOUT = 60
 """Seconds any single API call may take; bounds a hung service (stop adds its grace on top)."""
+FAILURES: tuple[type[Exception], ...] = (PodmanError, OSError)
+"""Everything a podman-py call raises when podman or its socket fails, the one boundary the backend
+catches at: podman-py's own errors, and OSError, which covers its APIError (an HTTP error), the
+socket's connection errors and timeouts. Only the not-found answers are told apart (NotFound,
+ImageNotFound), by catching them before this."""
 MAX_OCI_SPEC_BYTES = 4 * 1024 * 1024
 """Most bytes of an OCI spec read back from a remote engine's machine (they are ~20 KiB)."""
 
@@ -89,7 +95,7 @@ def connect(url: str) -> podman.PodmanClient | None:
     try:
         if client.ping():
             return client
-    except (PodmanError, OSError):
+    except FAILURES:
         pass
     close(client)
     return None

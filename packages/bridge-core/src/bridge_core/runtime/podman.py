@@ -216,7 +216,7 @@ class PodmanBackend:
             backend.track_oom = backend._can_track_oom(data)
             await backend._write_seccomp_profile(state_dir)
             await backend.remove_leftovers()
-        except (api.PodmanError, api.APIError, OSError) as exc:
+        except api.FAILURES as exc:
             await backend.aclose()
             raise RuntimeUnavailable(f"podman at {backend.url} fails: {exc}") from exc
         except BaseException:
@@ -270,7 +270,7 @@ class PodmanBackend:
         """Version, rootless or not, and whether this host enforces resource limits."""
         try:
             data: dict[str, Any] = await _run(self._client.info)
-        except (api.PodmanError, OSError) as exc:
+        except api.FAILURES as exc:
             raise RuntimeUnavailable(f"podman at {self.url} did not answer: {exc}") from exc
         host = data.get("host", {})
         rootless = bool(host.get("security", {}).get("rootless", False))
@@ -354,7 +354,7 @@ class PodmanBackend:
             await anyio.to_thread.run_sync(
                 api.remove_quietly, self._client, name, abandon_on_cancel=True
             )
-        except (api.PodmanError, api.APIError, OSError) as cleanup:
+        except api.FAILURES as cleanup:
             # The API being down is often why the start failed: the cleanup's error must not
             # replace the start's (the next start's sweep removes it).
             logger.warning("could not remove half-started sandbox %s: %s", name, cleanup)
@@ -386,7 +386,7 @@ class PodmanBackend:
                 f"`{IMAGE_BUILD_COMMAND}` (the standard image; add --slim for the slim one), or "
                 "set MCP_BRIDGE_IMAGE to an image you have"
             ) from None
-        except (api.PodmanError, api.APIError) as exc:
+        except api.FAILURES as exc:
             raise SandboxStartError(
                 f"podman at {self.url} cannot look up image {spec.image!r} (is its API service "
                 f"running?): {exc}"
@@ -416,7 +416,7 @@ class PodmanBackend:
                     container.init()  # conmon must be there to attach to
                 return
             container.start()
-        except (api.PodmanError, api.APIError) as exc:
+        except api.FAILURES as exc:
             raise SandboxStartError(
                 f"podman could not start sandbox container {name} from {spec.image!r}: {exc}"
             ) from exc
@@ -438,7 +438,7 @@ class PodmanBackend:
         it; :meth:`_forget` closes it. Without one, kills go through the API."""
         try:
             attrs = api.inspect(self._client, name)
-        except (api.PodmanError, api.APIError, OSError) as exc:
+        except api.FAILURES as exc:
             logger.debug("no init pid for %s (%r): it will be killed through the API", name, exc)
             return
         pid = int((attrs.get("State") or {}).get("Pid") or 0)
@@ -449,7 +449,7 @@ class PodmanBackend:
     async def _death(self, name: str, memory_limit: int) -> str | None:
         try:
             exit_ = await self._status(name, memory_limit)
-        except (api.PodmanError, api.APIError, OSError) as exc:
+        except api.FAILURES as exc:
             # A transient API failure is not a verdict; the connect timeout still bounds us.
             logger.debug("cannot inspect %s while it starts: %r", name, exc)
             return None
@@ -464,7 +464,7 @@ class PodmanBackend:
         """Why ``peer`` is not a process of container ``name`` (None: it is)."""
         try:
             inspect: dict[str, Any] = await _run(api.inspect, self._client, name)
-        except (api.PodmanError, api.APIError, OSError) as exc:
+        except api.FAILURES as exc:
             return f"podman cannot say which processes are the sandbox's ({exc})"
         container_pid = int((inspect.get("State") or {}).get("Pid") or 0)
         return await anyio.to_thread.run_sync(container_peer_problem, peer, container_pid)
@@ -559,7 +559,7 @@ class PodmanBackend:
     async def _api_kill(self, name: str, limiter: anyio.CapacityLimiter) -> None:
         try:
             await anyio.to_thread.run_sync(api.kill, self._client, name, limiter=limiter)
-        except (api.PodmanError, OSError) as exc:
+        except api.FAILURES as exc:
             logger.warning("could not kill sandbox %s: %s", name, exc)
 
     async def _forget(self, name: str, *, patient: bool = True) -> None:
@@ -598,7 +598,7 @@ class PodmanBackend:
     async def _remove_leftover(self, name: str, limiter: anyio.CapacityLimiter) -> None:
         try:
             await anyio.to_thread.run_sync(api.remove_quietly, self._client, name, limiter=limiter)
-        except (api.PodmanError, api.APIError, OSError) as exc:
+        except api.FAILURES as exc:
             # One that cannot be removed now must not keep the others: the next start retries.
             logger.warning("could not remove leftover sandbox %s: %s", name, exc)
 
