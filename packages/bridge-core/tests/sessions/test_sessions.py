@@ -262,7 +262,8 @@ async def test_protocol_version_mismatch_is_refused_and_reported(harness: Harnes
     async with harness.manager() as manager:
         result = await manager.execute("print:x")
     assert result.status == "unavailable"
-    assert "handshake" in result.notices[-1]
+    assert "speaks protocol [99]" in result.notices[-1]
+    assert "NEWER than this bridge" in result.notices[-1]
     assert not harness.runtime.running
 
 
