@@ -157,15 +157,6 @@ async def test_allow_for_session_of_one_server_tool_does_not_cover_another_spell
     assert asked[1].split("\n")[0] != asked[2].split("\n")[0], asked
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "open: 'allow for this session' is remembered per client and session NAME "
-        "(bridge_core.approval.ApprovalGate._granted), so it outlives a reset of the session "
-        "(run_python reset=True) and a session that ended and was started again under the same "
-        "name; clearing it needs the session manager to tell the gate when a session ends"
-    ),
-)
 async def test_allow_for_session_ends_with_the_session_it_was_given_in(
     tmp_path: Path, sandbox_image: str
 ) -> None:

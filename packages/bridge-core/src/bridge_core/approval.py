@@ -207,7 +207,7 @@ class ApprovalGate:
     def __init__(self, rules: ApprovalRules, redactor: Redactor) -> None:
         self.rules = rules
         self._redactor = redactor
-        self._granted: OrderedDict[tuple[str | None, str], set[_Key]] = OrderedDict()
+        self._granted: OrderedDict[tuple[str | None, str, str], set[_Key]] = OrderedDict()
         self._declined: OrderedDict[str, set[_Key]] = OrderedDict()
         self._turns: dict[str, tuple[anyio.Lock, int]] = {}
 
@@ -316,11 +316,11 @@ class ApprovalGate:
     # --- bounded memory ------------------------------------------------------------------------
 
     def _is_granted(self, ctx: CallContext, key: _Key) -> bool:
-        granted = self._granted.get((ctx.client_key, ctx.session))
+        granted = self._granted.get((ctx.client_key, ctx.session, ctx.grant_scope))
         return granted is not None and key in granted
 
     def _grant(self, ctx: CallContext, key: _Key) -> None:
-        where = (ctx.client_key, ctx.session)
+        where = (ctx.client_key, ctx.session, ctx.grant_scope)
         granted = self._granted.setdefault(where, set())
         self._granted.move_to_end(where)
         if len(granted) < MAX_GRANTS_PER_SESSION:

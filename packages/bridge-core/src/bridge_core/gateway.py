@@ -47,6 +47,9 @@ class CallContext:
     client_key: str | None = None
     """Which client owns the session (``None``: the single stdio client): "allow for this
     session" answers are remembered per client and session."""
+    grant_scope: str = ""
+    """Which life of the session this is (a reset or a new session under the same name starts
+    another): "allow for this session" answers are kept under it too."""
 
 
 class CallFailed(Exception):

@@ -93,7 +93,9 @@ class ExecutionRunner:
         keeps = not ephemeral and live.sandbox.shared_dir is not None
         spill = SpillFile(self._outputs, EXECUTION_LIMIT) if keeps else None
         output = OutputCollector(self.config.output_cap, spill)
-        execution = Execution(uuid.uuid4().hex, output, listener, client_key=sess.client)
+        execution = Execution(
+            uuid.uuid4().hex, output, listener, client_key=sess.client, grant_scope=sess.grant_scope
+        )
         started = anyio.current_time()
         grace = self.config.interrupt_grace
         try:

@@ -87,6 +87,7 @@ class Execution:
         listener: ExecutionListener | None,
         *,
         client_key: str | None = None,
+        grant_scope: str = "",
     ) -> None:
         self.id = execution_id
         self.output = output
@@ -96,6 +97,7 @@ class Execution:
         link = getattr(listener, "client", None)
         self.client: ClientLink | None = link if isinstance(link, ClientLink) else None
         self.client_key = client_key
+        self.grant_scope = grant_scope
         self.images: list[Image] = []
         self.image_bytes = 0
         self.dropped_images = 0
@@ -370,7 +372,11 @@ class LiveSandbox:
 
     async def _answer(self, execution: Execution, message: Call | Request) -> Reply:
         ctx = CallContext(
-            self.session, execution.id, client=execution.client, client_key=execution.client_key
+            self.session,
+            execution.id,
+            client=execution.client,
+            client_key=execution.client_key,
+            grant_scope=execution.grant_scope,
         )
         try:
             if isinstance(message, Call):

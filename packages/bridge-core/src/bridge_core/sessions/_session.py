@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import anyio
 from bridge_protocol import ErrorInfo
 
@@ -39,6 +41,9 @@ class Session:
         """Told to the next execution (e.g. the state was lost after a crash)."""
         self.forget_saved = False
         """A reset asked for: the saved state goes before the next sandbox starts."""
+        self.grant_scope = uuid.uuid4().hex
+        """What "allow for this session" answers are kept under: new with each Session object and
+        with each reset, so an answer never outlives the session it was given in."""
 
     @property
     def busy(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
@@ -405,6 +406,7 @@ class SessionManager:
             self._drop(sess)
             sess.notices.clear()
             sess.forget_saved = True
+            sess.grant_scope = uuid.uuid4().hex  # approvals given before the reset end with it
             return [f"session {sess.name!r} was reset as requested: fresh namespace"]
         notices, sess.notices = sess.notices, []
         return notices
