@@ -19,7 +19,35 @@ from bridge_image.release import (
 )
 
 DIGEST = "sha256:" + "ab" * 32
-KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEZ\n-----END PGP PUBLIC KEY BLOCK-----\n"
+KEY = """\
+-----BEGIN PGP PUBLIC KEY BLOCK-----
+
+mDMEaw76phYJKwYBBAHaRw8BAQdAvnKAQfdWG5h4GAAaMQ+Chl3+m26GAKPHdXpU
+7pB38Qa0JlRlc3QgUmVsZWFzZSA8cmVsZWFzZUBleGFtcGxlLmludmFsaWQ+iJAE
+ExYIADgWIQRW0Fw8imFwILkIAm1VSu7thrtzkwUCaw76pgIbAwULCQgHAgYVCgkI
+CwIEFgIDAQIeAQIXgAAKCRBVSu7thrtzk+T4AP4zlDjOeI3NNlmThkbykrK/I6TR
+QnGZ+npWiV8/tW/iJQD+I4vVskmXH/6PRdPWPG6j3Xu0Z98tKdgBv7oy89y54wU=
+=xCjT
+-----END PGP PUBLIC KEY BLOCK-----
+"""
+FINGERPRINT = "56D05C3C8A617020B908026D554AEEED86BB7393"
+TWO_KEYS = """\
+-----BEGIN PGP PUBLIC KEY BLOCK-----
+
+mDMEaw76phYJKwYBBAHaRw8BAQdAvnKAQfdWG5h4GAAaMQ+Chl3+m26GAKPHdXpU
+7pB38Qa0JlRlc3QgUmVsZWFzZSA8cmVsZWFzZUBleGFtcGxlLmludmFsaWQ+iJAE
+ExYIADgWIQRW0Fw8imFwILkIAm1VSu7thrtzkwUCaw76pgIbAwULCQgHAgYVCgkI
+CwIEFgIDAQIeAQIXgAAKCRBVSu7thrtzk+T4AP4zlDjOeI3NNlmThkbykrK/I6TR
+QnGZ+npWiV8/tW/iJQD+I4vVskmXH/6PRdPWPG6j3Xu0Z98tKdgBv7oy89y54wWY
+MwRrDvqnFgkrBgEEAdpHDwEBB0ACWycEUo8D28o4hOsw9IpzS37Ks68Rm74kk6hm
+DOXqrrQZT3RoZXIgPG9AZXhhbXBsZS5pbnZhbGlkPoiQBBMWCAA4FiEE6IZIunAU
+RdYpN1N6BK35clZN6FQFAmsO+qcCGwMFCwkIBwIGFQoJCAsCBBYCAwECHgECF4AA
+CgkQBK35clZN6FTIVgEAyvLYuMkINtdF0QDzttdXQ3Rer+rtK39wY2MDljVkpFcA
+/2i1lWXX2JDhFuboe0Uz6Sv6TtBmjj1j/wUzDnoNhBIH
+=kMzP
+-----END PGP PUBLIC KEY BLOCK-----
+"""
+OTHER_FINGERPRINT = "E88648BA701445D62937537A04ADF972564DE854"
 REPO = Path(__file__).resolve().parents[3]
 
 
@@ -31,7 +59,7 @@ def _release() -> Release:
                 "standard", "registry.example.org:5000/acme/mcp-bridge-sandbox:0.1.0", DIGEST
             )
         },
-        signature=SigningKey("0123456789ABCDEF0123456789ABCDEF01234567", KEY, "https://s.example/"),
+        signature=SigningKey(FINGERPRINT, KEY, "https://s.example/"),
     )
 
 
@@ -132,3 +160,22 @@ def test_the_release_record_is_not_an_input_of_the_images(tmp_path: Path) -> Non
     package.write_text("{}")
     assert hash_tree(tmp_path, ["packages"]) == before
     assert package not in tree_files(tmp_path / "packages")
+
+
+@pytest.mark.parametrize(
+    ("fingerprint", "key", "held"),
+    [
+        (OTHER_FINGERPRINT, KEY, FINGERPRINT),  # names a signer the block does not hold
+        (FINGERPRINT, TWO_KEYS, OTHER_FINGERPRINT),  # a second key the pull would also trust
+    ],
+)
+def test_the_public_key_must_be_exactly_the_signer_the_record_names(
+    tmp_path: Path, fingerprint: str, key: str, held: str
+) -> None:
+    path = tmp_path / "release.json"
+    write_release(_release(), path)
+    record = json.loads(path.read_text())
+    record["signature"].update(fingerprint=fingerprint, public_key=key)  # edited after release
+    path.write_text(json.dumps(record))
+    with pytest.raises(ReleaseRecordError, match=f"holds the key.*{held}"):
+        load_release(path)

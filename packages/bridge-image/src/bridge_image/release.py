@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bridge_image._openpgp import KeyBlockError, primary_fingerprints
 from bridge_image.errors import ReleaseRecordError
 
 __all__ = [
@@ -147,8 +148,19 @@ def _parse(raw: Any, where: str) -> Release:
         key = signed.get("public_key")
         if not isinstance(key, str) or "BEGIN PGP PUBLIC KEY BLOCK" not in key or len(key) > 64_000:
             raise ReleaseRecordError(f"{at}: public_key is not an armored OpenPGP public key")
+        fingerprint = _text(signed, "fingerprint", at, _FINGERPRINT)
+        try:
+            held = primary_fingerprints(key)
+        except KeyBlockError as exc:
+            raise ReleaseRecordError(f"{at}: public_key cannot be read: {exc}") from None
+        if held != [fingerprint]:
+            # The pull trusts any key of the block: it must be exactly the one the record names.
+            raise ReleaseRecordError(
+                f"{at}: public_key holds the key(s) {held or 'none'}, not exactly the key "
+                f"{fingerprint} the record names as the signer"
+            )
         signature = SigningKey(
-            fingerprint=_text(signed, "fingerprint", at, _FINGERPRINT),
+            fingerprint=fingerprint,
             public_key=key,
             lookaside=_text(signed, "lookaside", at, _LOOKASIDE),
         )
