@@ -242,7 +242,9 @@ async def test_container_killed_from_outside_keeps_output_and_next_call_gets_a_n
     assert result.structured_content["status"] == "crashed"
     assert code_text(result) == "started"
     assert after.is_error is False
-    assert _text(after).endswith("False")  # a new sandbox, and the answer says so
+    # A new sandbox, restored to the state after the last successful execution, and it says so.
+    assert _text(after).endswith("True")
+    assert any("restored" in notice for notice in after.structured_content["notices"])
 
 
 class _PodmanService:

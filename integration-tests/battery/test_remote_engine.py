@@ -201,4 +201,6 @@ async def test_a_dropped_link_mid_call_is_a_crash_and_the_next_call_gets_a_new_s
     assert result.structured_content["status"] == "crashed"
     assert code_text(result) == "started"
     assert after.is_error is False
-    assert after.content[0].text.endswith("False")
+    # Like any crash: a new sandbox, restored to the state after the last successful execution.
+    assert after.content[0].text.endswith("True")
+    assert any("restored" in notice for notice in after.structured_content["notices"])

@@ -58,6 +58,12 @@ async def open_attach(url: str, name: str) -> AttachedStream:
         ) from exc
 
 
+EXIT_VERDICT_WAIT = 3.0
+"""How long a container whose stdio ended gets to be recorded as exited (its status and exit
+code name why it ended)."""
+EXIT_POLL_INTERVAL = 0.05
+
+
 async def wait_spoken(
     stream: AttachedStream,
     name: str,
@@ -71,7 +77,13 @@ async def wait_spoken(
         try:
             await stream.wait_started()
         except (anyio.EndOfStream, anyio.BrokenResourceError):
-            how = await death() or "it ended"
+            # The stream can end before the engine has recorded the exit: ask again, briefly
+            # (the engine offers nothing to wait on for that record).
+            how = None
+            with anyio.move_on_after(EXIT_VERDICT_WAIT):
+                while (how := await death()) is None:  # noqa: ASYNC110
+                    await anyio.sleep(EXIT_POLL_INTERVAL)
+            how = how or "it ended"
             tail = stream.stderr_tail.strip()
             raise SandboxStartError(
                 f"sandbox container {name} exited before speaking on its stdio channel: {how}"
