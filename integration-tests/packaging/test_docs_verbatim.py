@@ -111,8 +111,9 @@ def test_image() -> Iterator[str]:
     """The tag the substituted ``image build`` steps build; removed afterwards."""
     tag = f"localhost/mcp-bridge-sandbox-slim:verbatim-{uuid.uuid4().hex[:10]}"
     yield tag
-    # rmi by name: only untags when another name shares the image (e.g. the same build)
-    subprocess.run(["podman", "rmi", tag], capture_output=True, check=False)
+    # Untag: `podman rmi` refuses while a container the steps ran is still being removed (the
+    # tag was left behind); the image itself is the reproducible slim build other names share.
+    subprocess.run(["podman", "untag", tag, tag], capture_output=True, check=False)
 
 
 def _as_run(line: str, tag: str) -> tuple[str, bool]:
