@@ -111,9 +111,22 @@ def test_image() -> Iterator[str]:
     """The tag the substituted ``image build`` steps build; removed afterwards."""
     tag = f"localhost/mcp-bridge-sandbox-slim:verbatim-{uuid.uuid4().hex[:10]}"
     yield tag
-    # Untag: `podman rmi` refuses while a container the steps ran is still being removed (the
-    # tag was left behind); the image itself is the reproducible slim build other names share.
+    # Untag first: `podman rmi` refused while a container the steps ran was still being removed,
+    # and the tag was left behind. The image usually is the reproducible slim build other names
+    # share; one left without a name is removed (podman refuses while a container uses it).
+    found = subprocess.run(
+        ["podman", "image", "inspect", "--format", "{{.Id}}", tag],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
     subprocess.run(["podman", "untag", tag, tag], capture_output=True, check=False)
+    image_id = found.stdout.strip()
+    if found.returncode == 0 and image_id:
+        names = subprocess.run(
+            ["podman", "image", "inspect", "--format", "{{len .RepoTags}}", image_id],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if names.stdout.strip() == "0":
+            subprocess.run(["podman", "rmi", image_id], capture_output=True, check=False)
 
 
 def _as_run(line: str, tag: str) -> tuple[str, bool]:
