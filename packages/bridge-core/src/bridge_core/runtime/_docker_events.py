@@ -17,16 +17,14 @@ import logging
 import subprocess
 import threading
 import time
-from collections import OrderedDict
 
+from bridge_core.runtime._exit_records import EVENTS_KEPT, ExitRecords
 from bridge_core.runtime.base import OWNER_LABEL
 
 __all__ = ["EVENTS_KEPT", "DockerEvents"]
 
 logger = logging.getLogger(__name__)
 
-EVENTS_KEPT = 4096
-"""Names followed at once; a bound on memory even if a caller forgets to forget some."""
 RETRY_FIRST = 0.1
 RETRY_MAX = 5.0
 """Back-off between restarts of ``docker events`` (the daemon may be restarting)."""
@@ -36,14 +34,13 @@ _MAX_LINE = 64 * 1024
 """One event is a few hundred bytes; a longer line is not an event we read."""
 
 
-class DockerEvents:
+class DockerEvents(ExitRecords):
     """Exit codes of the containers named by :meth:`follow`."""
 
     def __init__(self, command: list[str], owner_label: str) -> None:
         self._command = command
         self._owner_label = owner_label
-        self._lock = threading.Lock()
-        self._followed: OrderedDict[str, int | None] = OrderedDict()
+        super().__init__()
         self._closed = threading.Event()
         self._process: subprocess.Popen[bytes] | None = None
         self._since = int(time.time()) - REPLAY_MARGIN
@@ -51,26 +48,6 @@ class DockerEvents:
 
     def start(self) -> None:
         self._thread.start()
-
-    def follow(self, name: str) -> None:
-        """Record what happens to container ``name`` from now on (call before starting it)."""
-        with self._lock:
-            self._followed[name] = None
-            while len(self._followed) > EVENTS_KEPT:
-                self._followed.popitem(last=False)
-
-    def forget(self, name: str) -> None:
-        with self._lock:
-            self._followed.pop(name, None)
-
-    def following(self, name: str) -> bool:
-        with self._lock:
-            return name in self._followed
-
-    def exit_code(self, name: str) -> int | None:
-        """The exit code of ``name`` once docker reported its death, else None."""
-        with self._lock:
-            return self._followed.get(name)
 
     def close(self) -> None:
         """Stop reading: the ``docker events`` process is killed, the thread ends."""
@@ -134,6 +111,4 @@ class DockerEvents:
         if event.get("Action") != "die" or not code.lstrip("-").isdigit():
             return
         name = str(attributes.get("name", ""))
-        with self._lock:
-            if name in self._followed:
-                self._followed[name] = int(code)
+        self._died(name, int(code))

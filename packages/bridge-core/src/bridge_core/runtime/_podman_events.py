@@ -17,20 +17,17 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict
 from typing import Any
 
 import podman
 
+from bridge_core.runtime._exit_records import EVENTS_KEPT, ExitRecords
 from bridge_core.runtime.base import OWNER_LABEL
 
 __all__ = ["EVENTS_KEPT", "ContainerEvents"]
 
 logger = logging.getLogger(__name__)
 
-EVENTS_KEPT = 4096
-"""Names followed at once (live and starting sandboxes); a bound on memory even if a caller
-forgets to :meth:`ContainerEvents.forget` some."""
 STREAM_IDLE = 60.0
 """Read timeout of the stream: an idle stream is reopened (replaying from the last event seen)."""
 RETRY_FIRST = 0.1
@@ -40,7 +37,7 @@ REPLAY_MARGIN = 2
 """Seconds replayed before the last event seen: event times are whole seconds."""
 
 
-class ContainerEvents:
+class ContainerEvents(ExitRecords):
     """Exit codes of the containers named by :meth:`follow`."""
 
     def __init__(self, url: str, owner_label: str) -> None:
@@ -52,9 +49,7 @@ class ContainerEvents:
                 "event": ["died"],
             }
         )
-        self._lock = threading.Lock()
-        self._followed: OrderedDict[str, int | None] = OrderedDict()
-        """Followed names → their exit code once podman reported their death."""
+        super().__init__()
         self._closed = threading.Event()
         self._response: Any = None
         self._since = int(time.time()) - REPLAY_MARGIN
@@ -62,26 +57,6 @@ class ContainerEvents:
 
     def start(self) -> None:
         self._thread.start()
-
-    def follow(self, name: str) -> None:
-        """Record what happens to container ``name`` from now on (call before starting it)."""
-        with self._lock:
-            self._followed[name] = None
-            while len(self._followed) > EVENTS_KEPT:
-                self._followed.popitem(last=False)
-
-    def forget(self, name: str) -> None:
-        with self._lock:
-            self._followed.pop(name, None)
-
-    def following(self, name: str) -> bool:
-        with self._lock:
-            return name in self._followed
-
-    def exit_code(self, name: str) -> int | None:
-        """The exit code of ``name`` once podman reported its death, else None."""
-        with self._lock:
-            return self._followed.get(name)
 
     def close(self) -> None:
         """Stop reading; the thread ends at once (or at its next read timeout on old urllib3)."""
@@ -146,6 +121,4 @@ class ContainerEvents:
         code = str(attributes.get("containerExitCode", ""))
         if event.get("Action") != "died" or not code.lstrip("-").isdigit():
             return
-        with self._lock:
-            if name in self._followed:
-                self._followed[name] = int(code)
+        self._died(name, int(code))

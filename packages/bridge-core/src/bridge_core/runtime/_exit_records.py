@@ -1,0 +1,51 @@
+"""Exit codes of followed containers, as an engine's event stream reports their deaths.
+
+One record for both engines' followers (:mod:`._podman_events`, :mod:`._docker_events`): an
+auto-removed container can no longer be inspected, so its exit code is kept from the event. The
+stream is read in a thread; the bridge asks from the event loop, hence the lock. Bounded: only
+names the bridge follows are kept, at most :data:`EVENTS_KEPT` (oldest forgotten first).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+__all__ = ["EVENTS_KEPT", "ExitRecords"]
+
+EVENTS_KEPT = 4096
+"""Followed names remembered at once (each is a short string and an int)."""
+
+
+class ExitRecords:
+    """Followed container names → their exit code once their death was reported."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._followed: OrderedDict[str, int | None] = OrderedDict()
+
+    def follow(self, name: str) -> None:
+        """Record what happens to container ``name`` from now on (call before starting it)."""
+        with self._lock:
+            self._followed[name] = None
+            while len(self._followed) > EVENTS_KEPT:
+                self._followed.popitem(last=False)
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._followed.pop(name, None)
+
+    def following(self, name: str) -> bool:
+        with self._lock:
+            return name in self._followed
+
+    def exit_code(self, name: str) -> int | None:
+        """The exit code of ``name`` once the engine reported its death, else None."""
+        with self._lock:
+            return self._followed.get(name)
+
+    def _died(self, name: str, code: int) -> None:
+        """The event stream reported that ``name`` died with ``code`` (ignored if not followed)."""
+        with self._lock:
+            if name in self._followed:
+                self._followed[name] = code
