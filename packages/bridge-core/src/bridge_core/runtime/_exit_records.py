@@ -11,10 +11,16 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+import anyio
+
 __all__ = ["EVENTS_KEPT", "ExitRecords"]
 
 EVENTS_KEPT = 4096
 """Followed names remembered at once (each is a short string and an int)."""
+EXIT_RECORD_WAIT = 2.0
+"""A removed container's death event can reach the events thread a moment after the removal."""
+POLL_INTERVAL = 0.02
+"""The events thread records into a dictionary; async readers poll it (no loop to notify)."""
 
 
 class ExitRecords:
@@ -43,6 +49,16 @@ class ExitRecords:
         """The exit code of ``name`` once the engine reported its death, else None."""
         with self._lock:
             return self._followed.get(name)
+
+    async def recorded_exit(self, name: str) -> int | None:
+        """The exit code of auto-removed container ``name`` once its death event arrives
+        (waited for up to :data:`EXIT_RECORD_WAIT`); None if it never does."""
+        with anyio.move_on_after(EXIT_RECORD_WAIT):
+            while self.following(name):
+                if (code := self.exit_code(name)) is not None:
+                    return code
+                await anyio.sleep(POLL_INTERVAL)
+        return None
 
     def _died(self, name: str, code: int) -> None:
         """The event stream reported that ``name`` died with ``code`` (ignored if not followed)."""

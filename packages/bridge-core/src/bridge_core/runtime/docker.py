@@ -82,10 +82,6 @@ logger = logging.getLogger(__name__)
 
 CLEANUP_TIMEOUT = 15.0
 """Bound on removing a sandbox (half-started, stopped or killed) once asked to."""
-EXIT_RECORD_WAIT = 2.0
-"""A removed container's ``die`` event can reach the events thread a moment after removal."""
-POLL_INTERVAL = 0.02
-"""The events thread records into a dictionary; async readers poll it (no loop to notify)."""
 KILL_BATCH = 32
 """Containers per ``docker rm --force`` at shutdown: one CLI process for many sandboxes."""
 
@@ -311,7 +307,7 @@ class DockerBackend:
         try:
             inspect = await self._cli.inspect("container", name)
         except NoSuchObject:
-            exit_code = await self._recorded_exit(name)
+            exit_code = await self._events.recorded_exit(name)
             if exit_code is None:
                 return SandboxExit(running=False, error="container is gone")
             return SandboxExit(False, exit_code, await self._oom(name, memory_limit, exit_code))
@@ -324,15 +320,6 @@ class DockerBackend:
         if not running and not oom:
             oom = await self._oom(name, memory_limit, exit_code)
         return SandboxExit(running, exit_code, oom, str(state.get("Error") or ""))
-
-    async def _recorded_exit(self, name: str) -> int | None:
-        """The exit code of an auto-removed container, from the event stream."""
-        with anyio.move_on_after(EXIT_RECORD_WAIT):
-            while self._events.following(name):
-                if (code := self._events.exit_code(name)) is not None:
-                    return code
-                await anyio.sleep(POLL_INTERVAL)
-        return None
 
     async def _oom(self, name: str, memory_limit: int, exit_code: int | None) -> bool:
         if not self.track_oom:

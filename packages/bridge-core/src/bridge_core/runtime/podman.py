@@ -100,10 +100,6 @@ CLEANUP_TIMEOUT = 15.0
 """Bound on removing a half-started sandbox after a failure or cancellation (kill + remove)."""
 API_KILLS_AT_ONCE = 16
 """Concurrent kills through the API when a sandbox has no pidfd (remote or foreign runtime)."""
-EXIT_RECORD_WAIT = 2.0
-"""A removed container's ``died`` event can reach the event thread a moment after the removal."""
-POLL_INTERVAL = 0.02
-"""The event thread records into dictionaries; async readers poll them (no loop to notify)."""
 
 
 def _run(func: Any, *args: Any) -> Any:
@@ -473,7 +469,7 @@ class PodmanBackend:
         try:
             inspect: dict[str, Any] = await _run(api.inspect, self._client, name)
         except api.NotFound:
-            exit_code = await self._recorded_exit(name)
+            exit_code = await self._events.recorded_exit(name)
             if exit_code is None:
                 return SandboxExit(running=False, error="container is gone")
             return SandboxExit(False, exit_code, await self._oom(name, memory_limit, exit_code))
@@ -484,15 +480,6 @@ class PodmanBackend:
         if not running and not oom:
             oom = await self._oom(name, memory_limit, exit_code)
         return SandboxExit(running, exit_code, oom, str(state.get("Error") or ""))
-
-    async def _recorded_exit(self, name: str) -> int | None:
-        """The exit code of an auto-removed container, from the event stream."""
-        with anyio.move_on_after(EXIT_RECORD_WAIT):
-            while self._events.following(name):
-                if (code := self._events.exit_code(name)) is not None:
-                    return code
-                await anyio.sleep(POLL_INTERVAL)
-        return None
 
     async def _oom(self, name: str, memory_limit: int, exit_code: int | None) -> bool:
         if not self.track_oom:
