@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from anyio.abc import TaskStatus
 from bridge_core.proxy import (
     ProxyOptions,
     UnknownServer,
@@ -286,3 +287,41 @@ async def test_unknown_server_error_suggests_close_names(probe: ProbeFactory) ->
             await pool.call_tool("filesystems", "read_file")
     assert caught.value.suggestions[0] == "filesystem"
     assert not pool.is_running("filesystem")
+
+
+async def _fails_when_stopped(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    """A supervisor with a teardown bug: it raises as the pool stops it."""
+    task_status.started()
+    try:
+        await anyio.sleep_forever()
+    finally:
+        raise RuntimeError("supervisor teardown failed")
+
+
+async def _fail_inside_a_pool(spec: ServerSpec, pids: list[int], *, teardown_bug: bool) -> None:
+    """Enter a pool, start ``spec``'s server (its pid goes to ``pids``), then fail in the body."""
+    async with UpstreamPool([spec]) as pool:
+        pids.append(await _server_pid(pool))
+        if teardown_bug:
+            await pool.task_group.start(_fails_when_stopped)
+        raise ValueError("the body failed")
+
+
+async def test_an_error_in_the_body_and_one_in_a_supervisor_teardown_both_come_out(
+    probe: ProbeFactory,
+) -> None:
+    pids: list[int] = []
+    with pytest.raises(BaseExceptionGroup) as caught:
+        await _fail_inside_a_pool(probe(), pids, teardown_bug=True)
+    assert caught.group_contains(ValueError, match="the body failed")
+    assert caught.group_contains(RuntimeError, match="supervisor teardown failed")
+    assert await _exited(pids[0])
+
+
+async def test_an_error_in_the_body_comes_out_as_itself_and_stops_the_servers(
+    probe: ProbeFactory,
+) -> None:
+    pids: list[int] = []
+    with pytest.raises(ValueError, match="the body failed"):
+        await _fail_inside_a_pool(probe(), pids, teardown_bug=False)
+    assert await _exited(pids[0])

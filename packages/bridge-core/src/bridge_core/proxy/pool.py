@@ -16,7 +16,7 @@ A successful request resets the count.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, AsyncExitStack, ExitStack, contextmanager
 from types import TracebackType
 from typing import Any
 
@@ -160,13 +160,17 @@ class UpstreamPool:
                 raise ValueError(f"two MCP servers are named {spec.name!r}")
             self._upstreams[spec.name] = _Upstream(self, spec)
         self._tg: TaskGroup | None = None
+        self._exit: AsyncExitStack | None = None
+        """Owns the task group and the stop of every server; unwound by ``__aexit__``."""
         self.closing = False
 
     async def __aenter__(self) -> UpstreamPool:
         await anyio.to_thread.run_sync(kill_dead_owners_groups, self.options.process_dir)
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
+        async with AsyncExitStack() as stack:
+            self._tg = await stack.enter_async_context(anyio.create_task_group())
+            # Unwound first on exit: stop every server, then the group waits for its tasks.
+            stack.push_async_callback(self.aclose)
+            self._exit = stack.pop_all()
         return self
 
     async def __aexit__(
@@ -174,13 +178,19 @@ class UpstreamPool:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        assert self._tg is not None
-        # The body's exception is not handed to the group (it would come out wrapped in an
-        # ExceptionGroup); the supervisors never raise, so the group only has cancellations.
-        await self._tg.__aexit__(None, None, None)
-        return None
+    ) -> bool:
+        if self._exit is None:
+            raise RuntimeError("the upstream pool was not entered")
+        # The body's exception goes into the task group with whatever a supervisor raised while
+        # stopping, so neither is lost. Supervisors are built never to raise: a group of one is
+        # the body's own error (or a lone supervisor bug), and comes out as itself.
+        try:
+            return bool(await self._exit.__aexit__(exc_type, exc, tb))
+        except BaseExceptionGroup as group:
+            if len(group.exceptions) != 1:
+                raise
+            sole = group.exceptions[0]
+        raise sole  # outside the except clause, so it keeps its own context
 
     async def aclose(self) -> None:
         """Stop every server and wait (bounded, shielded) until each child is gone."""
