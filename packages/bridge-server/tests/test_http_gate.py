@@ -195,6 +195,10 @@ async def test_idle_anonymous_sessions_end_first_and_take_their_sandboxes_with_t
         r.now[0] += 60
         assert await r.gate.expire_idle() == 1
         assert r.sdk.deleted == [bare]
+        # Sandboxes are stopped by background jobs, which run in no set order among themselves:
+        # each sweep's are awaited before the next.
+        await anyio.wait_all_tasks_blocked()
+        assert r.sessions.closed == [anonymous_client(bare)]
         r.now[0] += 1800
         assert await r.gate.expire_idle() == 2
         assert set(r.sdk.deleted) == {bare, working, principal}

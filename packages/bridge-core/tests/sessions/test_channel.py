@@ -99,9 +99,11 @@ async def test_end_of_stream_is_channel_closed() -> None:
 
 async def test_a_send_never_read_ends_as_channel_closed_after_the_send_timeout() -> None:
     host, _sandbox = byte_stream_pair()
+    # Filled beneath the channel, so the short send timeout bounds only the send that waits for
+    # a reader: each filling send bounded by 50 ms too would fail on a busy machine.
+    for _ in range(64):
+        await host.send(encode(Welcome(version=1)))
     channel = Channel(host, send_timeout=0.05)
-    for _ in range(64):  # fills the in-memory stream: the next send waits for a reader
-        await channel.send(Welcome(version=1))
     with anyio.fail_after(5), pytest.raises(ChannelClosed, match="did not read its channel"):
         await channel.send(Welcome(version=1))
     assert channel.closed

@@ -58,7 +58,10 @@ async def test_executions_in_one_session_run_one_at_a_time_in_order(harness: Har
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run, "print:first\nhold:first")
                 await harness.runtime.holding("first").wait()
+                # Queued one after the other: tasks started together run in no set order
+                # (trio shuffles them), and the order promised is that of arrival.
                 tg.start_soon(run, "print:second")
+                await anyio.wait_all_tasks_blocked()
                 tg.start_soon(run, "print:third")
                 await anyio.wait_all_tasks_blocked()
                 # While the first holds the session, nothing else reached the sandbox.
@@ -364,6 +367,7 @@ class Recorder:
         self.output: list[tuple[str, str]] = []
         self.progress: list[tuple[float, float | None, str | None]] = []
         self.first_output = anyio.Event()
+        self.first_progress = anyio.Event()
 
     async def on_output(self, stream: Any, text: str) -> None:
         self.output.append((stream, text))
@@ -371,6 +375,7 @@ class Recorder:
 
     async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
         self.progress.append((progress, total, message))
+        self.first_progress.set()
 
 
 async def test_listener_receives_output_and_progress_while_the_code_runs(harness: Harness) -> None:
@@ -382,7 +387,10 @@ async def test_listener_receives_output_and_progress_while_the_code_runs(harness
             )
         )
         with anyio.fail_after(5):
+            # The sandbox holds once it has written its frames; the host reads them on its own
+            # task, so the last one may still be on its way: wait for it, the code still held.
             await harness.runtime.holding("live").wait()
+            await recorder.first_progress.wait()
         assert recorder.output == [("stdout", "early\n"), ("stderr", "warn\n")]
         assert recorder.progress == [(1.0, 4.0, "working")]
         harness.runtime.release("live").set()
