@@ -8,7 +8,7 @@ channel sockets of the sandboxes (see :mod:`._channel`).
 
 Every created container is inspected before it is started, and its system-call filter read back
 from the OCI spec podman wrote for it; if any hardening option is missing it is removed and
-:class:`~bridge_core.errors.SandboxStartError` names the option.
+:class:`~bridge_core.errors.SandboxStartError` names the option (:mod:`._podman_create`).
 
 Nothing outlives the bridge: containers are auto-removed once they end, the sandbox client exits
 when its channel hits EOF (so a SIGKILLed bridge leaves nothing running either), and shutdown
@@ -38,13 +38,13 @@ import anyio
 import podman
 from anyio.abc import SocketListener
 
-from bridge_core.errors import RuntimeUnavailable, SandboxStartError
+from bridge_core.errors import RuntimeUnavailable
 from bridge_core.private_files import private_dir
 from bridge_core.runtime import _oom, _pidfd
 from bridge_core.runtime import _podman_api as api
 from bridge_core.runtime._attach import AttachedStream
 from bridge_core.runtime._channel import ChannelDir, accept_channel
-from bridge_core.runtime._hardening import container_labels, container_name
+from bridge_core.runtime._hardening import container_name
 from bridge_core.runtime._locality import kernel_problem
 from bridge_core.runtime._ownership import (
     ContainerRecord,
@@ -54,12 +54,12 @@ from bridge_core.runtime._ownership import (
     select_leftovers,
 )
 from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
+from bridge_core.runtime._podman_create import create_verified
 from bridge_core.runtime._podman_events import ContainerEvents
 from bridge_core.runtime._podman_service import PrivateService
 from bridge_core.runtime._podman_stdio import (
     open_attach,
     open_ssh_engine,
-    remote_seccomp,
     upload_profile,
     wait_spoken,
 )
@@ -68,17 +68,10 @@ from bridge_core.runtime._seccomp import (
     SeccompProfile,
     SeccompUnavailable,
     describe_filter,
-    profile_to_apply,
     write_profile,
 )
 from bridge_core.runtime._ssh import SshLink
-from bridge_core.runtime._verify import (
-    hardening_violations,
-    lifecycle_violations,
-    seccomp_violations,
-)
 from bridge_core.runtime.base import (
-    IMAGE_BUILD_COMMAND,
     RuntimeInfo,
     Sandbox,
     SandboxExit,
@@ -359,74 +352,24 @@ class PodmanBackend:
         return self._sandboxes / f"{name}.log"
 
     def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path | None) -> None:
-        """Create and verify; then start (socket channel), or leave it initialised for the
-        attach (``channel_dir`` None: the stdio channel, started by the caller)."""
-        ours = profile_to_apply(spec.security_opt, self.seccomp, self.seccomp_problem)
-        labels = container_labels(spec, self.owner)
-        log_path = self._log_path(name) if channel_dir is not None else None
-        kwargs = api.create_kwargs(
+        """Create and verify (:func:`._podman_create.create_verified`); then start (socket
+        channel), or leave it initialised for the attach (``channel_dir`` None: the stdio
+        channel, started by the caller)."""
+        started = create_verified(
+            self._client,
             spec,
-            name=name,
-            labels=labels,
+            name,
+            owner=self.owner,
+            seccomp=self.seccomp,
+            seccomp_problem=self.seccomp_problem,
+            link=self._link,
+            url=self.url,
+            cgroup_parent=_oom.cgroup_parent(name) if self.track_oom else None,
             channel_dir=channel_dir,
-            log_path=log_path,
-            seccomp_profile=None if ours is None else ours.path,
+            log_path=self._log_path(name) if channel_dir is not None else None,
         )
-        if self.track_oom:
-            kwargs["cgroup_parent"] = _oom.cgroup_parent(name)
-        try:
-            image = self._client.images.get(spec.image)
-        except (api.NotFound, api.ImageNotFound):
-            raise SandboxStartError(
-                f"sandbox image {spec.image!r} is not in podman's image store: build it with "
-                f"`{IMAGE_BUILD_COMMAND}` (the standard image; add --slim for the slim one), or "
-                "set MCP_BRIDGE_IMAGE to an image you have"
-            ) from None
-        except api.FAILURES as exc:
-            raise SandboxStartError(
-                f"podman at {self.url} cannot look up image {spec.image!r} (is its API service "
-                f"running?): {exc}"
-            ) from exc
-        try:
-            container = self._client.containers.create(spec.image, **kwargs)
-            problems = hardening_violations(
-                container.attrs, spec, image_env=image.attrs.get("Config", {}).get("Env") or []
-            ) + lifecycle_violations(
-                container.attrs,
-                log_path=None if log_path is None else str(log_path),
-                log_max_bytes=api.LOG_MAX_BYTES,
-            )
-            if not problems and ours is not None:
-                # The filter is only in the OCI spec, which podman writes when it initialises
-                # the container (crun reads it there); inspect does not show it for API calls.
-                container.init()
-                problems = self._seccomp_problems(name, ours)
-            if problems:
-                api.remove_quietly(self._client, name)
-                raise SandboxStartError(
-                    f"podman did not apply {'; '.join(problems)} to sandbox container {name}; "
-                    "refusing to run it (the container was removed)"
-                )
-            if channel_dir is None:
-                if ours is None:
-                    container.init()  # conmon must be there to attach to
-                return
-            container.start()
-        except api.FAILURES as exc:
-            raise SandboxStartError(
-                f"podman could not start sandbox container {name} from {spec.image!r}: {exc}"
-            ) from exc
-        self._hold_init(name)
-
-    def _seccomp_problems(self, name: str, ours: SeccompProfile) -> list[str]:
-        try:
-            if self._link is None:
-                applied = api.applied_seccomp(self._client, name)
-            else:
-                applied = remote_seccomp(self._client, self._link, name)
-        except (OSError, ValueError, RuntimeUnavailable) as exc:
-            return [f"the bridge's seccomp profile (cannot read the OCI spec podman wrote: {exc})"]
-        return seccomp_violations(applied, ours.content)
+        if started:
+            self._hold_init(name)
 
     def _hold_init(self, name: str) -> None:
         """Open a pidfd on the started container's init (see :mod:`._pidfd`). Done in the
