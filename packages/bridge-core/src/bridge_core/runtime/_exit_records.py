@@ -1,7 +1,9 @@
 """Exit codes of followed containers, as an engine's event stream reports their deaths.
 
 One record for both engines' followers (:mod:`._podman_events`, :mod:`._docker_events`): an
-auto-removed container can no longer be inspected, so its exit code is kept from the event. The
+auto-removed container can no longer be inspected, so its exit code is kept from the event; with
+the ``State`` an inspect returns while it is still there, :meth:`ExitRecords.sandbox_exit` tells a
+sandbox's end the same way for both engines. The
 stream is read in a thread; the bridge asks from the event loop, hence the lock. Bounded: only
 names the bridge follows are kept, at most :data:`EVENTS_KEPT` (oldest forgotten first).
 """
@@ -10,8 +12,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import anyio
+
+from bridge_core.runtime.base import SandboxExit
 
 __all__ = ["EVENTS_KEPT", "ExitRecords"]
 
@@ -59,6 +65,27 @@ class ExitRecords:
                     return code
                 await anyio.sleep(POLL_INTERVAL)
         return None
+
+    async def sandbox_exit(
+        self,
+        name: str,
+        state: Mapping[str, Any] | None,
+        oom_killed: Callable[[int | None], Awaitable[bool]],
+    ) -> SandboxExit:
+        """How container ``name`` is, from the ``State`` its engine's inspect returned (None: no
+        such container any more, the exit code then comes from its death event). ``oom_killed``
+        is asked, with the exit code, when the engine did not say the kernel killed it."""
+        if state is None:
+            exit_code = await self.recorded_exit(name)
+            if exit_code is None:
+                return SandboxExit(running=False, error="container is gone")
+            return SandboxExit(False, exit_code, await oom_killed(exit_code))
+        running = bool(state.get("Running"))
+        exit_code = None if running else state.get("ExitCode")
+        oom = bool(state.get("OOMKilled"))
+        if not running and not oom:
+            oom = await oom_killed(exit_code)
+        return SandboxExit(running, exit_code, oom, str(state.get("Error") or ""))
 
     def _died(self, name: str, code: int) -> None:
         """The event stream reported that ``name`` died with ``code`` (ignored if not followed)."""

@@ -306,20 +306,12 @@ class DockerBackend:
     async def _status(self, name: str, memory_limit: int) -> SandboxExit:
         try:
             inspect = await self._cli.inspect("container", name)
+            state: dict[str, Any] | None = inspect.get("State") or {}
         except NoSuchObject:
-            exit_code = await self._events.recorded_exit(name)
-            if exit_code is None:
-                return SandboxExit(running=False, error="container is gone")
-            return SandboxExit(False, exit_code, await self._oom(name, memory_limit, exit_code))
+            state = None
         except CommandRefused as exc:
             raise RuntimeUnavailable(f"docker cannot inspect sandbox {name}: {exc}") from None
-        state = inspect.get("State") or {}
-        running = bool(state.get("Running"))
-        exit_code = None if running else state.get("ExitCode")
-        oom = bool(state.get("OOMKilled"))
-        if not running and not oom:
-            oom = await self._oom(name, memory_limit, exit_code)
-        return SandboxExit(running, exit_code, oom, str(state.get("Error") or ""))
+        return await self._events.sandbox_exit(name, state, partial(self._oom, name, memory_limit))
 
     async def _oom(self, name: str, memory_limit: int, exit_code: int | None) -> bool:
         if not self.track_oom:
