@@ -15,58 +15,32 @@ from __future__ import annotations
 import json
 import logging
 import subprocess
-import threading
-import time
 
-from bridge_core.runtime._exit_records import EVENTS_KEPT, ExitRecords
+from bridge_core.runtime._exit_records import EVENTS_KEPT, EventFollower
 from bridge_core.runtime.base import OWNER_LABEL
 
 __all__ = ["EVENTS_KEPT", "DockerEvents"]
 
 logger = logging.getLogger(__name__)
 
-RETRY_FIRST = 0.1
-RETRY_MAX = 5.0
-"""Back-off between restarts of ``docker events`` (the daemon may be restarting)."""
-REPLAY_MARGIN = 2
-"""Seconds replayed before the last event seen: ``--since`` takes whole seconds."""
 _MAX_LINE = 64 * 1024
 """One event is a few hundred bytes; a longer line is not an event we read."""
 
 
-class DockerEvents(ExitRecords):
+class DockerEvents(EventFollower):
     """Exit codes of the containers named by :meth:`follow`."""
 
     def __init__(self, command: list[str], owner_label: str) -> None:
         self._command = command
         self._owner_label = owner_label
-        super().__init__()
-        self._closed = threading.Event()
+        super().__init__("docker")
         self._process: subprocess.Popen[bytes] | None = None
-        self._since = int(time.time()) - REPLAY_MARGIN
-        self._thread = threading.Thread(target=self._run, name="docker-events", daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def close(self) -> None:
-        """Stop reading: the ``docker events`` process is killed, the thread ends."""
-        self._closed.set()
+    def _interrupt(self) -> None:
+        """The ``docker events`` process is killed: the thread's read ends."""
         process = self._process
         if process is not None:
             process.kill()
-
-    def _run(self) -> None:
-        delay = RETRY_FIRST
-        while not self._closed.is_set():
-            try:
-                if self._read_stream():
-                    delay = RETRY_FIRST
-            except Exception as exc:  # top-level handler of the thread: restart, never die
-                logger.debug("docker event stream broke (%r); restarting it", exc)
-            if self._closed.wait(delay):
-                return
-            delay = min(delay * 2, RETRY_MAX)
 
     def _read_stream(self) -> bool:
         """Follow ``docker events`` until it ends; True if it delivered anything."""
@@ -104,11 +78,6 @@ class DockerEvents(ExitRecords):
         if not isinstance(event, dict):
             return
         attributes = (event.get("Actor") or {}).get("Attributes") or {}
-        when = event.get("time")
-        if isinstance(when, int):
-            self._since = max(self._since, when - REPLAY_MARGIN)
-        code = str(attributes.get("exitCode", ""))
-        if event.get("Action") != "die" or not code.lstrip("-").isdigit():
-            return
-        name = str(attributes.get("name", ""))
-        self._died(name, int(code))
+        died = event.get("Action") == "die"
+        code = str(attributes.get("exitCode", "")) if died else None
+        self._saw(event.get("time"), str(attributes.get("name", "")), code)

@@ -4,13 +4,17 @@ One record for both engines' followers (:mod:`._podman_events`, :mod:`._docker_e
 auto-removed container can no longer be inspected, so its exit code is kept from the event; with
 the ``State`` an inspect returns while it is still there, :meth:`ExitRecords.sandbox_exit` tells a
 sandbox's end the same way for both engines. The
-stream is read in a thread; the bridge asks from the event loop, hence the lock. Bounded: only
-names the bridge follows are kept, at most :data:`EVENTS_KEPT` (oldest forgotten first).
+stream is read in a thread (:class:`EventFollower`, one loop for both: reopened with back-off,
+replaying from the last event seen); the bridge asks from the event loop, hence the lock.
+Bounded: only names the bridge follows are kept, at most :data:`EVENTS_KEPT` (oldest forgotten
+first).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -19,7 +23,9 @@ import anyio
 
 from bridge_core.runtime.base import SandboxExit
 
-__all__ = ["EVENTS_KEPT", "ExitRecords"]
+__all__ = ["EVENTS_KEPT", "EventFollower", "ExitRecords"]
+
+logger = logging.getLogger(__name__)
 
 EVENTS_KEPT = 4096
 """Followed names remembered at once (each is a short string and an int)."""
@@ -27,6 +33,11 @@ EXIT_RECORD_WAIT = 2.0
 """A removed container's death event can reach the events thread a moment after the removal."""
 POLL_INTERVAL = 0.02
 """The events thread records into a dictionary; async readers poll it (no loop to notify)."""
+RETRY_FIRST = 0.1
+RETRY_MAX = 5.0
+"""Back-off between failed reopenings of an event stream (the engine may be restarting)."""
+REPLAY_MARGIN = 2
+"""Seconds replayed before the last event seen: event times are whole seconds."""
 
 
 class ExitRecords:
@@ -92,3 +103,52 @@ class ExitRecords:
         with self._lock:
             if name in self._followed:
                 self._followed[name] = code
+
+
+class EventFollower(ExitRecords):
+    """Exit records kept by a thread that follows an engine's event stream from :meth:`start`
+    to :meth:`close`, reopening it when it ends (with back-off, replaying what it missed)."""
+
+    def __init__(self, engine: str) -> None:
+        super().__init__()
+        self._engine = engine
+        self._closed = threading.Event()
+        self._since = int(time.time()) - REPLAY_MARGIN
+        self._thread = threading.Thread(target=self._run, name=f"{engine}-events", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop reading: the thread ends once :meth:`_interrupt` has cut its blocked read."""
+        self._closed.set()
+        self._interrupt()
+
+    def _interrupt(self) -> None:
+        """Cut a read blocked in the thread (called from another thread)."""
+        raise NotImplementedError
+
+    def _read_stream(self) -> bool:
+        """Follow the stream until it ends; True when it worked (the back-off starts over)."""
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        delay = RETRY_FIRST
+        while not self._closed.is_set():
+            try:
+                if self._read_stream():
+                    delay = RETRY_FIRST
+            except Exception as exc:  # top-level handler of the thread: reopen, never die
+                if self._closed.is_set():
+                    return
+                logger.debug("%s event stream broke (%r); reopening it", self._engine, exc)
+            if self._closed.wait(delay):
+                return
+            delay = min(delay * 2, RETRY_MAX)
+
+    def _saw(self, when: object, name: str, exit_code: str | None) -> None:
+        """An event at ``when`` (epoch seconds); a death of ``name`` when ``exit_code`` is given."""
+        if isinstance(when, int):
+            self._since = max(self._since, when - REPLAY_MARGIN)
+        if exit_code is not None and exit_code.lstrip("-").isdigit():
+            self._died(name, int(exit_code))

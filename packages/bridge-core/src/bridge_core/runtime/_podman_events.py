@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
 from typing import Any
 
 import podman
 
-from bridge_core.runtime._exit_records import EVENTS_KEPT, ExitRecords
+from bridge_core.runtime._exit_records import EVENTS_KEPT, EventFollower
 from bridge_core.runtime.base import OWNER_LABEL
 
 __all__ = ["EVENTS_KEPT", "ContainerEvents"]
@@ -30,14 +28,9 @@ logger = logging.getLogger(__name__)
 
 STREAM_IDLE = 60.0
 """Read timeout of the stream: an idle stream is reopened (replaying from the last event seen)."""
-RETRY_FIRST = 0.1
-RETRY_MAX = 5.0
-"""Back-off between failed reconnects (the API service may be restarting)."""
-REPLAY_MARGIN = 2
-"""Seconds replayed before the last event seen: event times are whole seconds."""
 
 
-class ContainerEvents(ExitRecords):
+class ContainerEvents(EventFollower):
     """Exit codes of the containers named by :meth:`follow`."""
 
     def __init__(self, url: str, owner_label: str) -> None:
@@ -49,18 +42,11 @@ class ContainerEvents(ExitRecords):
                 "event": ["died"],
             }
         )
-        super().__init__()
-        self._closed = threading.Event()
+        super().__init__("podman")
         self._response: Any = None
-        self._since = int(time.time()) - REPLAY_MARGIN
-        self._thread = threading.Thread(target=self._run, name="podman-events", daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def close(self) -> None:
-        """Stop reading; the thread ends at once (or at its next read timeout on old urllib3)."""
-        self._closed.set()
+    def _interrupt(self) -> None:
+        """The thread's read ends at once (or at its next read timeout on old urllib3)."""
         response = self._response
         if response is not None:
             # urllib3 >= 2.3 can shut the socket down under a read blocked in another thread.
@@ -72,20 +58,6 @@ class ContainerEvents(ExitRecords):
                 pass
 
     # --- the reader thread -------------------------------------------------------------------
-
-    def _run(self) -> None:
-        delay = RETRY_FIRST
-        while not self._closed.is_set():
-            try:
-                if self._read_stream():
-                    delay = RETRY_FIRST
-            except Exception as exc:  # top-level handler of the thread: reconnect, never die
-                if self._closed.is_set():
-                    return
-                logger.debug("podman event stream broke (%r); reconnecting", exc)
-            if self._closed.wait(delay):
-                return
-            delay = min(delay * 2, RETRY_MAX)
 
     def _read_stream(self) -> bool:
         """Follow the stream until it ends; True if it was open (then reconnecting is urgent:
@@ -112,13 +84,7 @@ class ContainerEvents(ExitRecords):
             client.close()  # type: ignore[no-untyped-call]
 
     def _record(self, event: dict[str, Any]) -> None:
-        actor = event.get("Actor") or {}
-        attributes = actor.get("Attributes") or {}
-        name = str(attributes.get("name", ""))
-        when = event.get("time")
-        if isinstance(when, int):
-            self._since = max(self._since, when - REPLAY_MARGIN)
-        code = str(attributes.get("containerExitCode", ""))
-        if event.get("Action") != "died" or not code.lstrip("-").isdigit():
-            return
-        self._died(name, int(code))
+        attributes = (event.get("Actor") or {}).get("Attributes") or {}
+        died = event.get("Action") == "died"
+        code = str(attributes.get("containerExitCode", "")) if died else None
+        self._saw(event.get("time"), str(attributes.get("name", "")), code)
