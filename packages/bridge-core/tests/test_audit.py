@@ -14,6 +14,7 @@ from bridge_core.audit import (
     MAX_DETAIL_CHARS,
     MAX_RECORD_BYTES,
     AuditLog,
+    CallRecord,
     argument_sizes,
 )
 
@@ -23,13 +24,15 @@ SECRET = "hunter2-very-secret"
 async def test_a_call_is_recorded_with_argument_sizes_and_without_values(tmp_path: Path) -> None:
     log = AuditLog(tmp_path / "audit" / "calls.jsonl")
     await log.record(
-        session="default",
-        server="github",
-        tool="create_issue",
-        arguments={"title": SECRET, "labels": ["bug", "p1"], "count": 3},
-        outcome="ok",
-        duration=0.0123,
-        execution_id="e-1",
+        CallRecord(
+            session="default",
+            server="github",
+            tool="create_issue",
+            arguments={"title": SECRET, "labels": ["bug", "p1"], "count": 3},
+            outcome="ok",
+            duration=0.0123,
+            execution_id="e-1",
+        )
     )
     text = (tmp_path / "audit" / "calls.jsonl").read_text()
     assert SECRET not in text
@@ -50,13 +53,15 @@ async def test_a_call_is_recorded_with_argument_sizes_and_without_values(tmp_pat
 async def test_failures_record_their_outcome_and_detail(tmp_path: Path) -> None:
     log = AuditLog(tmp_path / "a.jsonl")
     await log.record(
-        session="s",
-        server="fs",
-        tool="write_file",
-        arguments={},
-        outcome="denied",
-        duration=0,
-        detail="denied by MCP_BRIDGE_DENY_TOOLS=*.write_file",
+        CallRecord(
+            session="s",
+            server="fs",
+            tool="write_file",
+            arguments={},
+            outcome="denied",
+            duration=0,
+            detail="denied by MCP_BRIDGE_DENY_TOOLS=*.write_file",
+        )
     )
     record = json.loads((tmp_path / "a.jsonl").read_text())
     assert record["outcome"] == "denied"
@@ -70,12 +75,14 @@ async def test_concurrent_records_never_interleave(tmp_path: Path) -> None:
 
     async def call(i: int) -> None:
         await log.record(
-            session=f"s{i}",
-            server="srv",
-            tool=f"t{i}" + "y" * 5000,
-            arguments={"blob": big},
-            outcome="ok",
-            duration=0.001,
+            CallRecord(
+                session=f"s{i}",
+                server="srv",
+                tool=f"t{i}" + "y" * 5000,
+                arguments={"blob": big},
+                outcome="ok",
+                duration=0.001,
+            )
         )
 
     with anyio.fail_after(10):
@@ -94,7 +101,9 @@ async def test_an_unwritable_log_warns_and_never_raises(
     with caplog.at_level(logging.WARNING):
         for _ in range(3):
             await log.record(
-                session="s", server="a", tool="b", arguments={}, outcome="ok", duration=0
+                CallRecord(
+                    session="s", server="a", tool="b", arguments={}, outcome="ok", duration=0
+                )
             )
     assert len([r for r in caplog.records if "audit log" in r.getMessage()]) == 1
 
@@ -103,7 +112,7 @@ async def test_a_disabled_log_writes_nothing(tmp_path: Path) -> None:
     log = AuditLog(None)
     assert not log.enabled
     await log.record(
-        session="s", server="a", tool="b", arguments={"k": 1}, outcome="ok", duration=0
+        CallRecord(session="s", server="a", tool="b", arguments={"k": 1}, outcome="ok", duration=0)
     )
     assert [entry async for entry in anyio.Path(tmp_path).iterdir()] == []
 
@@ -130,14 +139,16 @@ async def test_every_record_is_bounded_whatever_names_and_details_sandbox_code_s
     log = AuditLog(tmp_path / "a.jsonl")
     for _ in range(4):
         await log.record(
-            session=huge,
-            server=huge,
-            tool=huge,
-            arguments={f"{i}{huge}": i for i in range(100)} | {huge: "x"},
-            outcome="unknown_tool",
-            duration=0,
-            execution_id=huge,
-            detail=huge,
+            CallRecord(
+                session=huge,
+                server=huge,
+                tool=huge,
+                arguments={f"{i}{huge}": i for i in range(100)} | {huge: "x"},
+                outcome="unknown_tool",
+                duration=0,
+                execution_id=huge,
+                detail=huge,
+            )
         )
     lines = (tmp_path / "a.jsonl").read_bytes().splitlines()
     assert len(lines) == 4

@@ -16,12 +16,12 @@ owner gave it (docs/decisions.md: the path is the user's choice, maybe a shared 
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ __all__ = [
     "MAX_NAME_CHARS",
     "MAX_RECORD_BYTES",
     "AuditLog",
+    "CallRecord",
     "argument_sizes",
 ]
 
@@ -76,6 +77,52 @@ def argument_sizes(arguments: Mapping[str, Any]) -> dict[str, int]:
     return sizes
 
 
+@dataclass(frozen=True, kw_only=True)
+class CallRecord:
+    """One upstream call (or resource read, or prompt) as the audit log records it.
+
+    ``outcome``: ``ok``, ``tool_error`` (an ``isError`` result), or the failure's kind
+    (``denied``, ``unknown_tool``, ``timeout``, ``unavailable``, ``cancelled``, ...).
+    ``detail``: a short reason for a failure (an error message, never argument values).
+    ``approval``: how a call that needed the user's approval was decided (see
+    :class:`bridge_core.approval.ApprovalGate`); ``None`` when it needed none.
+    """
+
+    session: str
+    server: str
+    tool: str
+    arguments: Mapping[str, Any]
+    outcome: str
+    duration: float
+    execution_id: str | None = None
+    detail: str | None = None
+    approval: str | None = None
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def line(self) -> str:
+        """The JSON line :meth:`AuditLog.record` writes (without the newline), every field
+        bounded."""
+        record: dict[str, Any] = {
+            "time": self.at.isoformat(timespec="milliseconds"),
+            "session": _cut(self.session, MAX_NAME_CHARS),
+            "execution": None
+            if self.execution_id is None
+            else _cut(self.execution_id, MAX_NAME_CHARS),
+            "server": _cut(self.server, MAX_NAME_CHARS),
+            "tool": _cut(self.tool, MAX_NAME_CHARS),
+            "arguments": argument_sizes(self.arguments),
+        }
+        if len(self.arguments) > MAX_ARGUMENTS:
+            record["more_arguments"] = len(self.arguments) - MAX_ARGUMENTS
+        if self.approval is not None:
+            record["approval"] = _cut(self.approval, MAX_NAME_CHARS)
+        record["outcome"] = self.outcome
+        record["duration_ms"] = round(self.duration * 1000, 3)
+        if self.detail is not None:
+            record["detail"] = _cut(self.detail, MAX_DETAIL_CHARS)
+        return json.dumps(record, ensure_ascii=False)
+
+
 class AuditLog:
     """Appends JSON lines to ``path``; with ``path=None`` it records nothing.
 
@@ -93,77 +140,12 @@ class AuditLog:
         """False when no path was configured."""
         return self.path is not None
 
-    async def record(
-        self,
-        *,
-        session: str,
-        server: str,
-        tool: str,
-        arguments: Mapping[str, Any],
-        outcome: str,
-        duration: float,
-        execution_id: str | None = None,
-        detail: str | None = None,
-        approval: str | None = None,
-    ) -> None:
-        """Append one record (in a worker thread; the file write is blocking I/O).
-
-        ``outcome``: ``ok``, ``tool_error`` (an ``isError`` result), or the failure's kind
-        (``denied``, ``unknown_tool``, ``timeout``, ``unavailable``, ``cancelled``, ...).
-        ``detail``: a short reason for a failure (an error message, never argument values).
-        ``approval``: how a call that needed the user's approval was decided (see
-        :class:`bridge_core.approval.ApprovalGate`); ``None`` when it needed none.
-        """
+    async def record(self, call: CallRecord) -> None:
+        """Append ``call``'s line (in a worker thread: measuring a large argument, JSON-encoding
+        it, is CPU work, and the file write is blocking I/O)."""
         if self.path is None:
             return
-        # In the worker thread: measuring a large argument (JSON-encoding it) is CPU work.
-        record = functools.partial(
-            self.format,
-            session=session,
-            server=server,
-            tool=tool,
-            arguments=arguments,
-            outcome=outcome,
-            duration=duration,
-            execution_id=execution_id,
-            detail=detail,
-            approval=approval,
-            at=datetime.now(UTC),
-        )
-        await anyio.to_thread.run_sync(lambda: self._append(record()))
-
-    def format(
-        self,
-        *,
-        session: str,
-        server: str,
-        tool: str,
-        arguments: Mapping[str, Any],
-        outcome: str,
-        duration: float,
-        execution_id: str | None = None,
-        detail: str | None = None,
-        approval: str | None = None,
-        at: datetime | None = None,
-    ) -> str:
-        """The JSON line :meth:`record` writes (without the newline), every field bounded."""
-        record: dict[str, Any] = {
-            "time": (at or datetime.now(UTC)).isoformat(timespec="milliseconds"),
-            "session": _cut(session, MAX_NAME_CHARS),
-            "execution": None if execution_id is None else _cut(execution_id, MAX_NAME_CHARS),
-            "server": _cut(server, MAX_NAME_CHARS),
-            "tool": _cut(tool, MAX_NAME_CHARS),
-            "arguments": argument_sizes(arguments),
-        }
-        if len(arguments) > MAX_ARGUMENTS:
-            record["more_arguments"] = len(arguments) - MAX_ARGUMENTS
-        if approval is not None:
-            record["approval"] = _cut(approval, MAX_NAME_CHARS)
-        record["outcome"] = outcome
-        record["duration_ms"] = round(duration * 1000, 3)
-        if detail is not None:
-            record["detail"] = _cut(detail, MAX_DETAIL_CHARS)
-        return json.dumps(record, ensure_ascii=False)
+        await anyio.to_thread.run_sync(lambda: self._append(call.line()))
 
     def _append(self, line: str) -> None:
         assert self.path is not None

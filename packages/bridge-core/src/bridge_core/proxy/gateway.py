@@ -24,7 +24,7 @@ import mcp_types as types
 from bridge_protocol import ErrorCode, JSONValue
 
 from bridge_core.approval import ApprovalGate, ApprovalRefused, ApprovalRules
-from bridge_core.audit import AuditLog
+from bridge_core.audit import AuditLog, CallRecord
 from bridge_core.catalog import Catalog, ToolCache, resolve_tool
 from bridge_core.errors import UpstreamError
 from bridge_core.gateway import CallContext, CallFailed
@@ -116,15 +116,17 @@ class ProxyGateway:
                 # Shielded: a cancelled call is recorded too (the write is one short append).
                 with anyio.CancelScope(shield=True):
                     await self.audit.record(
-                        session=ctx.session,
-                        execution_id=ctx.execution_id,
-                        server=server,
-                        tool=tool,
-                        arguments=arguments,
-                        outcome=outcome,
-                        duration=anyio.current_time() - started,
-                        detail=detail,
-                        approval=approval[0] if approval else None,
+                        CallRecord(
+                            session=ctx.session,
+                            execution_id=ctx.execution_id,
+                            server=server,
+                            tool=tool,
+                            arguments=arguments,
+                            outcome=outcome,
+                            duration=anyio.current_time() - started,
+                            detail=detail,
+                            approval=approval[0] if approval else None,
+                        )
                     )
 
     def _masked(self, failure: CallFailed) -> CallFailed:
@@ -205,14 +207,16 @@ class ProxyGateway:
                 tool, arguments = audit_name(method, params)
                 with anyio.CancelScope(shield=True):
                     await self.audit.record(
-                        session=ctx.session,
-                        execution_id=ctx.execution_id,
-                        server=server[:200],
-                        tool=tool,
-                        arguments=arguments,
-                        outcome=outcome,
-                        duration=anyio.current_time() - started,
-                        detail=detail,
+                        CallRecord(
+                            session=ctx.session,
+                            execution_id=ctx.execution_id,
+                            server=server[:200],
+                            tool=tool,
+                            arguments=arguments,
+                            outcome=outcome,
+                            duration=anyio.current_time() - started,
+                            detail=detail,
+                        )
                     )
 
 
