@@ -265,7 +265,5 @@ def third_party() -> dict[str, str]:
                 "re-run scripts/prepare-servers"
             )
     if problem is not None:
-        if os.environ.get("BRIDGE_REQUIRE_RUNTIME") == "1":
-            pytest.fail(problem)
-        pytest.skip(problem)
+        require_runtime(problem)
     return values

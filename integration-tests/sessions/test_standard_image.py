@@ -6,6 +6,7 @@ subprocess; all of them must work with the image the bridge uses by default.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -14,6 +15,8 @@ import pytest
 from bridge_image.names import DEFAULT_IMAGE, SLIM_IMAGE
 
 from .conftest import MakeManager
+
+_shared = importlib.import_module("integration-tests.conftest")
 
 pytestmark = pytest.mark.container
 
@@ -112,10 +115,7 @@ def test_the_slim_image_has_no_data_stack() -> None:
     image = os.environ.get("MCP_BRIDGE_SLIM_IMAGE") or SLIM_IMAGE
     found = subprocess.run(["podman", "image", "exists", image], capture_output=True, timeout=30)
     if found.returncode != 0:
-        reason = f"slim image {image} is not built (scripts/prepare-host builds it)"
-        if os.environ.get("BRIDGE_REQUIRE_RUNTIME") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+        _shared.require_runtime(f"slim image {image} is not built (scripts/prepare-host builds it)")
     probe = subprocess.run(
         [
             "podman", "run", "--rm", "--network=none", "--entrypoint=python3", image,
