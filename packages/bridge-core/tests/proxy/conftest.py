@@ -3,10 +3,12 @@ subprocesses."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import pytest
 from bridge_core.servers import ServerSpec
 
@@ -53,3 +55,19 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+async def exited(pid: int) -> bool:
+    """Wait (bounded) until ``pid`` has exited: a pidfd turns readable at exit (zombie included,
+    as a killed grandchild waits for init to reap it)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        with anyio.move_on_after(10):
+            await anyio.wait_readable(fd)
+            return True
+        return False
+    finally:
+        os.close(fd)

@@ -21,7 +21,7 @@ from bridge_core.proxy import (
 )
 from bridge_core.servers import ServerSpec
 
-from .conftest import FakeClock, ProbeFactory
+from .conftest import FakeClock, ProbeFactory, exited
 
 
 def _text(result: types.CallToolResult) -> str:
@@ -36,22 +36,6 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
-
-
-async def _exited(pid: int) -> bool:
-    """Wait (bounded) until ``pid`` has exited: a pidfd turns readable at exit (zombie included,
-    as a killed grandchild waits for init to reap it)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        with anyio.move_on_after(5):
-            await anyio.wait_readable(fd)
-            return True
-        return False
-    finally:
-        os.close(fd)
 
 
 async def _server_pid(pool: UpstreamPool, server: str = "probe") -> int:
@@ -253,7 +237,7 @@ async def test_aclose_leaves_no_server_process_behind(probe: ProbeFactory) -> No
             await busy.wait()
             await pool.aclose()
     for pid in pids:
-        assert await _exited(pid), f"process {pid} outlived the pool"
+        assert await exited(pid), f"process {pid} outlived the pool"
 
 
 async def test_junk_on_stdout_before_jsonrpc_does_not_break_the_session(
@@ -315,7 +299,7 @@ async def test_an_error_in_the_body_and_one_in_a_supervisor_teardown_both_come_o
         await _fail_inside_a_pool(probe(), pids, teardown_bug=True)
     assert caught.group_contains(ValueError, match="the body failed")
     assert caught.group_contains(RuntimeError, match="supervisor teardown failed")
-    assert await _exited(pids[0])
+    assert await exited(pids[0])
 
 
 async def test_an_error_in_the_body_comes_out_as_itself_and_stops_the_servers(
@@ -324,4 +308,4 @@ async def test_an_error_in_the_body_comes_out_as_itself_and_stops_the_servers(
     pids: list[int] = []
     with pytest.raises(ValueError, match="the body failed"):
         await _fail_inside_a_pool(probe(), pids, teardown_bug=False)
-    assert await _exited(pids[0])
+    assert await exited(pids[0])

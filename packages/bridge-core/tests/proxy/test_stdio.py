@@ -17,7 +17,7 @@ from bridge_core.proxy import ProxyOptions, UpstreamCrashed, UpstreamPool, Upstr
 from bridge_core.servers import ServerSpec
 from mcp.client.stdio import get_default_environment
 
-from .conftest import HOSTILE_SERVER, ProbeFactory
+from .conftest import HOSTILE_SERVER, ProbeFactory, exited
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="the supervisor is Linux-only")
 
@@ -30,21 +30,6 @@ def _json(result: types.CallToolResult) -> dict[str, Any]:
     return value
 
 
-async def _exited(pid: int) -> bool:
-    """Wait (bounded) until ``pid`` has exited (a pidfd turns readable at exit)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        with anyio.move_on_after(10):
-            await anyio.wait_readable(fd)
-            return True
-        return False
-    finally:
-        os.close(fd)
-
-
 async def test_a_line_past_the_bound_cuts_the_connection_and_stops_the_server(
     hostile: ProbeFactory,
 ) -> None:
@@ -53,7 +38,7 @@ async def test_a_line_past_the_bound_cuts_the_connection_and_stops_the_server(
         server = _json(await pool.call_tool("hostile", "whoami"))["server"]
         with anyio.fail_after(20), pytest.raises(UpstreamCrashed) as caught:
             await pool.call_tool("hostile", "flood", {"size": 8 * 1024 * 1024})
-        assert await _exited(server)
+        assert await exited(server)
         again = await pool.call_tool("hostile", "echo", {"text": "back"})  # restarted
     message = str(caught.value)
     assert "'hostile'" in message
@@ -114,7 +99,7 @@ async def test_the_server_runs_under_its_supervisor_and_a_daemon_it_starts_dies_
         assert spawned["server_parent"] == pool.pid("hostile")
         with anyio.fail_after(20), pytest.raises(UpstreamCrashed) as caught:
             await pool.call_tool("hostile", "exit", {"status": 3})
-        assert await _exited(spawned["daemon"])
+        assert await exited(spawned["daemon"])
     assert caught.value.exit_status == 3  # the supervisor exits as its server did
     assert "exited with status 3" in str(caught.value)
 
@@ -150,8 +135,8 @@ async def test_stopping_the_pool_ends_the_daemon_of_a_running_server(
 ) -> None:
     async with UpstreamPool([hostile()]) as pool:
         spawned = _json(await pool.call_tool("hostile", "spawn_daemon"))
-    assert await _exited(spawned["daemon"])
-    assert await _exited(spawned["server"])
+    assert await exited(spawned["daemon"])
+    assert await exited(spawned["server"])
 
 
 async def test_a_server_gets_exactly_the_environment_it_was_given(tmp_path: Path) -> None:
