@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import cloudpickle  # type: ignore[import-untyped]
-from bridge_protocol import Snapshot
+from bridge_protocol import FORK_SNAPSHOT_PREFIX, Snapshot
 
 __all__ = ["SnapshotTaker", "restore_state"]
 
@@ -122,10 +122,21 @@ class SnapshotTaker:
         self._log = log
         self._sequence = 0
 
-    def take(self, namespace: dict[str, Any], skip: Callable[[str, Any], bool]) -> None:
-        """Start saving ``namespace`` and ``/tmp`` as they are now; returns at once."""
+    def fork_id(self) -> str:
+        """A new id for a fork's snapshot (the host writes it into the fork, not the session)."""
         self._sequence += 1
-        snapshot_id = f"s-{os.getpid()}-{self._sequence}"
+        return f"{FORK_SNAPSHOT_PREFIX}{os.getpid()}-{self._sequence}"
+
+    def take(
+        self,
+        namespace: dict[str, Any],
+        skip: Callable[[str, Any], bool],
+        snapshot_id: str | None = None,
+    ) -> None:
+        """Start saving ``namespace`` and ``/tmp`` as they are now; returns at once."""
+        if snapshot_id is None:
+            self._sequence += 1
+            snapshot_id = f"s-{os.getpid()}-{self._sequence}"
         try:
             read_fd, write_fd = os.pipe()
         except OSError as exc:
