@@ -41,6 +41,10 @@ MAX_SNAPSHOT_ID = 128
 
 logger = logging.getLogger("bridge_core.sessions")
 
+HELD_STATE = 1024 * 1024
+"""A snapshot up to this size is held in memory until its last frame, then written, checked
+against the disk budget and renamed in one thread hop (a warm call's state is kilobytes, and the
+session's next call waits for it); a larger one is streamed to its temp file as it comes."""
 MAX_UNSAVED_SHOWN = 10
 """Unsaved names quoted in one notice (the rest are counted)."""
 
@@ -116,6 +120,9 @@ class DurableLink:
         """For the session's next execution: what the last snapshot could not keep."""
         self._snapshot_id = ""
         self._writer: StateWriter | None = None
+        self._held: list[bytes] | None = None
+        """The frames of a snapshot still small enough to be held (None: streamed, or none)."""
+        self._held_bytes = 0
         self._restore: tuple[str, anyio.Event, list[str]] | None = None
 
     def expect_snapshot(self) -> None:
@@ -131,22 +138,24 @@ class DurableLink:
             self._abort()
             self._snapshot_id = message.snapshot_id
             if not message.error:
-                self._writer = await anyio.to_thread.run_sync(
-                    self.store.writer, self.client, self.name
-                )
-        writer = self._writer
-        if writer is not None and message.data:
-            await anyio.to_thread.run_sync(writer.write, message.data)
+                self._held, self._held_bytes = [], 0
+        if (held := self._held) is not None and message.data:
+            held.append(message.data)
+            self._held_bytes += len(message.data)
+            if self._held_bytes > HELD_STATE:  # too large to hold: streamed from now on
+                self._held = None
+                self._writer = await anyio.to_thread.run_sync(self._start_writer, held)
+        elif self._writer is not None and message.data:
+            await anyio.to_thread.run_sync(self._writer.write, message.data)
         if not message.last:
             return
-        self._writer = None
+        writer, kept = self._writer, self._held
+        self._writer, self._held = None, None
         error = message.error
-        if writer is not None and not error:
-            try:
-                error = await anyio.to_thread.run_sync(writer.commit, message.unsaved)
-            except OSError as exc:
-                writer.abort()
-                error = f"the state could not be written: {exc.strerror or exc}"
+        if not error and (writer is not None or kept is not None):
+            error = await anyio.to_thread.run_sync(self._save, writer, kept, message.unsaved)
+        elif writer is not None:
+            writer.abort()  # the saving child failed after its first frames
         if error:
             self.notices.append(
                 f"the state of session {self.name!r} after the previous execution could not be "
@@ -159,7 +168,27 @@ class DurableLink:
             )
         self.settled.set()
 
+    def _start_writer(self, held: list[bytes]) -> StateWriter:
+        writer = self.store.writer(self.client, self.name)
+        for chunk in held:
+            writer.write(chunk)
+        return writer
+
+    def _save(
+        self, writer: StateWriter | None, held: list[bytes] | None, unsaved: tuple[str, ...]
+    ) -> str:
+        """Write what is held (if anything), commit; "" or why not (blocking: in a thread)."""
+        try:
+            if writer is None:
+                writer = self._start_writer(held or [])
+            return writer.commit(unsaved)
+        except OSError as exc:
+            if writer is not None:
+                writer.abort()
+            return f"the state could not be written: {exc.strerror or exc}"
+
     def _abort(self) -> None:
+        self._held = None
         if self._writer is not None:
             self._writer.abort()
             self._writer = None
