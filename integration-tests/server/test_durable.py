@@ -186,3 +186,67 @@ async def test_a_corrupted_saved_state_gives_a_notice_and_a_fresh_session(
     assert "could not be restored" in _notices(fresh)
     assert "fresh session" in _notices(fresh)
     assert _value(later) == "2"
+
+
+FORK = (
+    "x = 1\n"
+    "open('/tmp/note.txt', 'w').write('before')\n"
+    "made = await runtime.fork_session('trial')\n"
+    "x = 2\n"  # after the fork: only the original sees this
+    "open('/tmp/note.txt', 'w').write('after')\n"
+    "made\n"
+)
+READ = "x, open('/tmp/note.txt').read()"
+
+
+async def test_a_fork_holds_the_state_of_its_moment_and_changing_it_leaves_the_original_alone(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    async with open_bridge(tmp_path) as bridge:
+        forked = await bridge.run(FORK)
+        copy = await bridge.run(READ, session="trial")
+        await bridge.run("x = 99\nopen('/tmp/note.txt', 'w').write('changed')", session="trial")
+        changed = await bridge.run(READ, session="trial")
+        original = await bridge.run(READ)
+        sync = await bridge.run("runtime.fork_session_sync('trial-2')")
+        second = await bridge.run(READ, session="trial-2")
+    assert forked.structured_content["status"] == "ok", bridge_text(forked)
+    assert _value(forked) == "'trial'"
+    assert _value(copy) == "(1, 'before')"
+    assert "was restored from its state saved at" in _notices(copy)
+    assert _value(changed) == "(99, 'changed')"
+    assert _value(original) == "(2, 'after')"
+    assert _value(sync) == "'trial-2'"
+    assert _value(second) == "(2, 'after')"
+
+
+async def test_a_fork_survives_a_sigkilled_bridge_like_any_saved_session(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    async with open_bridge(tmp_path, check_orphans=False) as bridge:
+        await bridge.run(STATE)
+        assert _value(await bridge.run("runtime.fork_session_sync('kept')")) == "'kept'"
+        for pid in bridge_pids(bridge.state_dir):
+            os.kill(pid, signal.SIGKILL)
+    async with open_bridge(tmp_path) as bridge:
+        back = await bridge.run(CHECK, session="kept")
+    assert _value(back) == EXPECTED
+    assert "was restored from its state saved at" in _notices(back)
+
+
+async def test_forking_without_saved_sessions_is_a_clear_error_saying_why(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    env = {"MCP_BRIDGE_SESSION_PERSIST": "false"}
+    code = (
+        "try:\n"
+        "    runtime.fork_session_sync('copy')\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    async with open_bridge(tmp_path, env=env) as bridge:
+        refused = await bridge.run(code)
+    text = code_text(refused)
+    assert "ToolError" in text
+    assert "cannot be forked" in text
+    assert "MCP_BRIDGE_SESSION_PERSIST is false" in text

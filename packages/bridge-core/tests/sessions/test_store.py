@@ -92,3 +92,24 @@ def test_names_are_per_client_and_a_client_s_states_go_with_it(tmp_path: Path) -
     assert store.saved("alice", "default") is None
     assert store.saved("bob", "default") is not None
     store.close()
+
+
+def test_a_fork_is_saved_only_under_a_free_name_and_never_replaces_a_state(
+    tmp_path: Path,
+) -> None:
+    store = SessionStore(tmp_path, StoreSettings(disk_limit=10))
+    store.open()
+    assert _save(store, b"original", "kept") == ""
+    onto_existing = store.writer(None, "kept")
+    onto_existing.write(b"fork")
+    assert "exists" in onto_existing.commit_new(())
+    assert store.saved(None, "kept") is not None
+    assert (store.root / next(p.name for p in store.root.glob("*.state"))).read_bytes() == (
+        b"original"
+    )
+    over_budget = store.writer(None, "fresh")
+    over_budget.write(b"abc")
+    assert "MCP_BRIDGE_SESSION_STATE_DISK" in over_budget.commit_new(())
+    assert not store.has_saved(None, "fresh")
+    assert sorted(p.suffix for p in store.root.iterdir() if p.name != "lock") == [".meta", ".state"]
+    store.close()

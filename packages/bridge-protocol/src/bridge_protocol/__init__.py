@@ -23,6 +23,7 @@ from bridge_protocol.errors import (
     UnsupportedVersion,
 )
 from bridge_protocol.messages import (
+    FORK_SNAPSHOT_PREFIX,
     HOST_TO_SANDBOX,
     MESSAGE_TYPES,
     SANDBOX_TO_HOST,
@@ -67,6 +68,7 @@ __all__ = [
     "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_FRAME_SIZE",
     "DEFAULT_MAX_ITEMS",
+    "FORK_SNAPSHOT_PREFIX",
     "HEADER_SIZE",
     "HOST_TO_SANDBOX",
     "MESSAGE_TYPES",

@@ -220,6 +220,11 @@ class Reply:
 # --- durable sessions ---------------------------------------------------------------------------
 
 
+FORK_SNAPSHOT_PREFIX = "fork-"
+"""A ``Snapshot`` whose id starts with this is a fork's (``fork_session`` request), never the
+session's own saved state."""
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """Sandbox → host: one chunk of the session's saved state after a successful execution.

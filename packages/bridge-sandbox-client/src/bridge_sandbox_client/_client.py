@@ -33,7 +33,7 @@ from bridge_protocol import (
     Shutdown,
 )
 
-from bridge_sandbox_client._calls import CallRegistry
+from bridge_sandbox_client._calls import CallRegistry, PendingCall
 from bridge_sandbox_client._capture import OutputCapture
 from bridge_sandbox_client._channel import Channel, signals_deferred
 from bridge_sandbox_client._compile import CompiledCell
@@ -84,7 +84,7 @@ class SandboxClient:
         self.directory = Directory(self.registry)
         self.displayer = Displayer(channel.send, self._current_execution)
         self.runtime = Runtime(
-            self.directory, self.displayer, channel.send, self._current_execution
+            self.directory, self.displayer, channel.send, self._current_execution, self._fork
         )
         self.runtime_module = build_runtime_module(self.runtime)
         self.modules = install_mcp_modules(self.directory, self.runtime_module)
@@ -213,6 +213,17 @@ class SandboxClient:
             self._channel.send(Restored(job.restore_id, error=error))
         except OSError as exc:
             self.log(f"could not confirm restore {job.restore_id}: {exc}")
+
+    def _fork(self, name: str) -> PendingCall:
+        """Ask the host for a fork into ``name``, then save the namespace as it is now into it.
+
+        The request goes first: the host reserves the name before the snapshot's frames come.
+        """
+        snapshot_id = self.snapshots.fork_id()
+        pending = self.registry.request("fork_session", {"name": name, "snapshot_id": snapshot_id})
+        if self._durable:  # otherwise the host refuses, and says why
+            self.snapshots.take(self.interpreter.namespace, self._skip_saving, snapshot_id)
+        return pending
 
     def _skip_saving(self, name: str, value: Any) -> bool:
         # What the client injects is rebuilt in every sandbox, never saved.

@@ -16,7 +16,7 @@ from typing import Any
 
 from bridge_protocol import Progress
 
-from bridge_sandbox_client._calls import CallRegistry
+from bridge_sandbox_client._calls import CallRegistry, PendingCall
 from bridge_sandbox_client._display import Displayer
 from bridge_sandbox_client._proxies import Directory
 
@@ -47,7 +47,9 @@ class Runtime:
         displayer: Displayer,
         send_progress: Callable[[Progress], None],
         execution_id: Callable[[], str],
+        fork: Callable[[str], PendingCall] | None = None,
     ) -> None:
+        self._fork = fork
         self._directory = directory
         self._registry = directory.registry
         self._displayer = displayer
@@ -177,6 +179,28 @@ class Runtime:
                 params[key] = _text(key, params[key])
         return self._registry.request(method, {"server": _text("server", server), **params})
 
+    # --- sessions ------------------------------------------------------------------------------
+
+    async def fork_session(self, name: str) -> str:
+        """Copy this session, as it is at this moment, into a new session ``name``; return it.
+
+        The copy holds the namespace and ``/tmp`` files as they are now (what this execution has
+        done so far included); run code in it with ``run_python(session=name)``. This session
+        is untouched. Raises :class:`~mcp.InvalidArguments` if ``name`` is not a valid session
+        name or is already taken (a fork never replaces a session), and :class:`~mcp.ToolError`
+        if the copy could not be saved (sessions are not saved on this bridge, or a size limit).
+        """
+        return _forked(await CallRegistry.wait(self._start_fork(name)))
+
+    def fork_session_sync(self, name: str) -> str:
+        """Blocking twin of :meth:`fork_session`."""
+        return _forked(CallRegistry.wait_sync(self._start_fork(name)))
+
+    def _start_fork(self, name: str) -> PendingCall:
+        if self._fork is None:
+            raise RuntimeError("this runtime cannot fork its session")
+        return self._fork(_text("name", name))
+
     # --- progress and images -------------------------------------------------------------------
 
     def progress(self, done: float, total: float | None = None, message: object = None) -> None:
@@ -229,6 +253,13 @@ def _text(name: str, value: Any) -> str:
     return value
 
 
+def _forked(value: Any) -> str:
+    session = value.get("session") if isinstance(value, dict) else None
+    if not isinstance(session, str):
+        raise ValueError("the bridge did not say which session the fork is")
+    return session
+
+
 def _names(value: Any) -> list[str]:
     return [n for n in value if isinstance(n, str)] if isinstance(value, list) else []
 
@@ -250,6 +281,8 @@ _EXPORTED = (
     "list_prompts_sync",
     "get_prompt",
     "get_prompt_sync",
+    "fork_session",
+    "fork_session_sync",
     "progress",
     "display_image",
 )

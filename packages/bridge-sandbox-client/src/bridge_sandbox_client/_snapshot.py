@@ -14,6 +14,7 @@ everything else is kept, shared references included (one pickle of all the good 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import cloudpickle  # type: ignore[import-untyped]
-from bridge_protocol import Snapshot
+from bridge_protocol import FORK_SNAPSHOT_PREFIX, Snapshot
 
 __all__ = ["SnapshotTaker", "restore_state"]
 
@@ -39,6 +40,8 @@ CHUNK = 4 * 1024 * 1024
 """Bytes per ``Snapshot`` frame (the channel's frame limit is 16 MiB)."""
 CHILD_SECONDS = 600
 """A saving child still running after this is killed by its own alarm (it must never linger)."""
+CHILD_NICENESS = 10
+"""How much the saving child lowers its CPU priority (raising niceness needs no privilege)."""
 TMP = Path("/tmp")
 SKIPPED_TMP = frozenset({".matplotlib"})
 """Entries of ``/tmp`` every sandbox gets from its image (caches): not saved."""
@@ -122,10 +125,21 @@ class SnapshotTaker:
         self._log = log
         self._sequence = 0
 
-    def take(self, namespace: dict[str, Any], skip: Callable[[str, Any], bool]) -> None:
-        """Start saving ``namespace`` and ``/tmp`` as they are now; returns at once."""
+    def fork_id(self) -> str:
+        """A new id for a fork's snapshot (the host writes it into the fork, not the session)."""
         self._sequence += 1
-        snapshot_id = f"s-{os.getpid()}-{self._sequence}"
+        return f"{FORK_SNAPSHOT_PREFIX}{os.getpid()}-{self._sequence}"
+
+    def take(
+        self,
+        namespace: dict[str, Any],
+        skip: Callable[[str, Any], bool],
+        snapshot_id: str | None = None,
+    ) -> None:
+        """Start saving ``namespace`` and ``/tmp`` as they are now; returns at once."""
+        if snapshot_id is None:
+            self._sequence += 1
+            snapshot_id = f"s-{os.getpid()}-{self._sequence}"
         try:
             read_fd, write_fd = os.pipe()
         except OSError as exc:
@@ -188,6 +202,10 @@ def _child(write_fd: int, namespace: dict[str, Any], skip: Callable[[str, Any], 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         signal.alarm(CHILD_SECONDS)
+        # Background work: within the container, the session's next execution comes first (the
+        # host is in another CPU group, where this changes nothing).
+        with contextlib.suppress(OSError):
+            os.nice(CHILD_NICENESS)
         # fds 1 and 2 are the parent's capture pipes: nothing of the child may reach the output.
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 1)

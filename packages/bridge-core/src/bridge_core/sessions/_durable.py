@@ -8,6 +8,12 @@ next execution, and before its sandbox is stopped to hibernate, the manager wait
 
 A fresh sandbox of a durable session gets a ``Restore`` (empty when nothing was saved): loading
 happens inside the sandbox, whose answer (``Restored``) says whether the state was usable.
+
+A fork (``runtime.fork_session(name)`` in sandbox code) is a ``fork_session`` request naming the
+new session and the id of the snapshot the sandbox takes right after sending it; the snapshot's
+frames (ids starting with :data:`~bridge_protocol.FORK_SNAPSHOT_PREFIX`, never the session's own
+state) are written into the new name of the same client, which must be free, and the request is
+answered once they are saved or refused. One fork at a time per sandbox.
 """
 
 from __future__ import annotations
@@ -15,17 +21,30 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import anyio
-from bridge_protocol import Restore, Restored, Snapshot
+from bridge_protocol import FORK_SNAPSHOT_PREFIX, ErrorCode, Restore, Restored, Snapshot
 
 from bridge_core.channel import Channel, ChannelClosed
+from bridge_core.gateway import CallFailed
+from bridge_core.sessions._names import validate_session_name
 from bridge_core.sessions._store import READ_CHUNK, SavedState, SessionStore, StateWriter
 
-__all__ = ["DurableLink", "RestoreOutcome"]
+__all__ = ["FORK_METHOD", "DurableLink", "ForkNames", "PendingFork", "RestoreOutcome"]
+
+FORK_METHOD = "fork_session"
+"""The request sandbox code's ``runtime.fork_session`` sends."""
+MAX_SNAPSHOT_ID = 128
+"""Characters of a fork's snapshot id (the sandbox client's are about 30)."""
 
 logger = logging.getLogger("bridge_core.sessions")
 
+HELD_STATE = 1024 * 1024
+"""A snapshot up to this size is held in memory until its last frame, then written, checked
+against the disk budget and renamed in one thread hop (a warm call's state is kilobytes, and the
+session's next call waits for it); a larger one is streamed to its temp file as it comes."""
 MAX_UNSAVED_SHOWN = 10
 """Unsaved names quoted in one notice (the rest are counted)."""
 
@@ -62,13 +81,38 @@ def describe_unsaved(unsaved: tuple[str, ...]) -> str:
     return shown + (f"; and {more} more" if more > 0 else "")
 
 
+class ForkNames(Protocol):
+    """Which names of a client are taken, for forks (the manager's sessions and the store)."""
+
+    forks_pending: dict[tuple[str | None, str], anyio.Event]
+
+    def name_taken(self, client: str | None, name: str) -> bool: ...
+
+
+class PendingFork:
+    """A fork being written: its name is reserved until :meth:`DurableLink._end_fork`."""
+
+    __slots__ = ("done", "error", "name", "snapshot_id", "writer")
+
+    def __init__(self, snapshot_id: str, name: str) -> None:
+        self.snapshot_id = snapshot_id
+        self.name = name
+        self.writer: StateWriter | None = None
+        self.error = ""
+        self.done = anyio.Event()
+
+
 class DurableLink:
     """Attached by the manager to a sandbox that serves a durable session."""
 
-    def __init__(self, store: SessionStore, client: str | None, name: str) -> None:
+    def __init__(
+        self, store: SessionStore, client: str | None, name: str, *, forks: ForkNames | None = None
+    ) -> None:
         self.store = store
         self.client = client
         self.name = name
+        self._names = forks
+        self._fork: PendingFork | None = None
         self.settled = anyio.Event()
         self.settled.set()
         """Set while no snapshot is expected or being written."""
@@ -76,6 +120,9 @@ class DurableLink:
         """For the session's next execution: what the last snapshot could not keep."""
         self._snapshot_id = ""
         self._writer: StateWriter | None = None
+        self._held: list[bytes] | None = None
+        """The frames of a snapshot still small enough to be held (None: streamed, or none)."""
+        self._held_bytes = 0
         self._restore: tuple[str, anyio.Event, list[str]] | None = None
 
     def expect_snapshot(self) -> None:
@@ -84,26 +131,31 @@ class DurableLink:
             self.settled = anyio.Event()
 
     async def on_snapshot(self, message: Snapshot) -> None:
+        if message.snapshot_id.startswith(FORK_SNAPSHOT_PREFIX):
+            await self._on_fork_snapshot(message)
+            return
         if message.snapshot_id != self._snapshot_id:
             self._abort()
             self._snapshot_id = message.snapshot_id
             if not message.error:
-                self._writer = await anyio.to_thread.run_sync(
-                    self.store.writer, self.client, self.name
-                )
-        writer = self._writer
-        if writer is not None and message.data:
-            await anyio.to_thread.run_sync(writer.write, message.data)
+                self._held, self._held_bytes = [], 0
+        if (held := self._held) is not None and message.data:
+            held.append(message.data)
+            self._held_bytes += len(message.data)
+            if self._held_bytes > HELD_STATE:  # too large to hold: streamed from now on
+                self._held = None
+                self._writer = await anyio.to_thread.run_sync(self._start_writer, held)
+        elif self._writer is not None and message.data:
+            await anyio.to_thread.run_sync(self._writer.write, message.data)
         if not message.last:
             return
-        self._writer = None
+        writer, kept = self._writer, self._held
+        self._writer, self._held = None, None
         error = message.error
-        if writer is not None and not error:
-            try:
-                error = await anyio.to_thread.run_sync(writer.commit, message.unsaved)
-            except OSError as exc:
-                writer.abort()
-                error = f"the state could not be written: {exc.strerror or exc}"
+        if not error and (writer is not None or kept is not None):
+            error = await anyio.to_thread.run_sync(self._save, writer, kept, message.unsaved)
+        elif writer is not None:
+            writer.abort()  # the saving child failed after its first frames
         if error:
             self.notices.append(
                 f"the state of session {self.name!r} after the previous execution could not be "
@@ -116,7 +168,27 @@ class DurableLink:
             )
         self.settled.set()
 
+    def _start_writer(self, held: list[bytes]) -> StateWriter:
+        writer = self.store.writer(self.client, self.name)
+        for chunk in held:
+            writer.write(chunk)
+        return writer
+
+    def _save(
+        self, writer: StateWriter | None, held: list[bytes] | None, unsaved: tuple[str, ...]
+    ) -> str:
+        """Write what is held (if anything), commit; "" or why not (blocking: in a thread)."""
+        try:
+            if writer is None:
+                writer = self._start_writer(held or [])
+            return writer.commit(unsaved)
+        except OSError as exc:
+            if writer is not None:
+                writer.abort()
+            return f"the state could not be written: {exc.strerror or exc}"
+
     def _abort(self) -> None:
+        self._held = None
         if self._writer is not None:
             self._writer.abort()
             self._writer = None
@@ -131,6 +203,9 @@ class DurableLink:
         """The sandbox is gone: nothing more arrives (a partial snapshot is dropped)."""
         self._abort()
         self.settled.set()
+        if (fork := self._fork) is not None and not fork.done.is_set():
+            fork.error = "the sandbox ended before the fork was saved"
+            fork.done.set()
         if self._restore is not None:
             self._restore[1].set()
 
@@ -164,6 +239,97 @@ class DurableLink:
         if not answer:
             return RestoreOutcome(state, "the sandbox ended while loading it")
         return RestoreOutcome(state, answer[0])
+
+    # --- forks ---------------------------------------------------------------------------------
+
+    def begin_fork(self, params: Mapping[str, Any]) -> PendingFork:
+        """Reserve the fork's new name (called by the reader, before the snapshot's frames).
+
+        Raises :class:`CallFailed` for a bad or taken name, or a fork already under way.
+        """
+        untrusted_name, untrusted_id = params.get("name"), params.get("snapshot_id")
+        if not isinstance(untrusted_name, str):
+            raise CallFailed(ErrorCode.INVALID_ARGUMENTS, "the new session's name must be a str")
+        try:
+            name = validate_session_name(untrusted_name)
+        except ValueError as exc:
+            raise CallFailed(ErrorCode.INVALID_ARGUMENTS, str(exc)) from None
+        if (
+            not isinstance(untrusted_id, str)
+            or not untrusted_id.startswith(FORK_SNAPSHOT_PREFIX)
+            or len(untrusted_id) > MAX_SNAPSHOT_ID
+        ):
+            raise CallFailed(ErrorCode.INVALID_ARGUMENTS, "a fork needs its snapshot's id")
+        names = self._names
+        assert names is not None, "a durable link of the manager always has its names"
+        if self._fork is not None:
+            raise CallFailed(
+                ErrorCode.INVALID_ARGUMENTS,
+                f"session {self.name!r} is already forking into {self._fork.name!r}: "
+                "one fork at a time",
+            )
+        if names.name_taken(self.client, name) or (self.client, name) in names.forks_pending:
+            raise CallFailed(
+                ErrorCode.INVALID_ARGUMENTS,
+                f"session {name!r} already exists (open, hibernated or saved): a fork never "
+                "replaces a session; choose another name, or reset that session first",
+            )
+        fork = self._fork = PendingFork(untrusted_id, name)
+        names.forks_pending[(self.client, name)] = anyio.Event()
+        return fork
+
+    async def finish_fork(self, fork: PendingFork) -> str:
+        """Wait until ``fork`` is saved; return its new name. Releases its reservation."""
+        try:
+            await fork.done.wait()
+        finally:
+            self._end_fork(fork)
+        if fork.error:
+            raise CallFailed(
+                ErrorCode.TOOL_ERROR, f"session {fork.name!r} was not created: {fork.error}"
+            )
+        return fork.name
+
+    def _end_fork(self, fork: PendingFork) -> None:
+        if fork.writer is not None:
+            fork.writer.abort()  # not committed: cancelled, or the sandbox ended
+            fork.writer = None
+        if self._fork is fork:
+            self._fork = None
+        if self._names is not None and (
+            event := self._names.forks_pending.pop((self.client, fork.name), None)
+        ):
+            event.set()
+
+    async def _on_fork_snapshot(self, message: Snapshot) -> None:
+        fork = self._fork
+        if fork is None or fork.snapshot_id != message.snapshot_id or fork.done.is_set():
+            return  # refused, cancelled or over: its frames go nowhere
+        if fork.writer is None and not message.error and not fork.error:
+            fork.writer = await anyio.to_thread.run_sync(self.store.writer, self.client, fork.name)
+        writer = fork.writer
+        if writer is not None and message.data:
+            await anyio.to_thread.run_sync(writer.write, message.data)
+        if not message.last:
+            return
+        fork.writer = None
+        error = message.error[:500]
+        if writer is not None and not error:
+            assert self._names is not None
+            if self._names.name_taken(self.client, fork.name):
+                # A session of that name was opened meanwhile: it is the user's, not the fork's.
+                writer.abort()
+                error = f"a session named {fork.name!r} was opened while the fork was saved"
+            else:
+                try:
+                    error = await anyio.to_thread.run_sync(writer.commit_new, message.unsaved)
+                except OSError as exc:
+                    writer.abort()
+                    error = f"the state could not be written: {exc.strerror or exc}"
+        elif writer is not None:
+            writer.abort()
+        fork.error = error or ""
+        fork.done.set()
 
 
 def saved_at(state: SavedState) -> str:

@@ -53,7 +53,7 @@ from bridge_core.client_link import ClientLink
 from bridge_core.gateway import CallContext, CallFailed, Gateway
 from bridge_core.runtime.base import Sandbox
 from bridge_core.sessions._budget import CallBudget, CallLimits
-from bridge_core.sessions._durable import DurableLink
+from bridge_core.sessions._durable import FORK_METHOD, DurableLink, PendingFork
 from bridge_core.sessions._output import OutputCollector
 from bridge_core.sessions._progress import ProgressGate, cut_message
 from bridge_core.sessions.types import ExecutionListener, Image
@@ -184,6 +184,8 @@ class LiveSandbox:
         """Calls in flight and the bytes they hold; refused past its limits."""
         self.durable: DurableLink | None = None
         """Set once the sandbox serves a durable session: its snapshots go to the store."""
+        self.not_durable = "its session is not saved"
+        """Why a fork of its session is refused when :attr:`durable` is None."""
         self._execution: Execution | None = None
         self._scope: anyio.CancelScope | None = None
         self._calls: TaskGroup | None = None
@@ -327,20 +329,46 @@ class LiveSandbox:
             await self.channel.send(refusal)
             return
         assert self._calls is not None
+        fork: PendingFork | None = None
+        if isinstance(message, Request) and message.method == FORK_METHOD:
+            # Reserved here, on the reader, before the fork's snapshot frames that follow.
+            try:
+                fork = self._begin_fork(message)
+            except CallFailed as exc:
+                fault = Fault(int(exc.code), exc.message)
+                await self.channel.send(Reply(message.call_id, fault=fault))
+                return
         self.budget.take(size)
         scope = anyio.CancelScope()
         execution.calls[message.call_id] = scope
-        self._calls.start_soon(self._run_call, execution, message, scope, size)
+        self._calls.start_soon(self._run_call, execution, message, scope, size, fork)
+
+    def _begin_fork(self, message: Request) -> PendingFork:
+        if self.durable is None:
+            raise CallFailed(
+                ErrorCode.TOOL_ERROR,
+                f"session {self.session!r} cannot be forked: {self.not_durable} (forks are "
+                "saved sessions)",
+            )
+        return self.durable.begin_fork(message.params)
 
     async def _run_call(
-        self, execution: Execution, message: Call | Request, scope: anyio.CancelScope, size: int
+        self,
+        execution: Execution,
+        message: Call | Request,
+        scope: anyio.CancelScope,
+        size: int,
+        fork: PendingFork | None = None,
     ) -> None:
         held = size
         span = tracing.nested_call(execution.trace, message, size)
         try:
             reply: Reply | None = None
             with scope:
-                reply = await self._answer(execution, message)
+                if fork is not None and self.durable is not None:
+                    reply = await self._answer_fork(message.call_id, self.durable, fork)
+                else:
+                    reply = await self._answer(execution, message)
             execution.calls.pop(message.call_id, None)
             if reply is None:  # cancelled: the sandbox abandoned it or the execution ended
                 return
@@ -369,6 +397,14 @@ class LiveSandbox:
         finally:
             span.end()
             self.budget.release(held)
+
+    @staticmethod
+    async def _answer_fork(call_id: int, link: DurableLink, fork: PendingFork) -> Reply:
+        try:
+            name = await link.finish_fork(fork)
+        except CallFailed as exc:
+            return Reply(call_id, fault=Fault(int(exc.code), exc.message))
+        return Reply(call_id, value={"session": name})
 
     async def _answer(self, execution: Execution, message: Call | Request) -> Reply:
         ctx = CallContext(

@@ -135,6 +135,9 @@ class SessionStore:
             unsaved = tuple(str(item)[:MAX_UNSAVED_CHARS] for item in meta["unsaved"])
         return SavedState(path, info.st_size, info.st_mtime, unsaved[:MAX_UNSAVED_LISTED])
 
+    def has_saved(self, client: str | None, name: str) -> bool:
+        return self._base(client, name).with_suffix(_SUFFIX).exists()
+
     @staticmethod
     def touch(state: SavedState) -> None:
         """The state was used: retention counts from now."""
@@ -185,12 +188,19 @@ class StateWriter:
 
     def commit(self, unsaved: tuple[str, ...]) -> str:
         """Replace the saved state atomically; return "" or why it was not kept."""
+        if error := self._check_disk():
+            return error
+        os.replace(self._temp, self._base.with_suffix(_SUFFIX))
+        self._write_meta(unsaved)
+        return ""
+
+    def _check_disk(self) -> str:
+        """Close the temp file; "" if the state fits the store's disk budget, else why not."""
         if self.error:
             return self.error
         self._file.close()
-        path = self._base.with_suffix(_SUFFIX)
         limit = self._store.settings.disk_limit
-        used = self._store.total_bytes(besides=path)
+        used = self._store.total_bytes(besides=self._base.with_suffix(_SUFFIX))
         if used + self.size > limit:
             self.abort()
             return (
@@ -198,9 +208,24 @@ class StateWriter:
                 f"bytes, more than MCP_BRIDGE_SESSION_STATE_DISK ({limit:,}): reset sessions "
                 "you no longer need, or raise the limit"
             )
+        return ""
+
+    def _write_meta(self, unsaved: tuple[str, ...]) -> None:
         meta = {"unsaved": [item[:MAX_UNSAVED_CHARS] for item in unsaved[:MAX_UNSAVED_LISTED]]}
-        os.replace(self._temp, path)
         write_private(self._base.with_suffix(_META), json.dumps(meta).encode())
+
+    def commit_new(self, unsaved: tuple[str, ...]) -> str:
+        """Like :meth:`commit` for a state that must not replace one (a fork): "" or why not."""
+        if error := self._check_disk():
+            return error
+        path = self._base.with_suffix(_SUFFIX)
+        try:
+            os.link(self._temp, path)  # atomic, and never over an existing state
+        except FileExistsError:
+            self.abort()
+            return "a saved state of that name exists (a fork never replaces one)"
+        self._temp.unlink(missing_ok=True)
+        self._write_meta(unsaved)
         return ""
 
     def abort(self) -> None:

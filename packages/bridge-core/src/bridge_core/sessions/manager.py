@@ -7,6 +7,7 @@ for the user-facing behaviour (names, pool, limits, idle TTL, timeouts, crashes,
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -23,10 +24,9 @@ from anyio.abc import TaskGroup
 from bridge_core.errors import BridgeError, SandboxStartError, SessionLimitExceeded
 from bridge_core.gateway import Gateway
 from bridge_core.runtime.base import RuntimeBackend
-from bridge_core.sessions._durable import DurableLink
 from bridge_core.sessions._execute import ExecutionRunner
 from bridge_core.sessions._fleet import SandboxFleet
-from bridge_core.sessions._hibernation import next_to_hibernate
+from bridge_core.sessions._lifecycle import RESTART, DurableSessions
 from bridge_core.sessions._names import DEFAULT_SESSION, validate_session_name
 from bridge_core.sessions._pool import SandboxPool
 from bridge_core.sessions._sandbox import LiveSandbox
@@ -50,10 +50,6 @@ before the caller gets ``unavailable``; a broken image still fails fast, after t
 EXPIRED_NAMES_KEPT = 1024
 """Names of expired sessions remembered to tell their next caller; bounded against churn."""
 _CLIENT_GONE = "the client this session belonged to is gone (its MCP session ended)"
-SNAPSHOT_WAIT = 60.0
-"""Longest wait for the snapshot of the previous execution before the next one runs or the
-sandbox hibernates (a small state takes milliseconds; one of hundreds of MB, seconds)."""
-RESTORE_WAIT = 120.0  # longest a sandbox may take to load a saved state (and the start timeout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,14 +84,24 @@ class SessionManager:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
-        self._store = store
-        """Where sessions are saved (None: sessions live and die with their containers)."""
         self._clock = clock
         self._fleet = SandboxFleet(config, runtime, gateway)
         self._sessions: dict[_Key, Session] = {}
         self._expired: OrderedDict[_Key, float] = OrderedDict()
         self._ephemeral: Counter[str | None] = Counter()
         """Executions running with ``persist=false``, per client (each holds a sandbox)."""
+        self._saved = DurableSessions(
+            store,
+            config,
+            sessions=self._sessions,
+            ephemeral=self._ephemeral,
+            drop=self._drop,
+            replace=self._replace,
+            forget_if_empty=self._forget_if_empty,
+        )
+        """Where sessions are saved (a store of None: they live and die with their containers)."""
+        self._exit_stack: contextlib.AsyncExitStack | None = None
+        """Owns the task group: its exit gets the body's exception, never a made-up None."""
         self._tg: TaskGroup | None = None
         self._pool: SandboxPool | None = None
         self._closed = False
@@ -120,18 +126,19 @@ class SessionManager:
         removed = await anyio.to_thread.run_sync(self._outputs.remove_dead_owners)
         if removed:
             logger.info("removed %d spill(s) of bridges that are gone", removed)
-        if self._store is not None and self.config.persist:
-            await anyio.to_thread.run_sync(self._store.open)
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        self._fleet.open(tg)
-        self._pool = SandboxPool(
-            self.config.pool_size, start=self._fleet.start, discard=self._discard, task_group=tg
-        )
-        self._pool.fill()
-        if self.config.idle_ttl > 0:
-            tg.start_soon(self._reap_idle)
+        await anyio.to_thread.run_sync(self._saved.open)
+        async with contextlib.AsyncExitStack() as stack:
+            stack.callback(self._saved.close)  # a failed start releases the store too
+            tg = await stack.enter_async_context(anyio.create_task_group())
+            self._tg = tg
+            self._fleet.open(tg)
+            self._pool = SandboxPool(
+                self.config.pool_size, start=self._fleet.start, discard=self._discard, task_group=tg
+            )
+            self._pool.fill()
+            if self.config.idle_ttl > 0:
+                tg.start_soon(self._reap_idle)
+            self._exit_stack = stack.pop_all()
         return self
 
     async def __aexit__(
@@ -139,10 +146,10 @@ class SessionManager:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:
+    ) -> bool | None:
         """Stop every container this manager started: bounded, and even when cancelled."""
-        tg, pool = self._tg, self._pool
-        if tg is None or pool is None:
+        tg, pool, stack = self._tg, self._pool, self._exit_stack
+        if tg is None or pool is None or stack is None:
             raise RuntimeError("the session manager was not entered")
         self._closed = True
         self._fleet.closed = True  # from now on, sandboxes are stopped by stop_all() only
@@ -150,26 +157,26 @@ class SessionManager:
             live.close()
         tg.cancel_scope.cancel()
         try:
-            await tg.__aexit__(None, None, None)
+            # The body's exception goes to the task group (and on to the caller) with any error
+            # of its tasks: nothing raised inside ``async with`` is lost on the way out.
+            return await stack.__aexit__(exc_type, exc, tb)
         finally:
             self._sessions.clear()
             await self._fleet.stop_all()
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._outputs.remove_own)
-            if self._store is not None:
-                self._store.close()
 
     # --- public API --------------------------------------------------------------------------
 
     @property
     def durable(self) -> bool:
         """Whether sessions are saved (they survive restarts, crashes and hibernation)."""
-        return self._store is not None and self._store.usable and self.config.persist
+        return self._saved.enabled
 
     @property
     def store_refusal(self) -> str:
         """Why sessions are not saved although a store was configured ("" when they are)."""
-        return self._store.refusal if self._store is not None else ""
+        return self._saved.refusal
 
     async def execute(
         self,
@@ -236,14 +243,14 @@ class SessionManager:
         self._expired.pop((client, name), None)
         sess = self._sessions.get((client, name))
         if sess is None:
-            await self._forget_saved(client, name)
+            await self._saved.forget(client, name)
             return
         sess.users += 1
         try:
             async with sess.turn:
                 self._drop(sess)
                 sess.notices.clear()
-                await self._forget_saved(client, name)
+                await self._saved.forget(client, name)
         finally:
             sess.users -= 1
             sess.last_used = self._clock()
@@ -281,9 +288,8 @@ class SessionManager:
                 sandboxes.append(sess.live)
                 sess.live = None
             closed.append(sess.name)
-        if self._store is not None and self._store.usable:
-            # Nobody can address them again: their saved states go too (and any hibernated one).
-            await anyio.to_thread.run_sync(self._store.delete_client, client)
+        # Nobody can address them again: their saved states go too (and any hibernated one).
+        await self._saved.forget_client(client)
         if sandboxes and not self._closed:  # once closing, the shutdown stops everything
             async with anyio.create_task_group() as stops:
                 for live in sandboxes:
@@ -318,7 +324,7 @@ class SessionManager:
             if self.durable:
                 # Hibernates: its container stops once its last snapshot is on disk; its next
                 # call restores it.
-                if sess.live is not None and self._background(self._hibernate, sess):
+                if sess.live is not None and self._background(self._saved.hibernate, sess):
                     expired.append(name)
                 continue
             del self._sessions[key]
@@ -375,7 +381,7 @@ class SessionManager:
         sess = self._sessions.get(key)
         if sess is not None:
             return sess
-        if not self.durable:  # durable: the limit is on live containers (see _make_room)
+        if not self.durable:  # durable: the limit is on live containers (see make_room)
             self._check_capacity(client)
         sess = self._sessions[key] = Session(name, self._clock(), client=client)
         if self.store_refusal and self.config.persist:
@@ -435,12 +441,12 @@ class SessionManager:
             self._drop(sess)
         if sess.forget_saved:
             sess.forget_saved = False
-            await self._forget_saved(sess.client, sess.name)
+            await self._saved.forget(sess.client, sess.name)
         if sess.live is None:
             if self.durable:
                 try:
                     with anyio.move_on_at(start_by):  # past it, _take says no sandbox in time
-                        await self._make_room(sess)
+                        await self._saved.make_room(sess)
                 except SessionLimitExceeded as exc:
                     return unavailable(sess.name, str(exc), notices)
             taken = await self._take(sess.name, start_by, notices)
@@ -451,78 +457,14 @@ class SessionManager:
                 return unavailable(sess.name, _CLIENT_GONE, notices)
             sess.live = taken
             if self.durable:
-                restored = await self._restore(sess, taken, start_by, notices)
-                if restored is not None:
+                restored = await self._saved.restore(sess, taken, start_by, notices)
+                if restored is RESTART:
+                    return await self._sandbox_for(sess, notices)
+                if isinstance(restored, ExecutionResult):
                     return restored
-        elif sess.live.durable is not None:
-            with anyio.move_on_after(SNAPSHOT_WAIT):
-                await sess.live.durable.settled.wait()
-            notices.extend(sess.live.durable.notices)
-            sess.live.durable.notices.clear()
+        else:
+            await self._saved.settle(sess, notices)
         return sess.live
-
-    async def _restore(
-        self, sess: Session, live: LiveSandbox, start_by: float, notices: list[str]
-    ) -> ExecutionResult | None:
-        """Load the session's saved state into its fresh sandbox ``live`` (None: ready)."""
-        assert self._store is not None
-        link = live.durable = DurableLink(self._store, sess.client, sess.name)
-        with anyio.move_on_at(min(start_by, anyio.current_time() + RESTORE_WAIT)) as waiting:
-            outcome = await link.restore(live.channel)
-        if waiting.cancelled_caught:
-            self._replace(sess, live, kill=True)
-            return unavailable(
-                sess.name,
-                f"the saved state of session {sess.name!r} did not load within "
-                f"{self.config.start_timeout:g} s (MCP_BRIDGE_SANDBOX_START_TIMEOUT); raise it, "
-                "or reset the session",
-                notices,
-            )
-        if notice := outcome.notice(sess.name):
-            notices.append(notice)
-        if not outcome.error:
-            return None
-        logger.warning("saved state of session %r refused: %s", sess.name, outcome.error)
-        await self._forget_saved(sess.client, sess.name)
-        if not live.alive:  # loading it killed the sandbox (e.g. out of memory): start afresh
-            self._replace(sess, live, kill=True)
-            # Its state is deleted now: the next sandbox gets an empty restore (bounded by the
-            # start timeout, like any start).
-            again = await self._sandbox_for(sess, notices)
-            return again if isinstance(again, ExecutionResult) else None
-        return None
-
-    async def _make_room(self, sess: Session) -> None:
-        """Hibernate least recently used idle sessions until ``sess`` may have a container.
-
-        Raises :class:`SessionLimitExceeded` when every live session is busy.
-        """
-        while victim := next_to_hibernate(
-            self._sessions.values(), sess, self.config, self._ephemeral
-        ):
-            await self._hibernate(victim)
-
-    async def _hibernate(self, sess: Session) -> None:
-        """Stop ``sess``'s container once its last snapshot is saved; its next call restores."""
-        sess.users += 1
-        try:
-            async with sess.turn:
-                live = sess.live
-                if live is None:
-                    return
-                if live.durable is not None:
-                    with anyio.move_on_after(SNAPSHOT_WAIT):
-                        await live.durable.settled.wait()
-                    sess.notices.extend(live.durable.notices)
-                self._drop(sess)
-                logger.info("session %r hibernated", sess.name)
-        finally:
-            sess.users -= 1
-            self._forget_if_empty(sess)
-
-    async def _forget_saved(self, client: str | None, name: str) -> None:
-        if self._store is not None and self._store.usable:
-            await anyio.to_thread.run_sync(self._store.delete, client, name)
 
     async def _take(
         self, name: str, start_by: float, notices: list[str]
@@ -541,6 +483,7 @@ class SessionManager:
                         logger.warning("sandbox start failed, trying once more: %s", exc)
                         continue
                     live.session = name
+                    live.not_durable = self._saved.why_not_saved()
                     return live
         except BridgeError as exc:
             return unavailable(name, str(exc), notices)

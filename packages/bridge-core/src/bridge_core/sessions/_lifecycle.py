@@ -1,0 +1,187 @@
+"""The durable lifecycle of the manager's sessions: restore, settle, hibernate, forget.
+
+A durable session outlives its containers: a fresh sandbox of the session gets its saved state
+(:meth:`DurableSessions.restore`), the next execution starts only once the last snapshot is on
+disk (:meth:`DurableSessions.settle`), the least recently used idle session hibernates to make
+room for another (:meth:`DurableSessions.make_room`), and a reset forgets the saved state. A fork
+asked for by sandbox code is written into a new name of the same client (see ``_durable``); the
+name must be free, which only the manager's table of sessions and the store can tell.
+
+The manager owns the sessions and their sandboxes; this module owns what happens to their saved
+state, through the few callbacks the manager hands it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Final
+
+import anyio
+
+from bridge_core.sessions._durable import DurableLink
+from bridge_core.sessions._hibernation import next_to_hibernate
+from bridge_core.sessions._sandbox import LiveSandbox
+from bridge_core.sessions._session import Session, unavailable
+from bridge_core.sessions._store import SessionStore
+from bridge_core.sessions.types import ExecutionResult, SessionConfig
+
+__all__ = ["RESTART", "DurableSessions"]
+
+logger = logging.getLogger("bridge_core.sessions")
+
+SNAPSHOT_WAIT = 60.0
+"""Longest wait for the snapshot of the previous execution before the next one runs or the
+sandbox hibernates (a small state takes milliseconds; one of hundreds of MB, seconds)."""
+RESTORE_WAIT = 120.0  # longest a sandbox may take to load a saved state (and the start timeout)
+
+_Key = tuple[str | None, str]
+
+
+class _Restart:
+    """The saved state killed the sandbox that loaded it (it is deleted): start another one."""
+
+
+RESTART: Final = _Restart()
+
+
+class DurableSessions:
+    """Saved state of the manager's sessions (a store that is None or not usable: none)."""
+
+    def __init__(
+        self,
+        store: SessionStore | None,
+        config: SessionConfig,
+        *,
+        sessions: Mapping[_Key, Session],
+        ephemeral: Counter[str | None],
+        drop: Callable[[Session], None],
+        replace: Callable[..., None],
+        forget_if_empty: Callable[[Session], None],
+    ) -> None:
+        self._store = store
+        self.config = config
+        self._sessions = sessions
+        self._ephemeral = ephemeral
+        self._drop = drop
+        self._replace = replace
+        self._forget_if_empty = forget_if_empty
+        self.forks_pending: dict[_Key, anyio.Event] = {}
+        """Names a fork is being written into, each with an event set once it is saved or
+        refused: taken meanwhile, and a session of that name waits for it before restoring."""
+
+    @property
+    def enabled(self) -> bool:
+        """Whether sessions are saved (they survive restarts, crashes and hibernation)."""
+        return self._store is not None and self._store.usable and self.config.persist
+
+    @property
+    def refusal(self) -> str:
+        """Why sessions are not saved although a store was configured ("" when they are)."""
+        return self._store.refusal if self._store is not None else ""
+
+    def why_not_saved(self) -> str:
+        """Why this bridge keeps no saved state, for an error that needs one (e.g. a fork)."""
+        if not self.config.persist:
+            return "MCP_BRIDGE_SESSION_PERSIST is false, so nothing of a session is kept"
+        if self._store is None:
+            return "this bridge has no session store"
+        return self._store.refusal or "the session store is not open"
+
+    def name_taken(self, client: str | None, name: str) -> bool:
+        """Whether ``client`` has a session ``name``: open, hibernated or saved."""
+        if (client, name) in self._sessions:
+            return True
+        return self._store is not None and self._store.has_saved(client, name)
+
+    def open(self) -> None:
+        """Take the store (blocking: run in a thread)."""
+        if self._store is not None and self.config.persist:
+            self._store.open()
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+    async def restore(
+        self, sess: Session, live: LiveSandbox, start_by: float, notices: list[str]
+    ) -> ExecutionResult | _Restart | None:
+        """Load the session's saved state into its fresh sandbox ``live`` (None: ready)."""
+        assert self._store is not None
+        link = live.durable = DurableLink(self._store, sess.client, sess.name, forks=self)
+        with anyio.move_on_at(min(start_by, anyio.current_time() + RESTORE_WAIT)) as waiting:
+            while (forking := self.forks_pending.get((sess.client, sess.name))) is not None:
+                await forking.wait()  # what it saved (if anything) is then this session's
+            outcome = await link.restore(live.channel)
+        if waiting.cancelled_caught:
+            self._replace(sess, live, kill=True)
+            return unavailable(
+                sess.name,
+                f"the saved state of session {sess.name!r} did not load within "
+                f"{self.config.start_timeout:g} s (MCP_BRIDGE_SANDBOX_START_TIMEOUT); raise it, "
+                "or reset the session",
+                notices,
+            )
+        if notice := outcome.notice(sess.name):
+            notices.append(notice)
+        if not outcome.error:
+            return None
+        logger.warning("saved state of session %r refused: %s", sess.name, outcome.error)
+        await self.forget(sess.client, sess.name)
+        if not live.alive:  # loading it killed the sandbox (e.g. out of memory): start afresh
+            self._replace(sess, live, kill=True)
+            # Its state is deleted now: the next sandbox gets an empty restore (bounded by the
+            # start timeout, like any start).
+            return RESTART
+        return None
+
+    @staticmethod
+    async def settle(sess: Session, notices: list[str]) -> None:
+        """Wait until the snapshot of ``sess``'s previous execution is on disk (bounded)."""
+        live = sess.live
+        if live is None or live.durable is None:
+            return
+        with anyio.move_on_after(SNAPSHOT_WAIT):
+            await live.durable.settled.wait()
+        notices.extend(live.durable.notices)
+        live.durable.notices.clear()
+
+    async def make_room(self, sess: Session) -> None:
+        """Hibernate least recently used idle sessions until ``sess`` may have a container.
+
+        Raises :class:`SessionLimitExceeded` when every live session is busy.
+        """
+        while victim := next_to_hibernate(
+            self._sessions.values(), sess, self.config, self._ephemeral
+        ):
+            await self.hibernate(victim)
+
+    async def hibernate(self, sess: Session) -> None:
+        """Stop ``sess``'s container once its last snapshot is saved; its next call restores."""
+        sess.users += 1
+        try:
+            async with sess.turn:
+                live = sess.live
+                if live is None:
+                    return
+                if live.durable is not None:
+                    with anyio.move_on_after(SNAPSHOT_WAIT):
+                        await live.durable.settled.wait()
+                    sess.notices.extend(live.durable.notices)
+                    live.durable.notices.clear()
+                self._drop(sess)
+                logger.info("session %r hibernated", sess.name)
+        finally:
+            sess.users -= 1
+            self._forget_if_empty(sess)
+
+    async def forget(self, client: str | None, name: str) -> None:
+        """Delete the saved state of ``client``'s session ``name`` (a reset)."""
+        if self._store is not None and self._store.usable:
+            await anyio.to_thread.run_sync(self._store.delete, client, name)
+
+    async def forget_client(self, client: str | None) -> None:
+        """Delete every saved state of ``client`` (it is gone: nobody can address them again)."""
+        if self._store is not None and self._store.usable:
+            await anyio.to_thread.run_sync(self._store.delete_client, client)
