@@ -1,0 +1,108 @@
+"""Sandbox code forging ``Snapshot`` frames (durable sessions), through the real bridge over stdio
+(MCP SDK client) and real podman.
+
+A sandbox of a durable session may send ``Snapshot`` frames at any moment: during its execution,
+without end, with any ``unsaved`` list or error text. What the bridge keeps of them is bounded:
+in memory (what the next call is told) and on disk (``MCP_BRIDGE_SESSION_STATE_DISK`` holds for
+states still being written, not only for finished ones).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import bridge_pids, code_text, open_bridge, payload_of, text_of
+
+pytestmark = pytest.mark.container
+
+CHANNEL = """
+import gc, os, socket
+from bridge_protocol.codec import encode
+from bridge_protocol.messages import Snapshot
+def channel_fd():
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            probe = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue
+        try:
+            if probe.family == socket.AF_UNIX and str(probe.getpeername()).endswith("channel.sock"):
+                return int(name)
+        except OSError:
+            pass
+        finally:
+            probe.close()
+    raise LookupError("no channel socket")
+sock = socket.socket(fileno=os.dup(channel_fd()))
+"""
+
+NOTICE_FLOOD = """
+for n in range(60):
+    sock.sendall(encode(Snapshot(f"forged-{n}", last=True, unsaved=("x" * 4_000_000,))))
+'sent'
+"""
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise LookupError(f"no VmRSS for {pid}")
+
+
+async def test_forged_snapshot_endings_cannot_pile_up_notices_in_the_bridge(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # 60 finished snapshots, each naming one unsaved "name" of 4 MB: before, the bridge kept a
+    # notice of each, whole (240 MB held until the next call, then sent to the client).
+    async with open_bridge(tmp_path) as bridge:
+        (pid,) = bridge_pids(bridge.state_dir)
+        await bridge.run("kept = 'state'")
+        before = _rss_mib(pid)
+        flood = await bridge.run(CHANNEL + NOTICE_FLOOD, timeout=60)
+        after = _rss_mib(pid)
+        print(f"bridge RSS {before:.0f} MiB before, {after:.0f} MiB after 240 MB of forged notices")
+        assert code_text(flood) == "'sent'"
+        assert after - before < 64
+        told = await bridge.run("kept")
+    assert text_of(told).endswith("'state'")
+    notices = payload_of(told).get("notices", [])
+    assert len(json.dumps(notices)) < 4096, f"{len(json.dumps(notices)):,} characters of notices"
+    assert len(notices) <= 1
+
+
+HOLD_OPEN = """
+(client,) = [o for o in gc.get_objects() if type(o).__name__ == "SandboxClient"]
+client.snapshots.take = lambda *args: None  # no genuine snapshot ends the forged one
+chunk = bytes(3 * 1024 * 1024)
+sock.sendall(encode(Snapshot("never-ending", data=chunk)))
+sock.sendall(encode(Snapshot("never-ending", data=chunk)))
+'holding'
+"""
+
+
+def _store_bytes(state_dir: Path) -> int:
+    store = state_dir / "sessions" / "saved" / "default"
+    return sum(entry.stat().st_size for entry in store.iterdir() if entry.is_file())
+
+
+async def test_states_still_being_written_count_against_the_disk_limit(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # Three sessions each start a 6 MiB state that never ends (under the 6 MiB per-state cap):
+    # before, only finished states were counted, and 18 MiB of half-written files sat in a store
+    # limited to 8 MiB (any number of sessions times MCP_BRIDGE_SESSION_STATE_MAX).
+    env = {"MCP_BRIDGE_SESSION_STATE_MAX": "6m", "MCP_BRIDGE_SESSION_STATE_DISK": "8m"}
+    async with open_bridge(tmp_path, env=env) as bridge:
+        for name in ("a", "b", "c"):
+            held = await bridge.run(CHANNEL + HOLD_OPEN, session=name)
+            assert code_text(held) == "'holding'"
+        used = _store_bytes(bridge.state_dir)
+        print(f"store holds {used:,} bytes with three never-ending states")
+        assert used <= 8 * 1024 * 1024
+        other = await bridge.run("6 * 7", session="bystander")
+    assert text_of(other).endswith("42")
