@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 import stat
 import time
 from pathlib import Path
@@ -91,4 +92,30 @@ def test_names_are_per_client_and_a_client_s_states_go_with_it(tmp_path: Path) -
     store.delete_client("alice")
     assert store.saved("alice", "default") is None
     assert store.saved("bob", "default") is not None
+    store.close()
+
+
+def test_states_still_being_written_count_against_the_disk_limit(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, StoreSettings(disk_limit=10))
+    store.open()
+    never_ending = store.writer(None, "a")
+    never_ending.write(b"123456")
+    other = store.writer(None, "b")
+    other.write(b"12345")
+    assert "MCP_BRIDGE_SESSION_STATE_DISK" in other.commit(())
+    never_ending.abort()  # its bytes leave the budget
+    assert _save(store, b"1234567890", "b") == ""
+    store.delete(None, "b")  # and a deleted state's too
+    assert _save(store, b"1234567890", "c") == ""
+    store.close()
+
+
+def test_writers_at_the_same_time_never_pass_the_disk_limit_together(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, StoreSettings(disk_limit=100))
+    store.open()
+    writers = [store.writer(None, str(n)) for n in range(10)]
+    with ThreadPoolExecutor(10) as pool:
+        errors = list(pool.map(lambda w: (w.write(b"x" * 30), w.commit(()))[1], writers))
+    assert errors.count("") == 3
+    assert store.total_bytes() == 90
     store.close()

@@ -20,7 +20,13 @@ import anyio
 from bridge_protocol import Restore, Restored, Snapshot
 
 from bridge_core.channel import Channel, ChannelClosed
-from bridge_core.sessions._store import READ_CHUNK, SavedState, SessionStore, StateWriter
+from bridge_core.sessions._store import (
+    MAX_UNSAVED_CHARS,
+    READ_CHUNK,
+    SavedState,
+    SessionStore,
+    StateWriter,
+)
 
 __all__ = ["DurableLink", "RestoreOutcome"]
 
@@ -57,7 +63,8 @@ class RestoreOutcome:
 
 
 def describe_unsaved(unsaved: tuple[str, ...]) -> str:
-    shown = "; ".join(unsaved[:MAX_UNSAVED_SHOWN])
+    # The names come from the sandbox: each is cut, as the store cuts what it keeps.
+    shown = "; ".join(item[:MAX_UNSAVED_CHARS] for item in unsaved[:MAX_UNSAVED_SHOWN])
     more = len(unsaved) - MAX_UNSAVED_SHOWN
     return shown + (f"; and {more} more" if more > 0 else "")
 
@@ -73,7 +80,8 @@ class DurableLink:
         self.settled.set()
         """Set while no snapshot is expected or being written."""
         self.notices: list[str] = []
-        """For the session's next execution: what the last snapshot could not keep."""
+        """For the session's next execution: what the last snapshot could not keep (one notice
+        at most: each snapshot's replaces the one before, so forged ones cannot pile up)."""
         self._snapshot_id = ""
         self._writer: StateWriter | None = None
         self._restore: tuple[str, anyio.Event, list[str]] | None = None
@@ -104,6 +112,7 @@ class DurableLink:
             except OSError as exc:
                 writer.abort()
                 error = f"the state could not be written: {exc.strerror or exc}"
+        self.notices.clear()  # only the newest snapshot's outcome is still true
         if error:
             self.notices.append(
                 f"the state of session {self.name!r} after the previous execution could not be "
