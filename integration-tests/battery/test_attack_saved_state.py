@@ -106,3 +106,29 @@ async def test_states_still_being_written_count_against_the_disk_limit(
         assert used <= 8 * 1024 * 1024
         other = await bridge.run("6 * 7", session="bystander")
     assert text_of(other).endswith("42")
+
+
+STALL = """
+(client,) = [o for o in gc.get_objects() if type(o).__name__ == "SandboxClient"]
+client.snapshots.take = lambda *args: None  # the bridge waits for a snapshot that never comes
+'stalling'
+"""
+
+
+async def test_a_session_whose_snapshot_never_ends_does_not_hold_up_another_sessions_start(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # Two live containers at most: the least recently used idle session is the stalling one.
+    # Before, a new session waited for its snapshot (60 s) to hibernate it, past the start
+    # timeout, and was refused although an idle session with its state saved could make room.
+    env = {"MCP_BRIDGE_MAX_SESSIONS": "2", "MCP_BRIDGE_SANDBOX_START_TIMEOUT": "30s"}
+    async with open_bridge(tmp_path, env=env) as bridge:
+        stalled = await bridge.run(CHANNEL + STALL, session="stalling")
+        assert code_text(stalled) == "'stalling'"
+        await bridge.run("kept = 'honest'", session="honest")
+        third = await bridge.run("6 * 7", session="third")
+        honest = await bridge.run("kept", session="honest")
+    assert payload_of(third)["status"] == "ok", payload_of(third)
+    assert text_of(third).endswith("42")
+    assert text_of(honest).endswith("'honest'")
+    assert any("restored" in notice for notice in payload_of(honest)["notices"])
