@@ -8,7 +8,7 @@ only when no other can. Only when every live session is running code is the call
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection
 
 import anyio
 
@@ -16,19 +16,40 @@ from bridge_core.errors import SessionLimitExceeded
 from bridge_core.sessions._session import Session
 from bridge_core.sessions.types import SessionConfig
 
-__all__ = ["next_to_hibernate", "saved", "wait_for_a_saved_one"]
+__all__ = ["next_to_hibernate"]
 
 
-def next_to_hibernate(
-    sessions: Iterable[Session],
+async def next_to_hibernate(
+    sessions: Collection[Session],
     sess: Session,
     config: SessionConfig,
     ephemeral: Counter[str | None],
+    *,
+    wait: float,
 ) -> Session | None:
     """The session to hibernate so that ``sess`` may have a container, or None if there is room.
 
+    Hibernating waits for the victim's snapshot in flight, so one whose state is saved goes
+    first; when none is yet (the session that just ran is seldom saved by the time another needs
+    its container: its snapshot follows by milliseconds), the first to be saved within ``wait``
+    seconds. A sandbox that never ends its snapshot holds up nobody else's start.
+
     Raises :class:`SessionLimitExceeded` when every live session that could make room is busy.
     """
+    idle = _candidates(sessions, sess, config, ephemeral)
+    if idle and not any(saved(s) for s in idle):
+        await _first_saved(idle, wait)
+        idle = _candidates(sessions, sess, config, ephemeral)
+    return min(idle, key=lambda s: (not saved(s), s.last_used)) if idle else None
+
+
+def _candidates(
+    sessions: Collection[Session],
+    sess: Session,
+    config: SessionConfig,
+    ephemeral: Counter[str | None],
+) -> list[Session]:
+    """The idle live sessions one of which must hibernate ([] if there is room)."""
     client, per_client = sess.client, config.max_sessions_per_client
     holding = [s for s in sessions if s.live is not None and s is not sess]
     own = [s for s in holding if s.client == client]
@@ -37,7 +58,7 @@ def next_to_hibernate(
         client is not None and per_client is not None and len(own) + ephemeral[client] >= per_client
     )
     if not over_total and not over_client:
-        return None
+        return []
     idle = [s for s in (own if over_client else holding) if not s.busy]
     if not idle:
         what = (
@@ -49,9 +70,7 @@ def next_to_hibernate(
             f"{what} are running code right now, so none can hibernate to make room: "
             "try again when one finishes, or raise the limit"
         )
-    # Hibernating waits for the victim's snapshot in flight: one that is saved goes first, so a
-    # sandbox that never ends its snapshot holds up nobody else's start (only its own next call).
-    return min(idle, key=lambda s: (not saved(s), s.last_used))
+    return idle
 
 
 def saved(sess: Session) -> bool:
@@ -60,20 +79,8 @@ def saved(sess: Session) -> bool:
     return link is None or link.settled.is_set()
 
 
-async def wait_for_a_saved_one(sessions: Iterable[Session], wait: float) -> None:
-    """Wait, at most ``wait`` seconds, until one idle live session's snapshot in flight is saved.
-
-    A snapshot follows each successful execution by milliseconds: the session that just ran is
-    seldom saved yet when another needs its container, and waiting for whichever finishes first
-    never waits on a sandbox that holds its snapshot open.
-    """
-    events = [
-        s.live.durable.settled
-        for s in sessions
-        if s.live is not None and s.live.durable is not None and not s.busy and not saved(s)
-    ]
-    if not events:
-        return
+async def _first_saved(sessions: list[Session], wait: float) -> None:
+    events = [s.live.durable.settled for s in sessions if s.live and s.live.durable]
     with anyio.move_on_after(wait):
         async with anyio.create_task_group() as waits:
 

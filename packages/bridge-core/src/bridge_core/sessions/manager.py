@@ -26,7 +26,7 @@ from bridge_core.runtime.base import RuntimeBackend
 from bridge_core.sessions._durable import DurableLink
 from bridge_core.sessions._execute import ExecutionRunner
 from bridge_core.sessions._fleet import SandboxFleet
-from bridge_core.sessions._hibernation import next_to_hibernate, saved, wait_for_a_saved_one
+from bridge_core.sessions._hibernation import next_to_hibernate
 from bridge_core.sessions._names import DEFAULT_SESSION, validate_session_name
 from bridge_core.sessions._pool import SandboxPool
 from bridge_core.sessions._sandbox import LiveSandbox
@@ -498,16 +498,9 @@ class SessionManager:
 
         Raises :class:`SessionLimitExceeded` when every live session is busy.
         """
-        while victim := next_to_hibernate(
-            self._sessions.values(), sess, self.config, self._ephemeral
+        while victim := await next_to_hibernate(
+            self._sessions.values(), sess, self.config, self._ephemeral, wait=SNAPSHOT_WAIT
         ):
-            if not saved(victim):  # none is: the first saved one goes (a sandbox can stall its own)
-                await wait_for_a_saved_one(self._sessions.values(), SNAPSHOT_WAIT)
-                victim = next_to_hibernate(
-                    self._sessions.values(), sess, self.config, self._ephemeral
-                )
-                if victim is None:
-                    return
             await self._hibernate(victim)
 
     async def _hibernate(self, sess: Session) -> None:
