@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bridge_core.sessions import SessionStore, StoreSettings
@@ -112,4 +113,30 @@ def test_a_fork_is_saved_only_under_a_free_name_and_never_replaces_a_state(
     assert "MCP_BRIDGE_SESSION_STATE_DISK" in over_budget.commit_new(())
     assert not store.has_saved(None, "fresh")
     assert sorted(p.suffix for p in store.root.iterdir() if p.name != "lock") == [".meta", ".state"]
+    store.close()
+
+
+def test_states_still_being_written_count_against_the_disk_limit(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, StoreSettings(disk_limit=10))
+    store.open()
+    never_ending = store.writer(None, "a")
+    never_ending.write(b"123456")
+    other = store.writer(None, "b")
+    other.write(b"12345")
+    assert "MCP_BRIDGE_SESSION_STATE_DISK" in other.commit(())
+    never_ending.abort()  # its bytes leave the budget
+    assert _save(store, b"1234567890", "b") == ""
+    store.delete(None, "b")  # and a deleted state's too
+    assert _save(store, b"1234567890", "c") == ""
+    store.close()
+
+
+def test_writers_at_the_same_time_never_pass_the_disk_limit_together(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, StoreSettings(disk_limit=100))
+    store.open()
+    writers = [store.writer(None, str(n)) for n in range(10)]
+    with ThreadPoolExecutor(10) as pool:
+        errors = list(pool.map(lambda w: (w.write(b"x" * 30), w.commit(()))[1], writers))
+    assert errors.count("") == 3
+    assert store.total_bytes() == 90
     store.close()

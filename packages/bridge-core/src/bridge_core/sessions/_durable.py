@@ -30,7 +30,13 @@ from bridge_protocol import FORK_SNAPSHOT_PREFIX, ErrorCode, Restore, Restored, 
 from bridge_core.channel import Channel, ChannelClosed
 from bridge_core.gateway import CallFailed
 from bridge_core.sessions._names import validate_session_name
-from bridge_core.sessions._store import READ_CHUNK, SavedState, SessionStore, StateWriter
+from bridge_core.sessions._store import (
+    MAX_UNSAVED_CHARS,
+    READ_CHUNK,
+    SavedState,
+    SessionStore,
+    StateWriter,
+)
 
 __all__ = ["FORK_METHOD", "DurableLink", "ForkNames", "PendingFork", "RestoreOutcome"]
 
@@ -76,7 +82,8 @@ class RestoreOutcome:
 
 
 def describe_unsaved(unsaved: tuple[str, ...]) -> str:
-    shown = "; ".join(unsaved[:MAX_UNSAVED_SHOWN])
+    # The names come from the sandbox: each is cut, as the store cuts what it keeps.
+    shown = "; ".join(item[:MAX_UNSAVED_CHARS] for item in unsaved[:MAX_UNSAVED_SHOWN])
     more = len(unsaved) - MAX_UNSAVED_SHOWN
     return shown + (f"; and {more} more" if more > 0 else "")
 
@@ -117,7 +124,8 @@ class DurableLink:
         self.settled.set()
         """Set while no snapshot is expected or being written."""
         self.notices: list[str] = []
-        """For the session's next execution: what the last snapshot could not keep."""
+        """For the session's next execution: what the last snapshot could not keep (one notice
+        at most: each snapshot's replaces the one before, so forged ones cannot pile up)."""
         self._snapshot_id = ""
         self._writer: StateWriter | None = None
         self._held: list[bytes] | None = None
@@ -156,6 +164,7 @@ class DurableLink:
             error = await anyio.to_thread.run_sync(self._save, writer, kept, message.unsaved)
         elif writer is not None:
             writer.abort()  # the saving child failed after its first frames
+        self.notices.clear()  # only the newest snapshot's outcome is still true
         if error:
             self.notices.append(
                 f"the state of session {self.name!r} after the previous execution could not be "

@@ -137,12 +137,15 @@ class DurableSessions:
         return None
 
     @staticmethod
-    async def settle(sess: Session, notices: list[str]) -> None:
-        """Wait until the snapshot of ``sess``'s previous execution is on disk (bounded)."""
+    async def settle(sess: Session, start_by: float, notices: list[str]) -> None:
+        """Wait until the snapshot of ``sess``'s previous execution is on disk (bounded).
+
+        Part of getting a sandbox to run on: bounded by the start timeout too.
+        """
         live = sess.live
         if live is None or live.durable is None:
             return
-        with anyio.move_on_after(SNAPSHOT_WAIT):
+        with anyio.move_on_at(min(start_by, anyio.current_time() + SNAPSHOT_WAIT)):
             await live.durable.settled.wait()
         notices.extend(live.durable.notices)
         live.durable.notices.clear()
@@ -152,8 +155,8 @@ class DurableSessions:
 
         Raises :class:`SessionLimitExceeded` when every live session is busy.
         """
-        while victim := next_to_hibernate(
-            self._sessions.values(), sess, self.config, self._ephemeral
+        while victim := await next_to_hibernate(
+            self._sessions.values(), sess, self.config, self._ephemeral, wait=SNAPSHOT_WAIT
         ):
             await self.hibernate(victim)
 

@@ -7,8 +7,11 @@ bridges never load each other's sessions. A bridge that was killed releases the 
 process, and the next one with the same store brings its sessions back.
 
 A saved state is written to a private temp file as its chunks arrive (bounded by ``max_bytes``)
-and renamed over the previous one only once complete and within the total disk budget: the last
-good state is never lost to a half-written file. Its file name is a digest of (client, session
+and renamed over the previous one only once complete: the last good state is never lost to a
+half-written file. The disk budget counts each chunk before it is written, states still being
+written included (a sandbox can start one and never end it), under one lock (sessions save at
+the same time): the store holds at most ``disk_limit`` plus, while a state replaces its session's
+previous one, that previous one. Its file name is a digest of (client, session
 name), so no name chosen by a client becomes a path.
 """
 
@@ -21,6 +24,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +70,11 @@ class SessionStore:
         self.settings = settings
         self.root = state_dir / "saved" / settings.name
         self._lock_fd: int | None = None
+        self._budget = threading.Lock()
+        self._committed = 0
+        """Bytes of the finished states on disk (kept up to date by this store, its only writer)."""
+        self._reserved = 0
+        """Bytes written so far by the states still being written."""
         self.refusal = ""
         """Why this bridge keeps no saved state ("" once :meth:`open` took the store)."""
 
@@ -90,6 +99,7 @@ class SessionStore:
             return
         self._lock_fd = fd
         self._sweep()
+        self._committed = self.total_bytes()
 
     def close(self) -> None:
         if self._lock_fd is not None:
@@ -120,7 +130,13 @@ class SessionStore:
 
     def delete_client(self, client: str | None) -> None:
         for entry in self.root.glob(f"{self._owner(client)}-*"):
-            entry.unlink(missing_ok=True)
+            self._unlink(entry)
+
+    def _unlink(self, path: Path) -> None:
+        with self._budget:
+            size = _size(path) if path.suffix == _SUFFIX else 0
+            path.unlink(missing_ok=True)
+            self._committed -= size
 
     def saved(self, client: str | None, name: str) -> SavedState | None:
         base = self._base(client, name)
@@ -147,18 +163,56 @@ class SessionStore:
     def delete(self, client: str | None, name: str) -> None:
         base = self._base(client, name)
         for suffix in (_SUFFIX, _META):
-            base.with_suffix(suffix).unlink(missing_ok=True)
+            self._unlink(base.with_suffix(suffix))
 
     def writer(self, client: str | None, name: str) -> StateWriter:
         return StateWriter(self, self._base(client, name))
 
-    def total_bytes(self, *, besides: Path | None = None) -> int:
-        total = 0
-        for entry in self.root.glob(f"*{_SUFFIX}"):
-            if entry != besides:
-                with contextlib.suppress(OSError):
-                    total += entry.stat().st_size
-        return total
+    def total_bytes(self) -> int:
+        return sum(_size(entry) for entry in self.root.glob(f"*{_SUFFIX}"))
+
+    def _reserve(self, path: Path, size: int) -> int | None:
+        """Count ``size`` more bytes of the state being written for ``path``; None if they would
+        pass the disk limit (the state it replaces is not counted twice), else what was used."""
+        with self._budget:
+            used = self._committed - _size(path) + self._reserved
+            if used + size > self.settings.disk_limit:
+                return used + size
+            self._reserved += size
+            return None
+
+    def _release(self, size: int) -> None:
+        with self._budget:
+            self._reserved -= size
+
+    def _install(self, temp: Path, path: Path, size: int) -> None:
+        """Rename the finished ``temp`` over ``path``: its bytes count as committed now."""
+        with self._budget:
+            old = _size(path)
+            os.replace(temp, path)
+            self._committed += size - old
+            self._reserved -= size
+
+    def _install_new(self, temp: Path, path: Path, size: int) -> bool:
+        """Link the finished ``temp`` as ``path`` unless a state is there (never replaced)."""
+        with self._budget:
+            try:
+                os.link(temp, path)  # atomic, and never over an existing state
+            except FileExistsError:
+                self._reserved -= size
+                return False
+            finally:
+                temp.unlink(missing_ok=True)
+            self._committed += size
+            self._reserved -= size
+            return True
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 class StateWriter:
@@ -168,7 +222,9 @@ class StateWriter:
         self._store = store
         self._base = base
         self.size = 0
+        """Bytes written, each counted in the store's disk budget until commit or abort."""
         self.error = ""
+        self._done = False
         fd, temp = tempfile.mkstemp(dir=store.root, prefix=".", suffix=".tmp")
         self._temp = Path(temp)
         self._file = os.fdopen(fd, "wb")
@@ -183,52 +239,64 @@ class StateWriter:
             )
             self.abort()
             return
-        self._file.write(data)
+        path = self._base.with_suffix(_SUFFIX)
+        if (total := self._store._reserve(path, len(data))) is not None:
+            limit = self._store.settings.disk_limit
+            self.error = (
+                f"the saved states of this bridge's sessions would take {total:,} bytes, more "
+                f"than MCP_BRIDGE_SESSION_STATE_DISK ({limit:,}): reset sessions you no longer "
+                "need, or raise the limit"
+            )
+            self.abort()
+            return
         self.size += len(data)
+        self._file.write(data)
 
     def commit(self, unsaved: tuple[str, ...]) -> str:
         """Replace the saved state atomically; return "" or why it was not kept."""
-        if error := self._check_disk():
+        if error := self._finish():
             return error
-        os.replace(self._temp, self._base.with_suffix(_SUFFIX))
+        try:
+            self._store._install(self._temp, self._base.with_suffix(_SUFFIX), self.size)
+        except OSError:
+            self._store._release(self.size)
+            self._temp.unlink(missing_ok=True)
+            raise
         self._write_meta(unsaved)
         return ""
 
-    def _check_disk(self) -> str:
-        """Close the temp file; "" if the state fits the store's disk budget, else why not."""
+    def commit_new(self, unsaved: tuple[str, ...]) -> str:
+        """Like :meth:`commit` for a state that must not replace one (a fork): "" or why not."""
+        if error := self._finish():
+            return error
+        try:
+            installed = self._store._install_new(
+                self._temp, self._base.with_suffix(_SUFFIX), self.size
+            )
+        except OSError:
+            self._store._release(self.size)
+            raise
+        if not installed:
+            return "a saved state of that name exists (a fork never replaces one)"
+        self._write_meta(unsaved)
+        return ""
+
+    def _finish(self) -> str:
+        """Close the temp file; "" if it may be committed, else why not."""
         if self.error:
             return self.error
         self._file.close()
-        limit = self._store.settings.disk_limit
-        used = self._store.total_bytes(besides=self._base.with_suffix(_SUFFIX))
-        if used + self.size > limit:
-            self.abort()
-            return (
-                f"the saved states of this bridge's sessions would take {used + self.size:,} "
-                f"bytes, more than MCP_BRIDGE_SESSION_STATE_DISK ({limit:,}): reset sessions "
-                "you no longer need, or raise the limit"
-            )
+        self._done = True  # its bytes leave the reserve in the commit
         return ""
 
     def _write_meta(self, unsaved: tuple[str, ...]) -> None:
         meta = {"unsaved": [item[:MAX_UNSAVED_CHARS] for item in unsaved[:MAX_UNSAVED_LISTED]]}
         write_private(self._base.with_suffix(_META), json.dumps(meta).encode())
 
-    def commit_new(self, unsaved: tuple[str, ...]) -> str:
-        """Like :meth:`commit` for a state that must not replace one (a fork): "" or why not."""
-        if error := self._check_disk():
-            return error
-        path = self._base.with_suffix(_SUFFIX)
-        try:
-            os.link(self._temp, path)  # atomic, and never over an existing state
-        except FileExistsError:
-            self.abort()
-            return "a saved state of that name exists (a fork never replaces one)"
-        self._temp.unlink(missing_ok=True)
-        self._write_meta(unsaved)
-        return ""
-
     def abort(self) -> None:
         with contextlib.suppress(OSError):
             self._file.close()
         self._temp.unlink(missing_ok=True)
+        if not self._done:  # its bytes leave the budget once
+            self._done = True
+            self._store._release(self.size)

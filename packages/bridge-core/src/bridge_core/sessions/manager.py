@@ -463,7 +463,7 @@ class SessionManager:
                 if isinstance(restored, ExecutionResult):
                     return restored
         else:
-            await self._saved.settle(sess, notices)
+            await self._saved.settle(sess, start_by, notices)
         return sess.live
 
     async def _take(

@@ -1,0 +1,157 @@
+"""Sandbox code forging ``Snapshot`` frames (durable sessions), through the real bridge over stdio
+(MCP SDK client) and real podman.
+
+A sandbox of a durable session may send ``Snapshot`` frames at any moment: during its execution,
+without end, with any ``unsaved`` list or error text. What the bridge keeps of them is bounded:
+in memory (what the next call is told) and on disk (``MCP_BRIDGE_SESSION_STATE_DISK`` holds for
+states still being written, not only for finished ones).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import bridge_pids, code_text, open_bridge, open_http_bridge, payload_of, text_of
+
+pytestmark = pytest.mark.container
+
+CHANNEL = """
+import gc, os, socket
+from bridge_protocol.codec import encode
+from bridge_protocol.messages import Snapshot
+def channel_fd():
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            probe = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue
+        try:
+            if probe.family == socket.AF_UNIX and str(probe.getpeername()).endswith("channel.sock"):
+                return int(name)
+        except OSError:
+            pass
+        finally:
+            probe.close()
+    raise LookupError("no channel socket")
+sock = socket.socket(fileno=os.dup(channel_fd()))
+"""
+
+NOTICE_FLOOD = """
+for n in range(60):
+    sock.sendall(encode(Snapshot(f"forged-{n}", last=True, unsaved=("x" * 4_000_000,))))
+'sent'
+"""
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise LookupError(f"no VmRSS for {pid}")
+
+
+async def test_forged_snapshot_endings_cannot_pile_up_notices_in_the_bridge(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # 60 finished snapshots, each naming one unsaved "name" of 4 MB: before, the bridge kept a
+    # notice of each, whole (240 MB held until the next call, then sent to the client).
+    async with open_bridge(tmp_path) as bridge:
+        (pid,) = bridge_pids(bridge.state_dir)
+        await bridge.run("kept = 'state'")
+        before = _rss_mib(pid)
+        flood = await bridge.run(CHANNEL + NOTICE_FLOOD, timeout=60)
+        after = _rss_mib(pid)
+        print(f"bridge RSS {before:.0f} MiB before, {after:.0f} MiB after 240 MB of forged notices")
+        assert code_text(flood) == "'sent'"
+        assert after - before < 64
+        told = await bridge.run("kept")
+    assert text_of(told).endswith("'state'")
+    notices = payload_of(told).get("notices", [])
+    assert len(json.dumps(notices)) < 4096, f"{len(json.dumps(notices)):,} characters of notices"
+    assert len(notices) <= 1
+
+
+HOLD_OPEN = """
+(client,) = [o for o in gc.get_objects() if type(o).__name__ == "SandboxClient"]
+client.snapshots.take = lambda *args: None  # no genuine snapshot ends the forged one
+chunk = bytes(3 * 1024 * 1024)
+sock.sendall(encode(Snapshot("never-ending", data=chunk)))
+sock.sendall(encode(Snapshot("never-ending", data=chunk)))
+'holding'
+"""
+
+
+def _store_bytes(state_dir: Path) -> int:
+    store = state_dir / "sessions" / "saved" / "default"
+    return sum(entry.stat().st_size for entry in store.iterdir() if entry.is_file())
+
+
+async def test_states_still_being_written_count_against_the_disk_limit(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # Three sessions each start a 6 MiB state that never ends (under the 6 MiB per-state cap):
+    # before, only finished states were counted, and 18 MiB of half-written files sat in a store
+    # limited to 8 MiB (any number of sessions times MCP_BRIDGE_SESSION_STATE_MAX).
+    env = {"MCP_BRIDGE_SESSION_STATE_MAX": "6m", "MCP_BRIDGE_SESSION_STATE_DISK": "8m"}
+    async with open_bridge(tmp_path, env=env) as bridge:
+        for name in ("a", "b", "c"):
+            held = await bridge.run(CHANNEL + HOLD_OPEN, session=name)
+            assert code_text(held) == "'holding'"
+        used = _store_bytes(bridge.state_dir)
+        print(f"store holds {used:,} bytes with three never-ending states")
+        assert used <= 8 * 1024 * 1024
+        other = await bridge.run("6 * 7", session="bystander")
+    assert text_of(other).endswith("42")
+
+
+STALL = """
+(client,) = [o for o in gc.get_objects() if type(o).__name__ == "SandboxClient"]
+client.snapshots.take = lambda *args: None  # the bridge waits for a snapshot that never comes
+'stalling'
+"""
+
+
+async def test_a_session_whose_snapshot_never_ends_does_not_hold_up_another_sessions_start(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # Two live containers at most: the least recently used idle session is the stalling one.
+    # Before, a new session waited for its snapshot (60 s) to hibernate it, past the start
+    # timeout, and was refused although an idle session with its state saved could make room.
+    env = {"MCP_BRIDGE_MAX_SESSIONS": "2", "MCP_BRIDGE_SANDBOX_START_TIMEOUT": "30s"}
+    async with open_bridge(tmp_path, env=env) as bridge:
+        stalled = await bridge.run(CHANNEL + STALL, session="stalling")
+        assert code_text(stalled) == "'stalling'"
+        await bridge.run("kept = 'honest'", session="honest")
+        third = await bridge.run("6 * 7", session="third")
+        honest = await bridge.run("kept", session="honest")
+    assert payload_of(third)["status"] == "ok", payload_of(third)
+    assert text_of(third).endswith("42")
+    assert text_of(honest).endswith("'honest'")
+    assert any("restored" in notice for notice in payload_of(honest)["notices"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: the saved-state disk budget is shared, so one client's states can take all of "
+    "MCP_BRIDGE_SESSION_STATE_DISK and the others' are not saved (docs/security.md, known limits)",
+)
+async def test_one_http_client_cannot_take_the_whole_saved_state_disk_from_another(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    env = {"MCP_BRIDGE_SESSION_STATE_MAX": "4m", "MCP_BRIDGE_SESSION_STATE_DISK": "4m"}
+    async with (
+        open_http_bridge(tmp_path, env=env) as bridge,
+        bridge.session() as hog,
+        bridge.session() as other,
+    ):
+        await hog.run("open('/tmp/fill', 'wb').write(bytes(4_180_000))")
+        await hog.run("1")  # its state is on disk once this runs
+        await other.run("mine = 1")
+        told = await other.run("mine")
+    assert text_of(told).endswith("1")
+    notices = payload_of(told).get("notices", [])
+    assert not any("MCP_BRIDGE_SESSION_STATE_DISK" in notice for notice in notices), notices
