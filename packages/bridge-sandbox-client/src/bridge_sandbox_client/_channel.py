@@ -4,8 +4,8 @@ The byte stream is a connected unix socket, or the process's own stdin/stdout
 (:class:`~._stdio.StdioPipes`, for engines with no shared filesystem): both offer the socket
 methods used here.
 
-One reader thread owns the receive side (:meth:`Channel.receive`); any thread may
-:meth:`Channel.send`, serialised by a lock so frames never interleave. The socket is its own file
+One thread at a time reads (:meth:`Channel.read_messages`; :mod:`._reading` decides which); any
+thread may :meth:`Channel.send`, serialised by a lock so frames never interleave. The socket is its own file
 descriptor: nothing user code writes to fds 1 and 2 can reach it.
 """
 
@@ -65,6 +65,7 @@ def signals_deferred() -> Iterator[None]:
 class Transport(Protocol):
     """What :class:`Channel` needs of its byte stream: a socket, or :class:`~._stdio.StdioPipes`."""
 
+    def fileno(self) -> int: ...
     def settimeout(self, timeout: float | None) -> None: ...
     def recv(self, size: int) -> bytes: ...
     def recv_into(self, buffer: bytearray) -> int: ...
@@ -97,10 +98,11 @@ class Channel:
         self._sock = sock
         self._send_lock = threading.Lock()
         self._decoder = FrameDecoder(accept=HOST_TO_SANDBOX)
-        # Reused by every read of the reader thread: sock.recv(_RECV_SIZE) would allocate (and
-        # the allocator mmap, shrink and unmap) a fresh 256 KiB buffer per frame, several
-        # system calls on the round-trip path of every execution and tool call.
+        # Reused by every read: sock.recv(_RECV_SIZE) would allocate (and the allocator mmap,
+        # shrink and unmap) a fresh 256 KiB buffer per frame, several system calls on the
+        # round-trip path of every execution and tool call.
         self._buffer = bytearray(_RECV_SIZE)
+        self._view = memoryview(self._buffer)
         self._early: list[Message] = []
         self._closed = False
         self._forked = False
@@ -184,26 +186,33 @@ class Channel:
                 raise ChannelClosed("the channel to the host is closed")
             self._sock.sendall(frame)
 
-    def receive(self) -> Iterator[Message]:
-        """Yield messages from the host until it closes the channel (EOF).
+    def fileno(self) -> int:
+        """The descriptor to poll for readability."""
+        return self._sock.fileno()
+
+    def take_early(self) -> list[Message]:
+        """Messages the handshake read past ``Welcome`` (once)."""
+        early, self._early = self._early, []
+        return early
+
+    def read_messages(self) -> list[Message] | None:
+        """Block for the next bytes; the messages they complete (maybe none), or None at EOF
+        (or once this end was closed).
 
         Raises a :class:`bridge_protocol.ProtocolError` on a bad frame: the stream is then out of
-        sync and the caller must stop.
+        sync and the caller must stop. Not thread-safe: one thread reads at a time.
         """
-        yield from self._early
-        self._early.clear()
-        view = memoryview(self._buffer)
-        while True:
-            try:
-                size = self._sock.recv_into(self._buffer)
-            except OSError:
-                if self._closed:
-                    return
-                raise
-            if not size:
-                return
-            # A copy: the decoder may keep a partial frame while the buffer is read into again.
-            yield from self._decoder.feed(bytes(view[:size]))
+        try:
+            size = self._sock.recv_into(self._buffer)
+        except OSError:
+            if self._closed:
+                return None
+            raise
+        if not size:
+            return None
+        # No copy: the decoder copies what it keeps of a partial frame before the buffer is
+        # read into again, and decodes a whole frame in place.
+        return self._decoder.feed(self._view[:size])
 
     @property
     def closed(self) -> bool:
