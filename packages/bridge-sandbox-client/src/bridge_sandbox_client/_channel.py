@@ -33,7 +33,15 @@ from bridge_protocol import (
     encode,
 )
 
-__all__ = ["Channel", "ChannelClosed", "Refused", "Transport", "signals_deferred"]
+__all__ = [
+    "Channel",
+    "ChannelClosed",
+    "Refused",
+    "Transport",
+    "defer_signals_outside_user_code",
+    "signals_allowed",
+    "signals_deferred",
+]
 
 _RECV_SIZE = 256 * 1024
 _DEFERRED = {
@@ -55,11 +63,44 @@ def signals_deferred() -> Iterator[None]:
     Threads started inside inherit the mask: the client's own threads are started this way, so a
     signal sent to the whole process lands on the main thread, where blocking it works.
     """
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    with _signal_mask(signal.SIG_BLOCK):
+        yield
+
+
+@contextmanager
+def signals_allowed() -> Iterator[None]:
+    """Unblock the signals of :data:`_DEFERRED` for the calling thread inside the block (user code
+    runs there); those that arrived while they were blocked are delivered on entry, inside."""
+    with _signal_mask(signal.SIG_UNBLOCK):
+        yield
+
+
+@contextmanager
+def _signal_mask(how: int) -> Iterator[None]:
+    # Python runs pending handlers inside pthread_sigmask itself: the mask to restore is read
+    # first, so that a handler raising as the mask changes still has it restored.
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, ())
     try:
+        signal.pthread_sigmask(how, _DEFERRED)
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def defer_signals_outside_user_code() -> None:
+    """Block the signals of :data:`_DEFERRED` on the calling (main) thread from now on; user code
+    runs inside :func:`signals_allowed`.
+
+    A handler that raises (a ``KeyboardInterrupt``, an alarm user code left behind) can then
+    never land in the client's own work between executions: in the middle of a channel read
+    (half a frame read, the stream out of sync), a hand-over of the reading role, or the sending
+    of a result. What arrives meanwhile is delivered when user code next runs. A child made by
+    ``fork()`` starts with them unblocked (a saving child relies on its alarm).
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    os.register_at_fork(
+        after_in_child=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, _DEFERRED)
+    )
 
 
 class Transport(Protocol):

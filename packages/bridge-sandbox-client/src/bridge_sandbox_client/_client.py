@@ -15,6 +15,7 @@ import builtins
 import os
 import queue
 import sys
+import traceback
 import types
 from collections.abc import Callable
 from typing import Any
@@ -36,7 +37,12 @@ from bridge_protocol import (
 
 from bridge_sandbox_client._calls import CallRegistry
 from bridge_sandbox_client._capture import OutputCapture
-from bridge_sandbox_client._channel import Channel, signals_deferred
+from bridge_sandbox_client._channel import (
+    Channel,
+    defer_signals_outside_user_code,
+    signals_allowed,
+    signals_deferred,
+)
 from bridge_sandbox_client._compile import CompiledCell
 from bridge_sandbox_client._display import Displayer, configure_matplotlib, set_active
 from bridge_sandbox_client._inbox import Inbox
@@ -123,6 +129,7 @@ class SandboxClient:
             self.capture.install()
             self._reader.start_helper()
         self.interpreter.install_signal_handler()
+        defer_signals_outside_user_code()
         while True:
             message = self._next_job()
             self._reader.give()  # while the job runs, the helper thread reads
@@ -138,11 +145,17 @@ class SandboxClient:
     def _next_job(self) -> Execute | Shutdown | _RestoreJob | None:
         """The next job, read from the channel by this (main) thread when it can."""
         loop = self.interpreter.loop
-        if not loop.is_closed() and asyncio.all_tasks(loop):
-            # Tasks user code left on the loop keep running while we wait: the helper thread
-            # reads, and the loop turns until it hands a job over.
+        while not loop.is_closed() and asyncio.all_tasks(loop):
+            # Tasks user code left on the loop keep running while we wait, with signals as in
+            # user code: the helper thread reads, and the loop turns until it hands a job over.
             self._reader.give()
-            return self._inbox.get(loop)
+            try:
+                with signals_allowed():
+                    return self._inbox.get(loop)
+            except (Exception, KeyboardInterrupt):
+                # A handler user code left behind raised as the signals were unblocked: like an
+                # error of a task left running, it is that code's output; we keep serving.
+                traceback.print_exc(file=sys.stderr)
         self._reader.take()
         while True:
             try:

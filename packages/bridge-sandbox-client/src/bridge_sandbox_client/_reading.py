@@ -6,10 +6,12 @@ runs (user code, a restore) the helper thread reads, so that interrupts, pings a
 are still read; the main thread takes the role back when it is idle again.
 
 The role moves between the threads only between reads, never inside one: the decoder (which
-keeps the bytes of a partial frame) is used by one thread at a time, and the main thread reads
-with the interrupting signals blocked, so a signal handler that raises (the interrupt's
+keeps the bytes of a partial frame) is used by one thread at a time. Neither thread runs signal
+handlers while it reads: the helper is started with the interrupting signals blocked, and the
+main thread blocks them outside user code
+(:func:`~._channel.defer_signals_outside_user_code`), so a handler that raises (the interrupt's
 ``KeyboardInterrupt``, an alarm user code left behind) never lands between reading bytes and
-decoding them. The helper thread is started with those signals blocked and never runs handlers.
+decoding them, nor in the middle of a hand-over.
 
 Hand-over, with the role in ``_state``:
 
@@ -31,7 +33,7 @@ from collections.abc import Callable
 
 from bridge_protocol import Message, ProtocolError
 
-from bridge_sandbox_client._channel import Channel, signals_deferred
+from bridge_sandbox_client._channel import Channel
 
 __all__ = ["ChannelReader"]
 
@@ -68,8 +70,8 @@ class ChannelReader:
         return self._over
 
     def start_helper(self) -> None:
-        """Start the helper thread (call inside :func:`signals_deferred`: it must inherit the
-        blocked signals), and dispatch what the handshake read ahead."""
+        """Start the helper thread (call inside :func:`~._channel.signals_deferred`: it must
+        inherit the blocked signals), and dispatch what the handshake read ahead."""
         for message in self._channel.take_early():
             self._dispatch(message)
         self._helper = threading.Thread(target=self._help, name="bridge-reader", daemon=True)
@@ -99,8 +101,7 @@ class ChannelReader:
     def read_once(self) -> None:
         """Main thread, holding the role: block for the next bytes and dispatch what they
         complete (possibly nothing, possibly several messages)."""
-        with signals_deferred():
-            self._read_and_dispatch()
+        self._read_and_dispatch()
 
     # --- helper thread -----------------------------------------------------------------------
 
