@@ -5,8 +5,8 @@ The byte stream is a connected unix socket, or the process's own stdin/stdout
 methods used here.
 
 One thread at a time reads (:meth:`Channel.read_messages`; :mod:`._reading` decides which); any
-thread may :meth:`Channel.send`, serialised by a lock so frames never interleave. The socket is its own file
-descriptor: nothing user code writes to fds 1 and 2 can reach it.
+thread may :meth:`Channel.send`, serialised by a lock so frames never interleave. The socket is
+its own file descriptor: nothing user code writes to fds 1 and 2 can reach it.
 """
 
 from __future__ import annotations
