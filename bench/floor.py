@@ -7,7 +7,7 @@ this Python); the floor of a result is the output cap. Bridge and floor are meas
 alternating blocks, so that the load of a shared machine weighs on both alike.
 
     hatch run tests:python bench/floor.py [--calls 1000] [--starts 5] [--json FILE]
-                                          [--baseline CHECKOUT]
+                                          [--baseline CHECKOUT [--baseline-image IMAGE]]
 
 Figures (all through the real MCP stdio client of the SDK, real podman, real servers):
 
@@ -105,8 +105,11 @@ async def connect(params: StdioServerParameters) -> AsyncIterator[ClientSession]
             yield session
 
 
-def bridge_params(work: Path, everything: str, code: Path | None = None) -> StdioServerParameters:
-    """The bridge proxying ``everything``; ``code``: run the packages of that checkout instead."""
+def bridge_params(
+    work: Path, everything: str, code: Path | None = None, image: str | None = None
+) -> StdioServerParameters:
+    """The bridge proxying ``everything``; ``code``: run the packages of that checkout instead;
+    ``image``: with that sandbox image."""
     work.mkdir(parents=True, exist_ok=True)
     config = work / "servers.json"
     config.write_text(
@@ -118,6 +121,8 @@ def bridge_params(work: Path, everything: str, code: Path | None = None) -> Stdi
         "MCP_BRIDGE_DISCOVER": "false",
         "MCP_BRIDGE_STATE_DIR": str(work / "state"),
     }
+    if image is not None:
+        env["MCP_BRIDGE_IMAGE"] = image
     if code is not None:
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in sorted(code.glob("packages/*/src")))
     return StdioServerParameters(
@@ -178,7 +183,9 @@ async def measure(opts: argparse.Namespace) -> dict[str, Any]:
         work = Path(tmp)
         bridges = {"bridge": bridge_params(work / "bridge", everything)}
         if opts.baseline is not None:
-            bridges["baseline"] = bridge_params(work / "baseline", everything, opts.baseline)
+            bridges["baseline"] = bridge_params(
+                work / "baseline", everything, opts.baseline, opts.baseline_image
+            )
 
         # --- start-up: spawn -> initialize answered, alternating -------------------------------
         minimal = work / "minimal_server.py"
@@ -289,6 +296,11 @@ def main() -> None:
         type=Path,
         help="a checkout of the code to compare with (e.g. `git worktree add DIR main`): its "
         "bridge is measured in the same run, in the same alternating blocks",
+    )
+    parser.add_argument(
+        "--baseline-image",
+        help="the sandbox image the baseline bridge uses (default: MCP_BRIDGE_IMAGE, as the "
+        "bridge under test): needed when the change is in code that runs inside the sandbox",
     )
     opts = parser.parse_args()
     figures = anyio.run(measure, opts)

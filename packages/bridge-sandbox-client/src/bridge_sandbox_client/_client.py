@@ -277,7 +277,7 @@ class SandboxClient:
         execution_id = result.execution_id
         try:
             self._channel.send(result)
-        except OSError as exc:  # the host went away mid-execution; the reader thread stops us
+        except OSError as exc:  # the host went away mid-execution; the reader stops us
             self.log(f"could not send the result of {execution_id}: {exc}")
         except (ValueError, TypeError) as exc:
             # Too large for a frame, or not encodable: still end the execution for the host.
