@@ -63,25 +63,23 @@ def signals_deferred() -> Iterator[None]:
     Threads started inside inherit the mask: the client's own threads are started this way, so a
     signal sent to the whole process lands on the main thread, where blocking it works.
     """
-    with _signal_mask(signal.SIG_BLOCK):
+    # Python runs pending handlers inside pthread_sigmask itself: the mask to restore is read
+    # first, so that a handler raising as the mask changes still has it restored.
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
         yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @contextmanager
 def signals_allowed() -> Iterator[None]:
     """Unblock the signals of :data:`_DEFERRED` for the calling thread inside the block (user code
     runs there); those that arrived while they were blocked are delivered on entry, inside."""
-    with _signal_mask(signal.SIG_UNBLOCK):
-        yield
-
-
-@contextmanager
-def _signal_mask(how: int) -> Iterator[None]:
-    # Python runs pending handlers inside pthread_sigmask itself: the mask to restore is read
-    # first, so that a handler raising as the mask changes still has it restored.
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # as in signals_deferred
     try:
-        signal.pthread_sigmask(how, _DEFERRED)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _DEFERRED)
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -13,14 +13,11 @@ main thread blocks them outside user code
 ``KeyboardInterrupt``, an alarm user code left behind) never lands between reading bytes and
 decoding them, nor in the middle of a hand-over.
 
-Hand-over, with the role in ``_state``:
-
-- ``MAIN``: the main thread may read; the helper waits on the condition.
-- ``GRANTED``: the main thread gave the role away; the helper has not taken it yet. Taking it
-  back is free (no wake-up needed).
-- ``HELPER``: the helper reads (it waits in ``poll`` on the channel and a wake-up eventfd). To
-  take the role back, the main thread writes the eventfd and waits until the helper, between two
-  reads, sets ``MAIN``.
+Hand-over: ``_helper_turn`` says who may read; ``_busy`` is set while the helper is in the middle
+of a read. :meth:`give` hands the role over (waking the helper if it waits); :meth:`take` takes it
+back at once unless the helper is mid-read, never waiting for the helper to be scheduled. The
+helper waits in ``poll`` on the channel and an eventfd :meth:`take` writes, and reads only if the
+role is still its own when it wakes; otherwise the main thread reads that data itself.
 """
 
 from __future__ import annotations
@@ -36,8 +33,6 @@ from bridge_protocol import Message, ProtocolError
 from bridge_sandbox_client._channel import Channel
 
 __all__ = ["ChannelReader"]
-
-_MAIN, _GRANTED, _HELPER = "main", "granted", "helper"
 
 
 class ChannelReader:
@@ -59,7 +54,8 @@ class ChannelReader:
         self._ended = ended
         self._log = log
         self._condition = threading.Condition()
-        self._state = _MAIN
+        self._helper_turn = False
+        self._busy = False
         self._over = False
         self._wake = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
         self._helper: threading.Thread | None = None
@@ -82,21 +78,21 @@ class ChannelReader:
     def give(self) -> None:
         """Main thread, before a job runs: the helper reads until :meth:`take`."""
         with self._condition:
-            if self._state == _MAIN:
-                self._state = _GRANTED
-                self._condition.notify()
+            if not self._helper_turn:
+                self._helper_turn = True
+                self._condition.notify_all()
 
     def take(self) -> None:
-        """Main thread, when idle: wait until the helper is between reads and has let go."""
+        """Main thread, when idle: take the role back (waits only while the helper is in the
+        middle of a read)."""
         with self._condition:
-            if self._state == _GRANTED:
-                self._state = _MAIN  # the helper never started: nothing to wait for
-                return
-            if self._state == _MAIN or self._over:
-                return
-            os.eventfd_write(self._wake, 1)
-            while self._state != _MAIN and not self._over:
+            while self._busy and not self._over:
                 self._condition.wait()
+            if self._helper_turn:
+                self._helper_turn = False
+                # Out of its poll now rather than together with this thread when the next
+                # frame arrives: that wake-up would compete with the read of it.
+                os.eventfd_write(self._wake, 1)
 
     def read_once(self) -> None:
         """Main thread, holding the role: block for the next bytes and dispatch what they
@@ -109,31 +105,36 @@ class ChannelReader:
         poller = select.poll()
         poller.register(self._channel.fileno(), select.POLLIN)
         poller.register(self._wake, select.POLLIN)
+        condition = self._condition
         try:
             while True:
-                with self._condition:
-                    while self._state == _MAIN and not self._over:
-                        self._condition.wait()
+                with condition:
+                    while not self._helper_turn and not self._over:
+                        condition.wait()
                     if self._over:
                         return
-                    self._state = _HELPER
-                ready = {fd for fd, _ in poller.poll()}
+                ready = [fd for fd, _ in poller.poll()]
                 if self._wake in ready:
-                    self._release()
-                    continue
-                if not self._read_and_dispatch():
+                    try:
+                        os.eventfd_read(self._wake)
+                    except BlockingIOError:
+                        pass
+                    if len(ready) == 1:
+                        continue  # only the wake-up (maybe a stale one): nothing to read
+                with condition:
+                    if not self._helper_turn or self._over:
+                        continue  # the main thread took the role back: it reads this
+                    self._busy = True
+                try:
+                    alive = self._read_and_dispatch()
+                finally:
+                    with condition:
+                        self._busy = False
+                        condition.notify_all()
+                if not alive:
                     return
         except Exception:  # top-level handler of the thread: the channel cannot be read any more
             self._end(f"internal error in the sandbox client:\n{traceback.format_exc()}")
-
-    def _release(self) -> None:
-        try:
-            os.eventfd_read(self._wake)
-        except BlockingIOError:
-            pass
-        with self._condition:
-            self._state = _MAIN
-            self._condition.notify_all()
 
     # --- either thread -----------------------------------------------------------------------
 
