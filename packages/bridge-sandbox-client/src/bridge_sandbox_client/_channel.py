@@ -4,9 +4,9 @@ The byte stream is a connected unix socket, or the process's own stdin/stdout
 (:class:`~._stdio.StdioPipes`, for engines with no shared filesystem): both offer the socket
 methods used here.
 
-One thread at a time reads (:meth:`Channel.read_messages`; :mod:`._reading` decides which); any
-thread may :meth:`Channel.send`, serialised by a lock so frames never interleave. The socket is
-its own file descriptor: nothing user code writes to fds 1 and 2 can reach it.
+One reader thread reads (:meth:`Channel.read_messages`); any thread may :meth:`Channel.send`,
+serialised by a lock so frames never interleave. The socket is its own file descriptor: nothing
+user code writes to fds 1 and 2 can reach it.
 """
 
 from __future__ import annotations
@@ -104,7 +104,6 @@ def defer_signals_outside_user_code() -> None:
 class Transport(Protocol):
     """What :class:`Channel` needs of its byte stream: a socket, or :class:`~._stdio.StdioPipes`."""
 
-    def fileno(self) -> int: ...
     def settimeout(self, timeout: float | None) -> None: ...
     def recv(self, size: int) -> bytes: ...
     def recv_into(self, buffer: bytearray) -> int: ...
@@ -225,10 +224,6 @@ class Channel:
                 raise ChannelClosed("the channel to the host is closed")
             self._sock.sendall(frame)
 
-    def fileno(self) -> int:
-        """The descriptor to poll for readability."""
-        return self._sock.fileno()
-
     def take_early(self) -> list[Message]:
         """Messages the handshake read past ``Welcome`` (once)."""
         early, self._early = self._early, []
@@ -239,7 +234,7 @@ class Channel:
         (or once this end was closed).
 
         Raises a :class:`bridge_protocol.ProtocolError` on a bad frame: the stream is then out of
-        sync and the caller must stop. Not thread-safe: one thread reads at a time.
+        sync and the caller must stop. Not thread-safe: one thread reads.
         """
         try:
             size = self._sock.recv_into(self._buffer)

@@ -1,10 +1,9 @@
 """The sandbox client: wires the channel, capture, interpreter and the ``mcp`` module together.
 
-Threads: the main thread runs executions (it must: signals only reach it) and, while idle, reads
-the channel itself, so an ``Execute`` is run by the thread that read it; while a job runs, a
-helper thread reads instead, answering ``Ping`` and applying ``Interrupt`` and ``Reply``
-(:mod:`._reading`); two capture threads stream fds 1 and 2. Jobs (``Execute``, ``Shutdown``, a
-whole ``Restore``) go through a queue to the main thread, one at a time, in order.
+Threads: the main thread runs executions (it must: signals only reach it); a reader thread owns
+the socket's receive side, answering ``Ping`` and applying ``Interrupt`` and ``Reply`` while code
+runs; two capture threads stream fds 1 and 2. ``Execute`` and ``Shutdown`` are handed to the main
+thread through a queue, one at a time, in order.
 """
 
 from __future__ import annotations
@@ -13,8 +12,8 @@ import ast
 import asyncio
 import builtins
 import os
-import queue
 import sys
+import threading
 import traceback
 import types
 from collections.abc import Callable
@@ -49,7 +48,6 @@ from bridge_sandbox_client._inbox import Inbox
 from bridge_sandbox_client._interpreter import Interpreter
 from bridge_sandbox_client._modules import install_mcp_modules
 from bridge_sandbox_client._proxies import Directory, RefusedServer
-from bridge_sandbox_client._reading import ChannelReader
 from bridge_sandbox_client._runtime import Runtime, build_runtime_module
 from bridge_sandbox_client._snapshot import SnapshotTaker, is_bridge_object, restore_state
 from bridge_sandbox_client.errors import PolicyDenied, ToolError
@@ -72,7 +70,7 @@ class _RestoreJob:
 class SandboxClient:
     """Serves executions over a connected, handshaken :class:`Channel` until shutdown or EOF.
 
-    ``host_gone`` is called on the reading thread once the channel has ended (EOF, a broken
+    ``host_gone`` is called on the reader thread once the channel has ended (EOF, a broken
     socket, a bad frame): the process entry point passes an immediate exit, so a sandbox never
     outlives its host, whatever the code running at that moment does with the interrupt.
     """
@@ -97,7 +95,6 @@ class SandboxClient:
         self.runtime_module = build_runtime_module(self.runtime)
         self.modules = install_mcp_modules(self.directory, self.runtime_module)
         self.interpreter = Interpreter(self._user_namespace())
-        self._reader = ChannelReader(channel, self._dispatch, self._channel_ended, self.log)
 
     def _current_execution(self) -> str:
         # Progress and images from a thread left running go under the last execution's id (the
@@ -127,12 +124,12 @@ class SandboxClient:
         self._isolate_process_state()
         with signals_deferred():  # our threads never take the signals meant for user code
             self.capture.install()
-            self._reader.start_helper()
+            reader = threading.Thread(target=self._read, name="bridge-reader", daemon=True)
+            reader.start()
         self.interpreter.install_signal_handler()
         defer_signals_outside_user_code()
         while True:
             message = self._next_job()
-            self._reader.give()  # while the job runs, the helper thread reads
             if isinstance(message, _RestoreJob):
                 self._restore(message)
                 continue
@@ -143,12 +140,12 @@ class SandboxClient:
         return 0
 
     def _next_job(self) -> Execute | Shutdown | _RestoreJob | None:
-        """The next job, read from the channel by this (main) thread when it can."""
         loop = self.interpreter.loop
-        while not loop.is_closed() and asyncio.all_tasks(loop):
-            # Tasks user code left on the loop keep running while we wait, with signals as in
-            # user code: the helper thread reads, and the loop turns until it hands a job over.
-            self._reader.give()
+        if loop.is_closed() or not asyncio.all_tasks(loop):
+            return self._inbox.get(loop)
+        # Tasks user code left on the loop keep running while we wait, with signals as in user
+        # code (they are held back only in the client's own work).
+        while True:
             try:
                 with signals_allowed():
                     return self._inbox.get(loop)
@@ -156,15 +153,6 @@ class SandboxClient:
                 # A handler user code left behind raised as the signals were unblocked: like an
                 # error of a task left running, it is that code's output; we keep serving.
                 traceback.print_exc(file=sys.stderr)
-        self._reader.take()
-        while True:
-            try:
-                return self._inbox.get_nowait()
-            except queue.Empty:
-                pass
-            if self._reader.over:
-                return self._inbox.get(loop)  # the end's _STOP is on its way (or there)
-            self._reader.read_once()
 
     @staticmethod
     def _isolate_process_state() -> None:
@@ -185,15 +173,32 @@ class SandboxClient:
         except OSError:
             pass
 
-    # --- the reading thread (main while idle, helper while a job runs) ------------------------
+    # --- reader thread --------------------------------------------------------------------
 
-    def _channel_ended(self, reason: str) -> None:
-        self.registry.close(reason)
-        self.interpreter.stop()
-        self._inbox.put(_STOP)
-        # Not when this process closed the channel itself: it is exiting with its own status.
-        if self._host_gone is not None and not self._channel.closed:
-            self._host_gone()
+    def _read(self) -> None:
+        reason = "the host closed the channel"
+        try:
+            for message in self._channel.take_early():
+                self._dispatch(message)
+            while (messages := self._channel.read_messages()) is not None:
+                for message in messages:
+                    self._dispatch(message)
+        except ProtocolError as exc:
+            reason = f"protocol error from the host: {exc}"
+            self.log(reason)
+        except OSError as exc:
+            reason = f"the channel failed: {exc}"
+            self.log(reason)
+        except Exception:  # top-level handler of the reader thread: log, then shut down cleanly
+            reason = "internal error in the sandbox client"
+            self.log(f"{reason}:\n{traceback.format_exc()}")
+        finally:
+            self.registry.close(reason)
+            self.interpreter.stop()
+            self._inbox.put(_STOP)
+            # Not when this process closed the channel itself: it is exiting with its own status.
+            if self._host_gone is not None and not self._channel.closed:
+                self._host_gone()
 
     def _dispatch(self, message: Message) -> None:
         if isinstance(message, Reply):

@@ -44,10 +44,6 @@ class Inbox(Generic[T]):
             except RuntimeError:
                 pass  # the loop was closed by user code meanwhile: get() notices by itself
 
-    def get_nowait(self) -> T:
-        """The next item if there is one (raises :class:`queue.Empty`)."""
-        return self._queue.get_nowait()
-
     def get(self, loop: asyncio.AbstractEventLoop) -> T:
         """The next item (main thread). Background tasks on ``loop`` run while waiting."""
         if loop.is_closed() or not asyncio.all_tasks(loop):

@@ -39,10 +39,6 @@ class StdioPipes:
         os.dup2(2, 1)
         return cls(read_fd, write_fd)
 
-    def fileno(self) -> int:
-        """The read end (what a reader polls)."""
-        return self._read_fd
-
     def settimeout(self, timeout: float | None) -> None:
         self._timeout = timeout
 
