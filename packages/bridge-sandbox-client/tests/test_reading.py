@@ -1,8 +1,8 @@
-"""Who reads the channel: the idle main thread, and a helper thread while code runs.
+"""Reading the channel while code runs and signals land.
 
-The reading role moves between them at every execution; these check that nothing is lost or cut
-on the way: replies and interrupts that arrive while code runs are read, a frame is never split
-by a signal, and a signal handler left by user code cannot stop the client between executions.
+Nothing may be lost or cut: replies and interrupts that arrive while code runs are read, a frame
+is never split by a signal, and a signal handler left by user code cannot stop the client
+between executions (such signals wait until user code runs again).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ signal.signal(signal.SIGUSR1, _boom)
 
 
 def test_a_raising_signal_handler_between_executions_never_cuts_a_frame(host: Any) -> None:
-    # The idle main thread reads the channel itself: a signal landing while it waits for (or is
-    # in the middle of) a frame must neither lose bytes nor end the client.
+    # A signal landing while the client waits for (or is in the middle of) a frame must neither
+    # lose bytes nor end the client.
     assert host.execute(RAISING_HANDLER).result.status == "ok"
     assert host.process is not None
     for n in range(5):
@@ -57,8 +57,8 @@ def test_a_signal_that_arrived_between_executions_is_delivered_to_the_next_one(h
 
 
 def test_replies_and_interrupts_are_read_across_many_hand_overs(host: Any) -> None:
-    # Alternating quick executions (the role goes to the helper and straight back), executions
-    # that wait for a tool reply (read by the helper) and interrupted ones.
+    # Alternating quick executions, executions that wait for a tool reply and interrupted ones:
+    # every frame of each is read, in order, with signals held back between them.
     for n in range(15):
         assert host.execute(f"{n} + 1").result.value == str(n + 1)
         run = host.execute(f"mcp_media.echo.sync(n={n})")
