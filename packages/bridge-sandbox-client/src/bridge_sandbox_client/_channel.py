@@ -90,10 +90,10 @@ def defer_signals_outside_user_code() -> None:
     runs inside :func:`signals_allowed`.
 
     A handler that raises (a ``KeyboardInterrupt``, an alarm user code left behind) can then
-    never land in the client's own work between executions: in the middle of a channel read
-    (half a frame read, the stream out of sync), a hand-over of the reading role, or the sending
-    of a result. What arrives meanwhile is delivered when user code next runs. A child made by
-    ``fork()`` starts with them unblocked (a saving child relies on its alarm).
+    never land in the client's own work between executions (waiting for the next job, sending a
+    result), which ended the client. What arrives meanwhile is delivered when user code next
+    runs. A child made by ``fork()`` starts with them unblocked (a saving child relies on its
+    alarm).
     """
     signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
     os.register_at_fork(
