@@ -7,7 +7,8 @@ this Python); the floor of a result is the output cap. Bridge and floor are meas
 alternating blocks, so that the load of a shared machine weighs on both alike.
 
     hatch run tests:python bench/floor.py [--calls 1000] [--starts 5] [--json FILE]
-                                          [--baseline CHECKOUT]
+                                          [--baseline CHECKOUT [--baseline-image IMAGE]]
+                                          [--without-saving]
 
 Figures (all through the real MCP stdio client of the SDK, real podman, real servers):
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import fcntl
 import json
 import os
 import shlex
@@ -105,8 +107,11 @@ async def connect(params: StdioServerParameters) -> AsyncIterator[ClientSession]
             yield session
 
 
-def bridge_params(work: Path, everything: str, code: Path | None = None) -> StdioServerParameters:
-    """The bridge proxying ``everything``; ``code``: run the packages of that checkout instead."""
+def bridge_params(
+    work: Path, everything: str, code: Path | None = None, image: str | None = None
+) -> StdioServerParameters:
+    """The bridge proxying ``everything``; ``code``: run the packages of that checkout instead;
+    ``image``: with that sandbox image."""
     work.mkdir(parents=True, exist_ok=True)
     config = work / "servers.json"
     config.write_text(
@@ -118,11 +123,28 @@ def bridge_params(work: Path, everything: str, code: Path | None = None) -> Stdi
         "MCP_BRIDGE_DISCOVER": "false",
         "MCP_BRIDGE_STATE_DIR": str(work / "state"),
     }
+    if image is not None:
+        env["MCP_BRIDGE_IMAGE"] = image
     if code is not None:
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in sorted(code.glob("packages/*/src")))
     return StdioServerParameters(
         command=sys.executable, args=["-m", "mcp_code_execution_mode"], env=env
     )
+
+
+def hold_session_store(work: Path) -> int:
+    """Take the bridge's default session store (``<state>/sessions/saved/default``) before the
+    bridge does: a store held by another process makes the bridge keep sessions in memory only,
+    so no snapshot follows an execution (what ``--without-saving`` measures). The lock lasts as
+    long as the returned descriptor stays open (this process's life)."""
+    state = work / "state"
+    store = state / "sessions" / "saved" / "default"
+    store.mkdir(parents=True, exist_ok=True)
+    for directory in (state, state / "sessions", store.parent, store):
+        directory.chmod(0o700)  # the bridge refuses a state directory others can read
+    fd = os.open(store / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
 
 
 def bridge_pid(known: set[int]) -> int:
@@ -177,8 +199,13 @@ async def measure(opts: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-floor-") as tmp:
         work = Path(tmp)
         bridges = {"bridge": bridge_params(work / "bridge", everything)}
+        if opts.without_saving:
+            for name in ("bridge", "baseline"):
+                hold_session_store(work / name)
         if opts.baseline is not None:
-            bridges["baseline"] = bridge_params(work / "baseline", everything, opts.baseline)
+            bridges["baseline"] = bridge_params(
+                work / "baseline", everything, opts.baseline, opts.baseline_image
+            )
 
         # --- start-up: spawn -> initialize answered, alternating -------------------------------
         minimal = work / "minimal_server.py"
@@ -289,6 +316,17 @@ def main() -> None:
         type=Path,
         help="a checkout of the code to compare with (e.g. `git worktree add DIR main`): its "
         "bridge is measured in the same run, in the same alternating blocks",
+    )
+    parser.add_argument(
+        "--baseline-image",
+        help="the sandbox image the baseline bridge uses (default: MCP_BRIDGE_IMAGE, as the "
+        "bridge under test): needed when the change is in code that runs inside the sandbox",
+    )
+    parser.add_argument(
+        "--without-saving",
+        action="store_true",
+        help="hold the bridges' session stores, so that no durable snapshot follows an "
+        "execution: the warm call without the cost of saving the session",
     )
     opts = parser.parse_args()
     figures = anyio.run(measure, opts)

@@ -8,7 +8,7 @@ be opened or breaks during the handshake; 2 for bad command-line arguments; 3 wh
 refuses this client (no common protocol version).
 
 When the host's end of the channel is gone (the bridge exited, was killed, or closed the channel)
-the process exits at once from the channel's reader thread, even while user code runs and
+the process exits at once from the thread reading the channel, even while user code runs and
 whatever it does with interrupts: nothing a sandbox holds can reach anyone any more, and the
 container (started with auto-removal) then disappears without the bridge's help.
 """

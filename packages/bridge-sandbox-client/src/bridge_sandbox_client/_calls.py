@@ -1,8 +1,8 @@
 """Calls and requests in flight to the host, multiplexed by call id.
 
-Every call is a :class:`concurrent.futures.Future` completed by the channel's reader thread. Async
-callers await it through :func:`asyncio.wrap_future` on whatever loop they run on (ours, or one
-user code made with ``asyncio.run``); sync callers block on it. Cancelling the future (task
+Every call is a :class:`concurrent.futures.Future` completed by the thread reading the channel.
+Async callers await it through :func:`asyncio.wrap_future` on whatever loop they run on (ours, or
+one user code made with ``asyncio.run``); sync callers block on it. Cancelling the future (task
 cancellation, ``asyncio.wait_for`` timeout, interrupt) sends ``CancelCall`` exactly once.
 """
 

@@ -4,9 +4,9 @@ The byte stream is a connected unix socket, or the process's own stdin/stdout
 (:class:`~._stdio.StdioPipes`, for engines with no shared filesystem): both offer the socket
 methods used here.
 
-One reader thread owns the receive side (:meth:`Channel.receive`); any thread may
-:meth:`Channel.send`, serialised by a lock so frames never interleave. The socket is its own file
-descriptor: nothing user code writes to fds 1 and 2 can reach it.
+One reader thread reads (:meth:`Channel.read_messages`); any thread may :meth:`Channel.send`,
+serialised by a lock so frames never interleave. The socket is its own file descriptor: nothing
+user code writes to fds 1 and 2 can reach it.
 """
 
 from __future__ import annotations
@@ -33,7 +33,15 @@ from bridge_protocol import (
     encode,
 )
 
-__all__ = ["Channel", "ChannelClosed", "Refused", "Transport", "signals_deferred"]
+__all__ = [
+    "Channel",
+    "ChannelClosed",
+    "Refused",
+    "Transport",
+    "defer_signals_outside_user_code",
+    "signals_allowed",
+    "signals_deferred",
+]
 
 _RECV_SIZE = 256 * 1024
 _DEFERRED = {
@@ -55,11 +63,42 @@ def signals_deferred() -> Iterator[None]:
     Threads started inside inherit the mask: the client's own threads are started this way, so a
     signal sent to the whole process lands on the main thread, where blocking it works.
     """
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    # Python runs pending handlers inside pthread_sigmask itself: the mask to restore is read
+    # first, so that a handler raising as the mask changes still has it restored.
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, ())
     try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextmanager
+def signals_allowed() -> Iterator[None]:
+    """Unblock the signals of :data:`_DEFERRED` for the calling thread inside the block (user code
+    runs there); those that arrived while they were blocked are delivered on entry, inside."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # as in signals_deferred
+    try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _DEFERRED)
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def defer_signals_outside_user_code() -> None:
+    """Block the signals of :data:`_DEFERRED` on the calling (main) thread from now on; user code
+    runs inside :func:`signals_allowed`.
+
+    A handler that raises (a ``KeyboardInterrupt``, an alarm user code left behind) can then
+    never land in the client's own work between executions (waiting for the next job, sending a
+    result), which ended the client. What arrives meanwhile is delivered when user code next
+    runs. A child made by ``fork()`` starts with them unblocked (a saving child relies on its
+    alarm).
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    os.register_at_fork(
+        after_in_child=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, _DEFERRED)
+    )
 
 
 class Transport(Protocol):
@@ -97,10 +136,11 @@ class Channel:
         self._sock = sock
         self._send_lock = threading.Lock()
         self._decoder = FrameDecoder(accept=HOST_TO_SANDBOX)
-        # Reused by every read of the reader thread: sock.recv(_RECV_SIZE) would allocate (and
-        # the allocator mmap, shrink and unmap) a fresh 256 KiB buffer per frame, several
-        # system calls on the round-trip path of every execution and tool call.
+        # Reused by every read: sock.recv(_RECV_SIZE) would allocate (and the allocator mmap,
+        # shrink and unmap) a fresh 256 KiB buffer per frame, several system calls on the
+        # round-trip path of every execution and tool call.
         self._buffer = bytearray(_RECV_SIZE)
+        self._view = memoryview(self._buffer)
         self._early: list[Message] = []
         self._closed = False
         self._forked = False
@@ -184,26 +224,29 @@ class Channel:
                 raise ChannelClosed("the channel to the host is closed")
             self._sock.sendall(frame)
 
-    def receive(self) -> Iterator[Message]:
-        """Yield messages from the host until it closes the channel (EOF).
+    def take_early(self) -> list[Message]:
+        """Messages the handshake read past ``Welcome`` (once)."""
+        early, self._early = self._early, []
+        return early
+
+    def read_messages(self) -> list[Message] | None:
+        """Block for the next bytes; the messages they complete (maybe none), or None at EOF
+        (or once this end was closed).
 
         Raises a :class:`bridge_protocol.ProtocolError` on a bad frame: the stream is then out of
-        sync and the caller must stop.
+        sync and the caller must stop. Not thread-safe: one thread reads.
         """
-        yield from self._early
-        self._early.clear()
-        view = memoryview(self._buffer)
-        while True:
-            try:
-                size = self._sock.recv_into(self._buffer)
-            except OSError:
-                if self._closed:
-                    return
-                raise
-            if not size:
-                return
-            # A copy: the decoder may keep a partial frame while the buffer is read into again.
-            yield from self._decoder.feed(bytes(view[:size]))
+        try:
+            size = self._sock.recv_into(self._buffer)
+        except OSError:
+            if self._closed:
+                return None
+            raise
+        if not size:
+            return None
+        # No copy: the decoder copies what it keeps of a partial frame before the buffer is
+        # read into again, and decodes a whole frame in place.
+        return self._decoder.feed(self._view[:size])
 
     @property
     def closed(self) -> bool:

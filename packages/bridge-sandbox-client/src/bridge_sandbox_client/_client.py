@@ -9,6 +9,7 @@ thread through a queue, one at a time, in order.
 from __future__ import annotations
 
 import ast
+import asyncio
 import builtins
 import os
 import sys
@@ -35,7 +36,12 @@ from bridge_protocol import (
 
 from bridge_sandbox_client._calls import CallRegistry, PendingCall
 from bridge_sandbox_client._capture import OutputCapture
-from bridge_sandbox_client._channel import Channel, signals_deferred
+from bridge_sandbox_client._channel import (
+    Channel,
+    defer_signals_outside_user_code,
+    signals_allowed,
+    signals_deferred,
+)
 from bridge_sandbox_client._compile import CompiledCell
 from bridge_sandbox_client._display import Displayer, configure_matplotlib, set_active
 from bridge_sandbox_client._inbox import Inbox
@@ -121,8 +127,9 @@ class SandboxClient:
             reader = threading.Thread(target=self._read, name="bridge-reader", daemon=True)
             reader.start()
         self.interpreter.install_signal_handler()
+        defer_signals_outside_user_code()
         while True:
-            message = self._inbox.get(self.interpreter.loop)
+            message = self._next_job()
             if isinstance(message, _RestoreJob):
                 self._restore(message)
                 continue
@@ -131,6 +138,21 @@ class SandboxClient:
             self._run(message)
         self.capture.end()
         return 0
+
+    def _next_job(self) -> Execute | Shutdown | _RestoreJob | None:
+        loop = self.interpreter.loop
+        if loop.is_closed() or not asyncio.all_tasks(loop):
+            return self._inbox.get(loop)
+        # Tasks user code left on the loop keep running while we wait, with signals as in user
+        # code (they are held back only in the client's own work).
+        while True:
+            try:
+                with signals_allowed():
+                    return self._inbox.get(loop)
+            except (Exception, KeyboardInterrupt):
+                # A handler user code left behind raised as the signals were unblocked: like an
+                # error of a task left running, it is that code's output; we keep serving.
+                traceback.print_exc(file=sys.stderr)
 
     @staticmethod
     def _isolate_process_state() -> None:
@@ -156,8 +178,11 @@ class SandboxClient:
     def _read(self) -> None:
         reason = "the host closed the channel"
         try:
-            for message in self._channel.receive():
+            for message in self._channel.take_early():
                 self._dispatch(message)
+            while (messages := self._channel.read_messages()) is not None:
+                for message in messages:
+                    self._dispatch(message)
         except ProtocolError as exc:
             reason = f"protocol error from the host: {exc}"
             self.log(reason)
@@ -268,7 +293,7 @@ class SandboxClient:
         execution_id = result.execution_id
         try:
             self._channel.send(result)
-        except OSError as exc:  # the host went away mid-execution; the reader thread stops us
+        except OSError as exc:  # the host went away mid-execution; the reader stops us
             self.log(f"could not send the result of {execution_id}: {exc}")
         except (ValueError, TypeError) as exc:
             # Too large for a frame, or not encodable: still end the execution for the host.

@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from bridge_protocol import ErrorInfo, ExecutionStatus
 
+from bridge_sandbox_client._channel import signals_allowed
 from bridge_sandbox_client._compile import CompiledCell, compile_cell, is_async
 from bridge_sandbox_client._traceback import error_info, interrupted_info, wire_text
 
@@ -147,7 +148,9 @@ class Interpreter:
             self._running = running
         try:
             run = self._run_async if cell.is_async else self._run_sync
-            value = run(cell, running)
+            # Signals that arrived since the last execution are delivered here, in user code.
+            with signals_allowed():
+                value = run(cell, running)
             return Outcome("ok", value=render_value(value, limit))
         except KeyboardInterrupt as exc:
             return Outcome("interrupted", error=interrupted_info(exc))
