@@ -8,7 +8,10 @@ directories of owners that are no longer running, so a SIGKILLed bridge leaves n
 When the execution ended and its sandbox lives on, the file is made read-only and moved into the
 sandbox's shared directory (``Sandbox.shared_dir``, bind-mounted read-only into the container),
 where the session's code reads it. Nothing runs in the sandbox to save it: no user namespace, no
-protocol message, so nothing sandbox code does can delay, fail or alter the saving. A kept file
+protocol message, so nothing sandbox code does can delay, fail or alter the saving. A sandbox
+that mounts nothing from this machine (the stdio channel of a remote engine) gets the same file
+at the same path copied in by its engine (``SharedDir.copy_in``), the host keeping its copy so
+the budget below counts it the same way. A kept file
 goes with its sandbox (the runtime removes the shared directory with the container, and a dead
 bridge's containers with their directories at the next start).
 
@@ -232,7 +235,11 @@ class SpillFile:
             self._file = None
             self._kept = True
             self._outputs.kept(target, self.size, shared)
-        return f"{shared.inside}/{OUTPUT_SUBDIR}/{name}"
+        inside = f"{shared.inside}/{OUTPUT_SUBDIR}/{name}"
+        if shared.copy_in is not None:
+            # A sandbox without the mount (a remote engine): the engine copies it in.
+            await shared.copy_in(target, inside)
+        return inside
 
     async def aclose(self) -> None:
         """Close and delete the spill unless it was kept; its bytes go back to the budget."""
