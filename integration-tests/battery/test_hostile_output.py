@@ -327,3 +327,39 @@ async def test_spill_files_of_a_sigkilled_bridge_are_removed_by_the_next_start(
         # (if its sandboxes, which exit when their channel closes, were not auto-removed yet)
         assert await containers_left(killed, since=killed_at) == []
     print(f"spill files of the killed bridge: {sum(left.values()):,} bytes in {len(left)} file(s)")
+
+
+# Every way sandbox code could change the kept full output of a truncated call; each must fail.
+ALTER_KEPT = """
+import os
+path = {path!r}
+tried = {{}}
+for name, attempt in (
+    ("chmod", lambda: os.chmod(path, 0o666)),
+    ("append", lambda: open(path, "a").write("forged")),
+    ("unlink", lambda: os.unlink(path)),
+    ("replace", lambda: os.rename(path, path + ".old")),
+    ("beside", lambda: open(os.path.join(os.path.dirname(path), "forged.txt"), "w")),
+):
+    try:
+        attempt()
+        tried[name] = "done"
+    except OSError as exc:
+        tried[name] = exc.errno
+(tried, os.stat(path).st_size, oct(os.stat(path).st_mode))
+"""
+
+
+async def test_the_kept_full_output_is_complete_and_the_sandbox_cannot_alter_it(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # On every engine: bind-mounted read-only (local) or copied in by the engine as root
+    # (a sandbox that mounts nothing from the host: the stdio channel of a remote engine).
+    async with open_bridge(tmp_path) as bridge:
+        flood = await bridge.run("print('z' * 200_000)")
+        path = payload_of(flood)["full_output"]
+        assert path is not None, payload_of(flood)
+        tried = await bridge.run(ALTER_KEPT.format(path=path))
+    outcome = text_of(tried)
+    assert "'done'" not in outcome, outcome
+    assert "}, 200001, " in outcome, outcome  # still the whole output (and a newline)
