@@ -35,6 +35,7 @@ from .conftest import (
     payload_of,
     text_of,
 )
+from .test_hostile_protocol import CHANNEL
 
 pytestmark = pytest.mark.container
 
@@ -130,11 +131,7 @@ import gc, os, signal, socket
 from bridge_protocol.codec import encode
 from bridge_protocol.messages import Call
 (client,) = [o for o in gc.get_objects() if type(o).__name__ == "SandboxClient"]
-chan = next(
-    fd for fd in map(int, os.listdir("/proc/self/fd"))
-    if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
-)
-sock = socket.socket(fileno=os.dup(chan))
+sock = channel_writer()
 for n in range(8):
     call = Call(call_id=7000 + n, execution_id=client._execution_id, server="probe",
                 tool="huge", arguments={"size": 2 * 1024 * 1024})
@@ -149,7 +146,7 @@ async def test_a_sandbox_that_stops_with_replies_in_flight_cannot_stretch_its_ca
     probe = {"command": sys.executable, "args": [str(PROBE)]}
     async with open_bridge(tmp_path, servers={"probe": probe}) as bridge:
         await bridge.run("await mcp_servers['probe'].echo(text='warm')")
-        stopped = await _bounded_run(bridge, STOPPED_WITH_REPLIES_IN_FLIGHT, seconds=5)
+        stopped = await _bounded_run(bridge, CHANNEL + STOPPED_WITH_REPLIES_IN_FLIGHT, seconds=5)
         after = await bridge.run("6 * 7")
     assert payload_of(stopped)["status"] in ("timeout", "crashed")
     assert text_of(after).endswith("42")
@@ -250,13 +247,9 @@ import gc, os, socket
 from bridge_protocol.codec import encode
 from bridge_protocol.messages import ErrorInfo, Result
 (client,) = [o for o in gc.get_objects() if type(o).__name__ == "SandboxClient"]
-chan = next(
-    fd for fd in map(int, os.listdir("/proc/self/fd"))
-    if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
-)
 big = "v" * 4_000_000
 error = ErrorInfo(type="E" * 100_000, message=big, traceback=big)
-socket.socket(fileno=os.dup(chan)).sendall(
+channel_writer().sendall(
     encode(Result(execution_id=client._execution_id, status="error", value=big, error=error))
 )
 """
@@ -266,7 +259,7 @@ async def test_a_forged_result_frame_cannot_make_the_result_larger_than_its_boun
     tmp_path: Path, sandbox_image: str
 ) -> None:
     async with open_bridge(tmp_path) as bridge:
-        forged = await bridge.run(FORGED_RESULT)
+        forged = await bridge.run(CHANNEL + FORGED_RESULT)
     size = _json_size(forged)
     print(f"result of a forged 12 MB result frame: {size:,} bytes of JSON")
     assert payload_of(forged)["status"] == "error"
