@@ -252,7 +252,7 @@ class DockerBackend:
             cgroup_parent=_oom.cgroup_parent(name) if self.track_oom else None,
         )
         try:
-            await self._cli.run(*args)
+            await self._cli.run(*args, finish=True)  # the cleanup of a cancelled start finds it
             inspect = await self._cli.inspect("container", name)
         except CommandRefused as exc:
             raise SandboxStartError(
