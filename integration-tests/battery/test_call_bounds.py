@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 from .conftest import CALL_TIMEOUT, bridge_pids, code_text, open_bridge, payload_of, text_of
+from .test_hostile_protocol import CHANNEL
 
 pytestmark = pytest.mark.container
 
@@ -150,18 +151,10 @@ from bridge_protocol import encode
 from bridge_protocol.messages import ErrorInfo, Result
 from mcp import mcp_servers
 execution = mcp_servers["probe"].echo._registry._execution
-def channel():
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            probe = socket.socket(fileno=os.dup(int(name)))
-        except OSError:
-            continue
-        if probe.family == socket.AF_UNIX and str(probe.getpeername()).endswith("channel.sock"):
-            return probe
-        probe.close()
 big = "v" * 4_000_000  # three of them and the type: just under the 16 MiB frame limit
 error = ErrorInfo(type="T" * 1_000_000, message=big, traceback=big)
-channel().sendall(encode(Result(execution_id=execution, status="error", value=big, error=error)))
+forged = Result(execution_id=execution, status="error", value=big, error=error)
+channel_writer().sendall(encode(forged))
 import time
 time.sleep(30)
 """
@@ -171,7 +164,7 @@ async def test_a_forged_result_is_held_to_the_sandbox_clients_own_caps(
     tmp_path: Path, sandbox_image: str
 ) -> None:
     async with open_bridge(tmp_path, servers=SERVERS) as bridge:
-        forged = await bridge.run(FORGE, timeout=60)
+        forged = await bridge.run(CHANNEL + FORGE, timeout=60)
     payload = payload_of(forged)
     shown = "".join(block.text for block in forged.content if hasattr(block, "text"))
     assert payload["status"] == "error"

@@ -141,7 +141,9 @@ async def test_server_that_never_answers_initialize_is_unavailable_and_others_st
     tmp_path: Path, sandbox_image: str
 ) -> None:
     servers = {"mute": _probe("no-init"), "probe": _probe()}
-    env = {"MCP_BRIDGE_SERVER_START_TIMEOUT": "3s"}
+    # The working server must start within it too: 3 s was too short for a Python MCP server on
+    # a loaded 2-core machine (two engine runs at once in CI).
+    env = {"MCP_BRIDGE_SERVER_START_TIMEOUT": "10s"}
     async with open_bridge(tmp_path, servers=servers, env=env) as bridge:
         mute = await bridge.run(CATCH.format(server="mute", call="echo(text='hi')"))
         other = await bridge.run("await mcp_servers['probe'].echo(text='fine')")
@@ -280,6 +282,11 @@ class _PodmanService:
     TEST_RUNTIME != "podman",
     reason="podman's API service; a docker daemon that stops answering: "
     "runtime/test_docker_faults.py",
+)
+@pytest.mark.skipif(
+    bool(os.environ.get("MCP_BRIDGE_RUNTIME_URL")),
+    reason="a private podman service on this machine; an engine over ssh whose link (and so its "
+    "API) drops: battery/test_remote_engine.py",
 )
 async def test_podman_api_service_restarted_mid_session_keeps_session_and_new_ones_start(
     sandbox_image: str, tmp_path: Path

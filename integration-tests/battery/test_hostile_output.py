@@ -35,6 +35,7 @@ from .conftest import (
     payload_of,
     text_of,
 )
+from .test_hostile_protocol import CHANNEL
 
 pytestmark = pytest.mark.container
 
@@ -130,11 +131,7 @@ import gc, os, signal, socket
 from bridge_protocol.codec import encode
 from bridge_protocol.messages import Call
 (client,) = [o for o in gc.get_objects() if type(o).__name__ == "SandboxClient"]
-chan = next(
-    fd for fd in map(int, os.listdir("/proc/self/fd"))
-    if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
-)
-sock = socket.socket(fileno=os.dup(chan))
+sock = channel_writer()
 for n in range(8):
     call = Call(call_id=7000 + n, execution_id=client._execution_id, server="probe",
                 tool="huge", arguments={"size": 2 * 1024 * 1024})
@@ -149,7 +146,7 @@ async def test_a_sandbox_that_stops_with_replies_in_flight_cannot_stretch_its_ca
     probe = {"command": sys.executable, "args": [str(PROBE)]}
     async with open_bridge(tmp_path, servers={"probe": probe}) as bridge:
         await bridge.run("await mcp_servers['probe'].echo(text='warm')")
-        stopped = await _bounded_run(bridge, STOPPED_WITH_REPLIES_IN_FLIGHT, seconds=5)
+        stopped = await _bounded_run(bridge, CHANNEL + STOPPED_WITH_REPLIES_IN_FLIGHT, seconds=5)
         after = await bridge.run("6 * 7")
     assert payload_of(stopped)["status"] in ("timeout", "crashed")
     assert text_of(after).endswith("42")
@@ -250,13 +247,9 @@ import gc, os, socket
 from bridge_protocol.codec import encode
 from bridge_protocol.messages import ErrorInfo, Result
 (client,) = [o for o in gc.get_objects() if type(o).__name__ == "SandboxClient"]
-chan = next(
-    fd for fd in map(int, os.listdir("/proc/self/fd"))
-    if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
-)
 big = "v" * 4_000_000
 error = ErrorInfo(type="E" * 100_000, message=big, traceback=big)
-socket.socket(fileno=os.dup(chan)).sendall(
+channel_writer().sendall(
     encode(Result(execution_id=client._execution_id, status="error", value=big, error=error))
 )
 """
@@ -266,7 +259,7 @@ async def test_a_forged_result_frame_cannot_make_the_result_larger_than_its_boun
     tmp_path: Path, sandbox_image: str
 ) -> None:
     async with open_bridge(tmp_path) as bridge:
-        forged = await bridge.run(FORGED_RESULT)
+        forged = await bridge.run(CHANNEL + FORGED_RESULT)
     size = _json_size(forged)
     print(f"result of a forged 12 MB result frame: {size:,} bytes of JSON")
     assert payload_of(forged)["status"] == "error"
@@ -327,3 +320,39 @@ async def test_spill_files_of_a_sigkilled_bridge_are_removed_by_the_next_start(
         # (if its sandboxes, which exit when their channel closes, were not auto-removed yet)
         assert await containers_left(killed, since=killed_at) == []
     print(f"spill files of the killed bridge: {sum(left.values()):,} bytes in {len(left)} file(s)")
+
+
+# Every way sandbox code could change the kept full output of a truncated call; each must fail.
+ALTER_KEPT = """
+import os
+path = {path!r}
+tried = {{}}
+for name, attempt in (
+    ("chmod", lambda: os.chmod(path, 0o666)),
+    ("append", lambda: open(path, "a").write("forged")),
+    ("unlink", lambda: os.unlink(path)),
+    ("replace", lambda: os.rename(path, path + ".old")),
+    ("beside", lambda: open(os.path.join(os.path.dirname(path), "forged.txt"), "w")),
+):
+    try:
+        attempt()
+        tried[name] = "done"
+    except OSError as exc:
+        tried[name] = exc.errno
+(tried, os.stat(path).st_size, oct(os.stat(path).st_mode))
+"""
+
+
+async def test_the_kept_full_output_is_complete_and_the_sandbox_cannot_alter_it(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # On every engine: bind-mounted read-only (local) or copied in by the engine as root
+    # (a sandbox that mounts nothing from the host: the stdio channel of a remote engine).
+    async with open_bridge(tmp_path) as bridge:
+        flood = await bridge.run("print('z' * 200_000)")
+        path = payload_of(flood)["full_output"]
+        assert path is not None, payload_of(flood)
+        tried = await bridge.run(ALTER_KEPT.format(path=path))
+    outcome = text_of(tried)
+    assert "'done'" not in outcome, outcome
+    assert "}, 200001, " in outcome, outcome  # still the whole output (and a newline)

@@ -22,8 +22,10 @@ from .conftest import CALL_TIMEOUT, bridge_pids, code_text, open_bridge, payload
 pytestmark = pytest.mark.container
 
 CHANNEL = """
-import os, socket
+import gc, os, socket
 def channel_fd():
+    # The unix socket (a local engine), else the stdio channel's pipe (nothing mounted: a remote
+    # engine), which the sandbox client moved off fds 0 and 1 to fds of its own.
     for name in os.listdir("/proc/self/fd"):
         try:
             probe = socket.socket(fileno=os.dup(int(name)))
@@ -31,13 +33,19 @@ def channel_fd():
             continue
         try:
             if probe.family == socket.AF_UNIX and str(probe.getpeername()).endswith("channel.sock"):
-                return int(name)
+                return int(name), None
         except OSError:
             pass
         finally:
             probe.close()
-    raise LookupError("no channel socket")
-chan = channel_fd()
+    for o in gc.get_objects():
+        if type(o).__name__ == "StdioPipes":
+            return o._write_fd, o
+    raise LookupError("no channel")
+chan, _pipes = channel_fd()
+def channel_writer():
+    # sendall() and shutdown() on the channel, whichever it is.
+    return socket.socket(fileno=os.dup(chan)) if _pipes is None else _pipes
 """
 
 
@@ -96,7 +104,7 @@ from bridge_protocol.codec import encode
 from bridge_protocol.messages import Progress
 (client,) = [o for o in gc.get_objects() if type(o).__name__ == "SandboxClient"]
 mine = client._execution_id  # the id of this very execution, as the host knows it
-sock = socket.socket(fileno=os.dup(chan))
+sock = channel_writer()
 for n in range(1, 2001):
     sock.sendall(encode(Progress(execution_id=mine, progress=n, message="z" * 10_000)))
 'sent'
@@ -137,7 +145,7 @@ from bridge_protocol.messages import Call
 (client,) = [o for o in gc.get_objects() if type(o).__name__ == "SandboxClient"]
 call = Call(call_id=4242, execution_id=client._execution_id, server="probe", tool="echo",
             arguments={"text": "forged"})
-socket.socket(fileno=os.dup(chan)).sendall(encode(call))
+channel_writer().sendall(encode(call))
 time.sleep(1)  # the forged call's Reply arrives meanwhile; nothing in the sandbox waits for it
 'sent'
 """
@@ -181,7 +189,7 @@ async def test_a_half_written_frame_ends_in_the_timeout_and_a_replaced_sandbox(
 async def test_shutting_down_the_channel_is_reported_as_a_crash_and_replaced(
     tmp_path: Path, sandbox_image: str
 ) -> None:
-    code = CHANNEL + "socket.socket(fileno=os.dup(chan)).shutdown(socket.SHUT_RDWR)"
+    code = CHANNEL + "channel_writer().shutdown(socket.SHUT_RDWR)"
     async with open_bridge(tmp_path) as bridge:
         shut = await bridge.run(code)
         await _next_call_works(bridge)

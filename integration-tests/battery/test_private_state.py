@@ -227,14 +227,15 @@ async def test_a_process_that_reaches_the_socket_anyway_is_refused_before_a_byte
 
 def _open_to_others(root: Path, *, passable: Callable[[Path], bool]) -> list[str]:
     """Everything under ``root`` (itself included) with a group or other permission bit, except
-    directories ``passable`` allows; those must be exactly 0711 inside a 0700 parent. What the
+    directories ``passable`` allows; those must be 0711 (or 0700) inside a 0700 parent. What the
     sandbox reads inside them (kept full outputs: ``output/`` 0755, files 0444) may be readable,
     never writable, by others: only the container reaches it, through its own mount."""
     found = []
     for path in [root, *root.rglob("*")]:
         mode = stat.S_IMODE(path.lstat().st_mode)
         if passable(path):
-            if mode != 0o711 or stat.S_IMODE(path.parent.stat().st_mode) != 0o700:
+            # 0700: a sandbox that mounts nothing (the host keeps its copies of copied-in files)
+            if mode not in (0o711, 0o700) or stat.S_IMODE(path.parent.stat().st_mode) != 0o700:
                 found.append(f"{path} {mode:o} (parent {path.parent.stat().st_mode & 0o777:o})")
         elif any(passable(parent) for parent in path.parents):
             if mode & 0o022:

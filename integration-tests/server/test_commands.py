@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from .conftest import bridge_env, real_servers
+
+TEST_RUNTIME = importlib.import_module("integration-tests.conftest").TEST_RUNTIME
 
 pytestmark = pytest.mark.container
 
@@ -34,7 +37,7 @@ def test_doctor_reports_runtime_image_limits_and_each_server(
     done = _run("doctor", env=env)
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
-    assert "[ok]   runtime: podman" in out
+    assert f"[ok]   runtime: {TEST_RUNTIME}" in out  # the engine under test
     assert f"[ok]   image: {sandbox_image}" in out
     assert "[ok]   sandbox: ran code" in out
     assert "limits" in out

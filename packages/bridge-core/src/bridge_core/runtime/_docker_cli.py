@@ -109,12 +109,18 @@ class DockerCLI:
         """The daemon, as messages name it."""
         return self.host or os.environ.get("DOCKER_HOST") or "the docker CLI's default daemon"
 
-    async def run(self, *args: str) -> str:
-        """Run ``docker ARGS``; its stdout. Raises one of the module's three failures."""
+    async def run(self, *args: str, finish: bool = False) -> str:
+        """Run ``docker ARGS``; its stdout. Raises one of the module's three failures.
+
+        ``finish``: run to the end even when the caller is cancelled (still bounded by the
+        timeout), for commands that create something. A ``docker create`` killed mid-request
+        can still create its container in the daemon a moment later, after the caller's
+        cleanup looked for it: a container left behind, never started (measured at bridge
+        shutdown with a warm-pool start in flight)."""
         command = [*self.prefix, *args]
         async with self._limiter:
             try:
-                with anyio.fail_after(self.timeout):
+                with anyio.fail_after(self.timeout, shield=finish):
                     result = await anyio.run_process(command, check=False)
             except TimeoutError:
                 raise DaemonUnavailable(

@@ -11,22 +11,42 @@ the container died we can still read what happened:
   SIGKILL (exit 137) while the parent's peak usage reached the limit was OOM-killed. The
   parent also holds conmon (~1-2 MiB), so a sandbox killed by another SIGKILL within that
   margin of its limit would be misreported; the bridge itself never SIGKILLs without knowing.
+
+The files are the engine's machine's: read here for a local engine, and over the bridge's ssh
+link (:mod:`._ssh`) for a podman engine on another machine (:class:`EngineCgroups`). Docker
+20.10 reports no ``OOMKilled`` and no ``oom`` event here either (measured, cgroup v1, with and
+without ``--init``), and podman's events have no OOM entry: an exit code of 137 alone cannot
+tell a memory kill from ``os.killpg(0, 9)``, so the cgroup is the only witness. An engine's
+``OOMKilled``, where it is reported, is believed first (the backends' ``status``).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+
+from bridge_core.errors import RuntimeUnavailable
+
+if TYPE_CHECKING:
+    from bridge_core.runtime._ssh import SshLink
 
 __all__ = [
     "CGROUP_ROOT",
+    "EngineCgroups",
     "SIGKILL_EXIT",
     "cgroup_parent",
     "oom_killed",
     "remove_cgroup_parent",
     "remove_empty_parents",
+    "verdict",
 ]
+
+logger = logging.getLogger("bridge_core.runtime")
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 SIGKILL_EXIT = 128 + 9
@@ -48,19 +68,34 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def _evidence_paths(name: str, root: Path = CGROUP_ROOT) -> tuple[Path, Path]:
+    """The cgroup v2 ``memory.events`` and the cgroup v1 peak usage of ``name``'s parent."""
+    relative = cgroup_parent(name).lstrip("/")
+    return (
+        root / relative / "memory.events",
+        root / "memory" / relative / "memory.max_usage_in_bytes",
+    )
+
+
+def verdict(
+    events: str | None, peak: str | None, *, memory_limit: int, exit_code: int | None
+) -> bool:
+    """What the parent's files (None: absent) say: was the memory limit the killer?"""
+    if events is not None:  # cgroup v2
+        counts = dict(line.split() for line in events.splitlines() if line.count(" ") == 1)
+        found = counts.get("oom_kill", "0")
+        return found.isdigit() and int(found) > 0
+    if peak is not None and peak.strip().isdigit():  # cgroup v1
+        return exit_code == SIGKILL_EXIT and int(peak) >= memory_limit
+    return False
+
+
 def oom_killed(
     name: str, *, memory_limit: int, exit_code: int | None, root: Path = CGROUP_ROOT
 ) -> bool:
     """True when the cgroup parent of ``name`` shows that the memory limit killed it."""
-    relative = cgroup_parent(name).lstrip("/")
-    events = _read(root / relative / "memory.events")
-    if events is not None:  # cgroup v2
-        counts = dict(line.split() for line in events.splitlines() if line.count(" ") == 1)
-        return int(counts.get("oom_kill", "0")) > 0
-    peak = _read(root / "memory" / relative / "memory.max_usage_in_bytes")
-    if peak is not None and peak.strip().isdigit():  # cgroup v1
-        return exit_code == SIGKILL_EXIT and int(peak) >= memory_limit
-    return False
+    events, peak = _evidence_paths(name, root)
+    return verdict(_read(events), _read(peak), memory_limit=memory_limit, exit_code=exit_code)
 
 
 def _rmdir_tree(top: Path) -> None:
@@ -107,3 +142,73 @@ def remove_empty_parents(*, root: Path = CGROUP_ROOT) -> None:
         if top.is_dir():
             for child in top.iterdir():
                 _rmdir_tree(child)
+
+
+_EVIDENCE_BYTES = 4096
+"""Most bytes read back per file from the engine's machine (``memory.events`` is ~100)."""
+# Each file's text ("-" when absent), then a NUL: $1 = v2 events, $2 = v1 peak.
+_READ_SCRIPT = (
+    f'for f in "$1" "$2"; do head -c {_EVIDENCE_BYTES} "$f" 2>/dev/null || printf "-"; '
+    'printf "\\0"; done'
+)
+# Every hierarchy's parent of $1, innermost first; retried while conmon still sits in it.
+_REMOVE_SCRIPT = (
+    "for i in $(seq 1 100); do left=; for h in /sys/fs/cgroup /sys/fs/cgroup/*; do "
+    'd="$h/mcp-bridge/$1"; [ -d "$d" ] || continue; '
+    'find "$d" -depth -type d -exec rmdir {} + 2>/dev/null; [ -d "$d" ] && left=1; done; '
+    '[ -z "$left" ] && exit 0; sleep 0.02; done; exit 0'
+)
+_REMOVE_EMPTY_SCRIPT = (
+    'for h in /sys/fs/cgroup /sys/fs/cgroup/*; do [ -d "$h/mcp-bridge" ] || continue; '
+    'find "$h/mcp-bridge" -mindepth 1 -depth -type d -exec rmdir {} + 2>/dev/null; done; exit 0'
+)
+
+
+class EngineCgroups:
+    """The sandboxes' cgroup parents on the engine's machine: this one's files (``link`` None,
+    read in a worker thread) or another machine's, read through the bridge's ssh link."""
+
+    def __init__(self, link: SshLink | None = None) -> None:
+        self._link = link
+
+    async def oom_killed(self, name: str, *, memory_limit: int, exit_code: int | None) -> bool:
+        """:func:`verdict` on the files of ``name``'s parent; False when they cannot be read."""
+        if self._link is None:
+            return await anyio.to_thread.run_sync(
+                lambda: oom_killed(name, memory_limit=memory_limit, exit_code=exit_code)
+            )
+        events_path, peak_path = _evidence_paths(name)
+        try:
+            said = await self._link.run(_READ_SCRIPT, str(events_path), str(peak_path))
+        except RuntimeUnavailable:
+            return False  # the link is down: no verdict, the exit code is still reported
+        parts = said.split(b"\0")
+        texts = [
+            None if part == b"-" else part[:_EVIDENCE_BYTES].decode("ascii", "replace")
+            for part in parts[:2]
+        ]
+        if len(texts) < 2:
+            return False
+        return verdict(texts[0], texts[1], memory_limit=memory_limit, exit_code=exit_code)
+
+    async def remove_parent(self, name: str) -> None:
+        """:func:`remove_cgroup_parent`, on the engine's machine."""
+        if self._link is None:
+            await anyio.to_thread.run_sync(remove_cgroup_parent, name)
+            return
+        await self._run_quietly(_REMOVE_SCRIPT, name)
+
+    async def remove_empty(self) -> None:
+        """:func:`remove_empty_parents`, on the engine's machine."""
+        if self._link is None:
+            await anyio.to_thread.run_sync(remove_empty_parents)
+            return
+        await self._run_quietly(_REMOVE_EMPTY_SCRIPT)
+
+    async def _run_quietly(self, script: str, *args: str) -> None:
+        assert self._link is not None
+        try:
+            await self._link.run(script, *args)
+        except RuntimeUnavailable as exc:
+            # Empty parents left now are removed by the next start's sweep.
+            logger.debug("could not remove cgroup parents on the engine's machine: %s", exc)

@@ -18,8 +18,11 @@ Everything here is synchronous (``requests``): callers run it in ``anyio.to_thre
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import tarfile
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,6 +48,7 @@ __all__ = [
     "PodmanError",
     "close",
     "connect",
+    "copy_in_read_only",
     "create_kwargs",
     "inspect",
     "kill",
@@ -58,6 +62,13 @@ __all__ = [
 ]
 
 _EMPTY_ANSWER_RETRIES = 3
+COPIED_IN_BYTES = 48 * 1024 * 1024
+"""Size of the stdio channel's ``SANDBOX_CHANNEL_DIR`` tmpfs: one execution's full output at
+most (``sessions._spill.EXECUTION_LIMIT``). Its pages are the engine's, outside the sandbox's
+memory limit (podman writes them), so this bounds what one sandbox can make the engine hold."""
+COPIED_IN_MODE = "0755"
+_COPY_TIMEOUT = 120.0
+"""Seconds for the engine to take one copied-in file (48 MiB at most, over ssh)."""
 _NO_SUCH_CONTAINER = "no such container"
 _LOG_TAIL_BYTES = 64 * 1024
 API_TIMEOUT = 60
@@ -193,6 +204,17 @@ def create_kwargs(
         kwargs["stdin_open"] = True
         kwargs["command"] = ["--stdio"]  # arguments of the image's sandbox-client entrypoint
         kwargs["log_config"] = {"Type": "none"}
+        # Where the channel directory would be: root's and read-only to the sandbox's user,
+        # for the files the host copies in (:func:`copy_in_read_only`: full outputs).
+        kwargs["mounts"].append(
+            {
+                "type": "tmpfs",
+                "source": "tmpfs",
+                "target": SANDBOX_CHANNEL_DIR,
+                "size": COPIED_IN_BYTES,
+                "mode": COPIED_IN_MODE,
+            }
+        )
     else:
         # Read-only is enough: connect(2) on a socket is not refused by a read-only mount.
         kwargs["mounts"].append(
@@ -288,6 +310,46 @@ def log_tail(path: Path, lines: int = 20) -> str:
     if partial:
         text.append(partial)
     return "\n".join(line for line in text[-lines:]).strip()
+
+
+def copy_in_read_only(client: podman.PodmanClient, name: str, source: Path, inside: str) -> None:
+    """Copy host file ``source`` to ``inside`` in running container ``name``, owned by root and
+    read-only (0444; new directories on the way 0755), through the engine's archive API.
+
+    ``copyUIDGID=false``: podman's libpod endpoint otherwise gives the files to the container's
+    user (65534), who could then make them writable. The tar is spooled to a temporary file, not
+    held in memory. OSError when the engine refuses.
+    """
+    base, _, relative = inside.removeprefix(SANDBOX_CHANNEL_DIR).partition("/")
+    if base or not relative:
+        raise OSError(errno.EINVAL, f"{inside} is not under {SANDBOX_CHANNEL_DIR}")
+    parts = relative.split("/")
+    with tempfile.TemporaryFile() as archive:
+        with tarfile.open(fileobj=archive, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for depth in range(1, len(parts)):
+                entry = tarfile.TarInfo("/".join(parts[:depth]))
+                entry.type, entry.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(entry)
+            entry = tar.gettarinfo(str(source), arcname=relative)
+            entry.uid = entry.gid = 0
+            entry.uname = entry.gname = "root"
+            entry.mode = 0o444
+            with source.open("rb") as content:
+                tar.addfile(entry, content)
+        archive.seek(0)
+        try:
+            response = client.api.put(
+                f"/containers/{name}/archive",
+                params={"path": SANDBOX_CHANNEL_DIR, "copyUIDGID": "false"},
+                data=archive,
+                headers={"Content-Type": "application/x-tar"},
+                timeout=_COPY_TIMEOUT,
+            )
+        except PodmanError as exc:
+            raise OSError(errno.EIO, f"the engine did not take the file: {exc}") from exc
+    if not response.ok:
+        said = response.text.strip()[:300]
+        raise OSError(errno.EIO, f"the engine refused the file ({response.status_code}: {said})")
 
 
 def remove_quietly(client: podman.PodmanClient, name: str) -> None:

@@ -8,7 +8,7 @@ A later Kubernetes or remote-podman backend implements the same interface, which
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
@@ -122,6 +122,10 @@ class SharedDir:
     host: Path
     inside: str
     """The same directory's path as code in the sandbox sees it."""
+    copy_in: Callable[[Path, str], Awaitable[None]] | None = None
+    """For a sandbox that does not mount ``host`` (the stdio channel: a remote engine): copies
+    a file put there to the given path inside, read-only, through the engine (OSError when it
+    cannot). None: ``host`` is the mounted directory itself."""
 
 
 class Sandbox(Protocol):

@@ -112,6 +112,7 @@ class DockerBackend:
         self.track_oom = False
         """Whether sandboxes get a cgroup parent the bridge reads to detect OOM kills (see
         :mod:`._oom`); set by :meth:`connect` for a local, rootful, cgroupfs-driven daemon."""
+        self._cgroups = _oom.EngineCgroups()
         self._events = DockerEvents(cli.prefix, self.owner.label)
 
     @classmethod
@@ -251,7 +252,7 @@ class DockerBackend:
             cgroup_parent=_oom.cgroup_parent(name) if self.track_oom else None,
         )
         try:
-            await self._cli.run(*args)
+            await self._cli.run(*args, finish=True)  # the cleanup of a cancelled start finds it
             inspect = await self._cli.inspect("container", name)
         except CommandRefused as exc:
             raise SandboxStartError(
@@ -316,9 +317,7 @@ class DockerBackend:
     async def _oom(self, name: str, memory_limit: int, exit_code: int | None) -> bool:
         if not self.track_oom:
             return False
-        return await anyio.to_thread.run_sync(
-            partial(_oom.oom_killed, name, memory_limit=memory_limit, exit_code=exit_code)
-        )
+        return await self._cgroups.oom_killed(name, memory_limit=memory_limit, exit_code=exit_code)
 
     async def status(self, sandbox: Sandbox) -> SandboxExit:
         """Whether it runs; if not, its exit code and whether it was OOM-killed.
@@ -344,7 +343,7 @@ class DockerBackend:
         self._events.forget(name)
         await anyio.to_thread.run_sync(ChannelDir(self._sandboxes / name).remove)
         if self.track_oom:
-            await anyio.to_thread.run_sync(_oom.remove_cgroup_parent, name)
+            await self._cgroups.remove_parent(name)
 
     async def stop(self, sandbox: Sandbox, *, grace: float = 2.0) -> None:
         """Close the channel, SIGTERM, SIGKILL after ``grace`` seconds, remove. Cancel-safe."""
@@ -417,7 +416,7 @@ class DockerBackend:
         for directory in dead_owner_dirs(self._sandboxes.parent):
             await anyio.to_thread.run_sync(partial(shutil.rmtree, directory, ignore_errors=True))
         if self.track_oom:
-            await anyio.to_thread.run_sync(_oom.remove_empty_parents)
+            await self._cgroups.remove_empty()
         return len(names)
 
     async def aclose(self) -> None:

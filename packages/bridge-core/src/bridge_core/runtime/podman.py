@@ -139,7 +139,9 @@ class PodmanBackend:
         user's own (``MCP_BRIDGE_SECURITY_OPT=seccomp=...``)."""
         self.track_oom = False
         """Whether sandboxes get a cgroup parent the bridge reads to detect OOM kills (see
-        :mod:`._oom`); set by :meth:`connect` for rootful, cgroupfs-managed, local podman."""
+        :mod:`._oom`); set by :meth:`connect` for rootful, cgroupfs-managed podman (local as
+        root, or over ssh: then read on the engine's machine through the link)."""
+        self._cgroups = _oom.EngineCgroups(link)
 
     @property
     def remote(self) -> bool:
@@ -249,8 +251,10 @@ class PodmanBackend:
             self.seccomp_problem = str(exc)
 
     def _can_track_oom(self, data: dict[str, Any]) -> bool:
-        if not self.url.startswith("unix://") or self.remote or os.geteuid() != 0:
+        if not self.url.startswith("unix://"):
             return False
+        if not self.remote and os.geteuid() != 0:
+            return False  # the engine runs as root (rootful), we could not read its cgroups
         host = data.get("host", {})
         rootless = bool(host.get("security", {}).get("rootless", False))
         return not rootless and host.get("cgroupManager") == "cgroupfs"
@@ -307,6 +311,8 @@ class PodmanBackend:
         if self._link is not None:
             await self._link.ensure()  # a dropped link is reopened for the next sandbox
         name = container_name(spec.name)
+        # The host's copies of the files copied in (see _copy_in); _forget removes it.
+        host_dir = ChannelDir.create(self._sandboxes, name, shared=False)
         self._events.follow(name)
         stream: AttachedStream | None = None
         try:
@@ -318,9 +324,20 @@ class PodmanBackend:
         except BaseException:
             await self._undo_start(name, stream)
             raise
-        sandbox = ContainerSandbox(name=name, stream=stream, spec=spec, channel=None)
+        sandbox = ContainerSandbox(
+            name=name,
+            stream=stream,
+            spec=spec,
+            channel=None,
+            copy_in=partial(self._copy_in, name),
+            host_dir=host_dir.path,
+        )
         self._live[name] = sandbox
         return sandbox
+
+    async def _copy_in(self, name: str, source: Path, inside: str) -> None:
+        """A file for the sandbox's code (a kept full output) into its read-only tmpfs."""
+        await _run(api.copy_in_read_only, self._client, name, source, inside)
 
     async def _hold_init_async(self, name: str) -> None:
         if self._link is None:  # a pid on another machine is not ours to open
@@ -419,9 +436,7 @@ class PodmanBackend:
     async def _oom(self, name: str, memory_limit: int, exit_code: int | None) -> bool:
         if not self.track_oom:
             return False
-        return await anyio.to_thread.run_sync(
-            partial(_oom.oom_killed, name, memory_limit=memory_limit, exit_code=exit_code)
-        )
+        return await self._cgroups.oom_killed(name, memory_limit=memory_limit, exit_code=exit_code)
 
     async def status(self, sandbox: Sandbox) -> SandboxExit:
         """Whether it runs; if not, its exit code and whether it was OOM-killed."""
@@ -490,7 +505,7 @@ class PodmanBackend:
         (``patient``: waiting for conmon to leave it)."""
         await anyio.to_thread.run_sync(self._forget_all, [name])
         if self.track_oom and patient:
-            await anyio.to_thread.run_sync(_oom.remove_cgroup_parent, name)
+            await self._cgroups.remove_parent(name)
 
     def _forget_all(self, names: Sequence[str]) -> None:
         """The part of :meth:`_forget` that never waits, for many sandboxes in one thread."""
@@ -514,7 +529,7 @@ class PodmanBackend:
             await anyio.to_thread.run_sync(partial(shutil.rmtree, directory, ignore_errors=True))
         if self.track_oom:
             # Cgroup parents whose conmon was still exiting when their sandbox was removed.
-            await anyio.to_thread.run_sync(_oom.remove_empty_parents)
+            await self._cgroups.remove_empty()
         return len(names)
 
     async def _remove_leftover(self, name: str, limiter: anyio.CapacityLimiter) -> None:

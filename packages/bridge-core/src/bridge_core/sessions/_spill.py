@@ -8,7 +8,10 @@ directories of owners that are no longer running, so a SIGKILLed bridge leaves n
 When the execution ended and its sandbox lives on, the file is made read-only and moved into the
 sandbox's shared directory (``Sandbox.shared_dir``, bind-mounted read-only into the container),
 where the session's code reads it. Nothing runs in the sandbox to save it: no user namespace, no
-protocol message, so nothing sandbox code does can delay, fail or alter the saving. A kept file
+protocol message, so nothing sandbox code does can delay, fail or alter the saving. A sandbox
+that mounts nothing from this machine (the stdio channel of a remote engine) gets the same file
+at the same path copied in by its engine (``SharedDir.copy_in``), the host keeping its copy so
+the budget below counts it the same way. A kept file
 goes with its sandbox (the runtime removes the shared directory with the container, and a dead
 bridge's containers with their directories at the next start).
 
@@ -27,6 +30,7 @@ import shutil
 import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
@@ -53,6 +57,9 @@ _SHARED_SUBDIR_MODE = 0o755
 """The sandbox's uid (65534, or a mapped one) must traverse it; only the bridge writes."""
 _KEPT_MODE = 0o444
 """Readable by the sandbox's uid, writable by nobody: code sees exactly what was printed."""
+_PRIVATE_SUBDIR_MODE = 0o700
+_PRIVATE_KEPT_MODE = 0o400
+"""The host's copy of a file the engine copied in (the sandbox reads its own copy)."""
 
 
 def _owner_dirname(owner: Owner) -> str:
@@ -228,11 +235,17 @@ class SpillFile:
         target = shared.host / OUTPUT_SUBDIR / name
         # Shielded: a move that happened is always recorded (the budget counts every kept file).
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(_move_read_only, file, source, target)
+            await anyio.to_thread.run_sync(
+                partial(_move_read_only, file, source, target, mounted=shared.copy_in is None)
+            )
             self._file = None
             self._kept = True
             self._outputs.kept(target, self.size, shared)
-        return f"{shared.inside}/{OUTPUT_SUBDIR}/{name}"
+        inside = f"{shared.inside}/{OUTPUT_SUBDIR}/{name}"
+        if shared.copy_in is not None:
+            # A sandbox without the mount (a remote engine): the engine copies it in.
+            await shared.copy_in(target, inside)
+        return inside
 
     async def aclose(self) -> None:
         """Close and delete the spill unless it was kept; its bytes go back to the budget."""
@@ -254,12 +267,17 @@ class SpillFile:
             await anyio.to_thread.run_sync(close)
 
 
-def _move_read_only(file: BinaryIO, source: Path, target: Path) -> None:
+def _move_read_only(file: BinaryIO, source: Path, target: Path, *, mounted: bool = True) -> None:
+    """``mounted``: the sandbox's uid reads the directory itself; otherwise (copied in by the
+    engine) the host's copy stays private to the bridge."""
     file.flush()
     file.close()
-    target.parent.mkdir(mode=_SHARED_SUBDIR_MODE, exist_ok=True)
-    os.chmod(target.parent, _SHARED_SUBDIR_MODE)  # mkdir's mode is filtered by the umask
-    os.chmod(source, _KEPT_MODE)
+    directory_mode, kept_mode = (
+        (_SHARED_SUBDIR_MODE, _KEPT_MODE) if mounted else (_PRIVATE_SUBDIR_MODE, _PRIVATE_KEPT_MODE)
+    )
+    target.parent.mkdir(mode=directory_mode, exist_ok=True)
+    os.chmod(target.parent, directory_mode)  # mkdir's mode is filtered by the umask
+    os.chmod(source, kept_mode)
     try:
         os.rename(source, target)
     except OSError as exc:
@@ -267,6 +285,6 @@ def _move_read_only(file: BinaryIO, source: Path, target: Path) -> None:
             raise
         # The shared directory is on another filesystem than the state dir: copy, then drop.
         shutil.copyfile(source, target)
-        os.chmod(target, _KEPT_MODE)
+        os.chmod(target, kept_mode)
         with contextlib.suppress(FileNotFoundError):
             source.unlink()
