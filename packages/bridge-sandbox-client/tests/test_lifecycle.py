@@ -106,3 +106,15 @@ def test_welcome_with_an_unknown_version_fails_the_handshake(unstarted_host: Any
     _, stderr = process.communicate(timeout=WAIT)
     assert process.returncode == 1
     assert b"999" in stderr
+
+
+def test_a_send_that_fails_ends_the_process_though_the_host_still_listens(host: Any) -> None:
+    # Sandbox code shuts the way to the host while the way back stays open (over stdio the
+    # container's init holds another copy of the pipe, so the host never sees EOF): the result
+    # cannot be sent, and the sandbox must end instead of leaving the call to its timeout.
+    host.submit(
+        "import gc, socket\n"
+        "[o for o in gc.get_objects() if type(o).__name__ == 'Channel'][0]"
+        "._sock.shutdown(socket.SHUT_WR)"
+    )
+    assert host.process.wait(timeout=WAIT) == 0

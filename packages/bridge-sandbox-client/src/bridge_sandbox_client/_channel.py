@@ -15,7 +15,7 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
@@ -144,6 +144,10 @@ class Channel:
         self._early: list[Message] = []
         self._closed = False
         self._forked = False
+        self.on_broken: Callable[[OSError], object] | None = None
+        """Called when a send fails: part of a frame may be on the wire, or the way to the host
+        is shut while the way back still reads (over stdio the container's init holds another
+        copy of the pipe, so the host would never see EOF). Nothing more can reach the host."""
         # A child made by os.fork() (multiprocessing) shares this socket: frames it wrote would
         # interleave with ours and corrupt the stream, so the child's copy is closed.
         os.register_at_fork(after_in_child=self._after_fork_in_child)
@@ -222,7 +226,12 @@ class Channel:
                 )
             if self._closed:
                 raise ChannelClosed("the channel to the host is closed")
-            self._sock.sendall(frame)
+            try:
+                self._sock.sendall(frame)
+            except OSError as exc:
+                if self.on_broken is not None:
+                    self.on_broken(exc)
+                raise
 
     def take_early(self) -> list[Message]:
         """Messages the handshake read past ``Welcome`` (once)."""

@@ -78,6 +78,7 @@ class SandboxClient:
     def __init__(self, channel: Channel, *, host_gone: Callable[[], object] | None = None) -> None:
         self._channel = channel
         self._host_gone = host_gone
+        channel.on_broken = self._channel_broken
         self._inbox: Inbox[Execute | Shutdown | _RestoreJob | None] = Inbox()
         self._restoring: tuple[str, bytearray] | None = None
         self._durable = False
@@ -199,6 +200,15 @@ class SandboxClient:
             # Not when this process closed the channel itself: it is exiting with its own status.
             if self._host_gone is not None and not self._channel.closed:
                 self._host_gone()
+
+    def _channel_broken(self, exc: OSError) -> None:
+        """A send failed (any thread): the host cannot be told anything more, so this sandbox
+        ends now, as when the host is gone; the host reports its execution as crashed."""
+        if self._channel.closed:
+            return  # this process is closing the channel itself, on its way out
+        self.log(f"the channel to the host failed on a send, exiting: {exc}")
+        if self._host_gone is not None:
+            self._host_gone()
 
     def _dispatch(self, message: Message) -> None:
         if isinstance(message, Reply):
