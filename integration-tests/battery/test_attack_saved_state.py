@@ -134,24 +134,25 @@ async def test_a_session_whose_snapshot_never_ends_does_not_hold_up_another_sess
     assert any("restored" in notice for notice in payload_of(honest)["notices"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the saved-state disk budget is shared, so one client's states can take all of "
-    "MCP_BRIDGE_SESSION_STATE_DISK and the others' are not saved (docs/security.md, known limits)",
-)
 async def test_one_http_client_cannot_take_the_whole_saved_state_disk_from_another(
     tmp_path: Path, sandbox_image: str
 ) -> None:
-    env = {"MCP_BRIDGE_SESSION_STATE_MAX": "4m", "MCP_BRIDGE_SESSION_STATE_DISK": "4m"}
+    env = {
+        "MCP_BRIDGE_SESSION_STATE_MAX": "4m",
+        "MCP_BRIDGE_SESSION_STATE_DISK": "4m",
+        "MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT": "2m",
+    }
     async with (
         open_http_bridge(tmp_path, env=env) as bridge,
         bridge.session() as hog,
         bridge.session() as other,
     ):
         await hog.run("open('/tmp/fill', 'wb').write(bytes(4_180_000))")
-        await hog.run("1")  # its state is on disk once this runs
+        hog_told = await hog.run("1")  # its state would be on disk once this runs
         await other.run("mine = 1")
         told = await other.run("mine")
     assert text_of(told).endswith("1")
+    hog_notices = payload_of(hog_told).get("notices", [])
+    assert any("MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT" in n for n in hog_notices), hog_notices
     notices = payload_of(told).get("notices", [])
     assert not any("MCP_BRIDGE_SESSION_STATE_DISK" in notice for notice in notices), notices

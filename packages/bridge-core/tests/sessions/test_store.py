@@ -11,8 +11,10 @@ from pathlib import Path
 from bridge_core.sessions import SessionStore, StoreSettings
 
 
-def _save(store: SessionStore, data: bytes, name: str = "default") -> str:
-    writer = store.writer(None, name)
+def _save(
+    store: SessionStore, data: bytes, name: str = "default", *, client: str | None = None
+) -> str:
+    writer = store.writer(client, name)
     writer.write(data)
     return writer.commit(())
 
@@ -140,3 +142,24 @@ def test_writers_at_the_same_time_never_pass_the_disk_limit_together(tmp_path: P
     assert errors.count("") == 3
     assert store.total_bytes() == 90
     store.close()
+
+
+def test_an_http_client_has_its_share_of_the_disk_and_a_stdio_client_the_whole(
+    tmp_path: Path,
+) -> None:
+    store = SessionStore(tmp_path, StoreSettings(disk_limit=100, client_share=40))
+    store.open()
+    hog = store.writer("hog", "a")
+    hog.write(b"x" * 50)
+    assert "MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT" in hog.commit(())
+    assert _save(store, b"x" * 40, "b", client="hog") == ""
+    assert "PER_CLIENT" in _save(store, b"x", "c", client="hog")
+    assert _save(store, b"x" * 40, "a", client="other") == ""  # another client's share is its own
+    assert _save(store, b"x" * 40, "b", client="hog") == ""  # replacing one's own state fits
+    store.delete("hog", "b")
+    assert _save(store, b"x" * 40, "c", client="hog") == ""  # a deleted state's bytes come back
+    store.close()
+    single = SessionStore(tmp_path / "stdio", StoreSettings(disk_limit=100, client_share=40))
+    single.open()
+    assert _save(single, b"x" * 90, "a") == ""
+    single.close()

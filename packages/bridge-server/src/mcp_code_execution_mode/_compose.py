@@ -80,6 +80,7 @@ def session_store(settings: Settings, sessions_dir: Path) -> SessionStore:
             name=settings.session_store,
             max_bytes=settings.session_state_max,
             disk_limit=settings.session_state_disk,
+            client_share=settings.session_state_disk_per_client,
             retention=settings.session_state_retention,
         ),
     )

@@ -150,6 +150,9 @@ SETTINGS: tuple[Setting, ...] = (
        "kept)."),
     _s("session_state_disk", u.parse_size, "4g",
        "Most disk all saved sessions of the store may use; past it a new state is not saved."),
+    _s("session_state_disk_per_client", u.parse_size, "1g",
+       "Most of that disk the saved sessions of one HTTP client may use, so one client cannot "
+       "leave the others unsaved; a stdio bridge's single client has the whole store."),
     _s("session_state_retention", u.parse_duration, "7d",
        "Saved session states unused for this long are deleted."),
     _s("output_cap", u.parse_size, "64k",
@@ -239,6 +242,7 @@ class Settings:
     session_store: str = "default"
     session_state_max: int = 512 * 1024 * 1024
     session_state_disk: int = 4 * 1024 * 1024 * 1024
+    session_state_disk_per_client: int = 1024 * 1024 * 1024
     session_state_retention: float = 7 * 86400.0
     output_cap: int = 64 * 1024
     call_timeout: float = 60.0

@@ -26,6 +26,7 @@ import os
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,10 @@ class StoreSettings:
     """Total of all saved states of the store (``MCP_BRIDGE_SESSION_STATE_DISK``)."""
     retention: float = 7 * 24 * 3600.0
     """Seconds a saved state unused is kept (``MCP_BRIDGE_SESSION_STATE_RETENTION``)."""
+    client_share: int | None = None
+    """Most of ``disk_limit`` the saved states of one HTTP client may take, so that one client
+    cannot leave the others unsaved (``MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT``); the single
+    client of a stdio bridge has the whole store."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +76,11 @@ class SessionStore:
         self.root = state_dir / "saved" / settings.name
         self._lock_fd: int | None = None
         self._budget = threading.Lock()
-        self._committed = 0
-        """Bytes of the finished states on disk (kept up to date by this store, its only writer)."""
-        self._reserved = 0
-        """Bytes written so far by the states still being written."""
+        self._committed: Counter[str] = Counter()
+        """Bytes of the finished states on disk per owner (kept up to date by this store, its only
+        writer); the owner is the first part of a state's file name."""
+        self._reserved: Counter[str] = Counter()
+        """Bytes written so far by the states still being written, per owner."""
         self.refusal = ""
         """Why this bridge keeps no saved state ("" once :meth:`open` took the store)."""
 
@@ -99,7 +105,8 @@ class SessionStore:
             return
         self._lock_fd = fd
         self._sweep()
-        self._committed = self.total_bytes()
+        for entry in self.root.glob(f"*{_SUFFIX}"):
+            self._committed[_owner_of(entry)] += _size(entry)
 
     def close(self) -> None:
         if self._lock_fd is not None:
@@ -136,7 +143,7 @@ class SessionStore:
         with self._budget:
             size = _size(path) if path.suffix == _SUFFIX else 0
             path.unlink(missing_ok=True)
-            self._committed -= size
+            self._committed[_owner_of(path)] -= size
 
     def saved(self, client: str | None, name: str) -> SavedState | None:
         base = self._base(client, name)
@@ -171,41 +178,65 @@ class SessionStore:
     def total_bytes(self) -> int:
         return sum(_size(entry) for entry in self.root.glob(f"*{_SUFFIX}"))
 
-    def _reserve(self, path: Path, size: int) -> int | None:
-        """Count ``size`` more bytes of the state being written for ``path``; None if they would
-        pass the disk limit (the state it replaces is not counted twice), else what was used."""
+    def _reserve(self, path: Path, size: int) -> str:
+        """Count ``size`` more bytes of the state being written for ``path``: "" if they fit the
+        store's disk limit and, for an HTTP client, its share of it (the state it replaces is not
+        counted twice), else which limit they would pass."""
+        owner = _owner_of(path)
         with self._budget:
-            used = self._committed - _size(path) + self._reserved
-            if used + size > self.settings.disk_limit:
-                return used + size
-            self._reserved += size
-            return None
+            replaced = _size(path)
+            used = sum(self._committed.values()) - replaced + sum(self._reserved.values()) + size
+            limit = self.settings.disk_limit
+            if used > limit:
+                return (
+                    f"the saved states of this bridge's sessions would take {used:,} bytes, more "
+                    f"than MCP_BRIDGE_SESSION_STATE_DISK ({limit:,}): reset sessions you no "
+                    "longer need, or raise the limit"
+                )
+            share = self.settings.client_share
+            if share is not None and owner != self._owner(None):
+                mine = self._committed[owner] - replaced + self._reserved[owner] + size
+                if mine > share:
+                    return (
+                        f"this client's saved sessions would take {mine:,} bytes, more than one "
+                        f"client's share MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT ({share:,}): "
+                        "reset sessions you no longer need"
+                    )
+            self._reserved[owner] += size
+            return ""
 
-    def _release(self, size: int) -> None:
+    def _release(self, path: Path, size: int) -> None:
         with self._budget:
-            self._reserved -= size
+            self._reserved[_owner_of(path)] -= size
 
     def _install(self, temp: Path, path: Path, size: int) -> None:
         """Rename the finished ``temp`` over ``path``: its bytes count as committed now."""
         with self._budget:
             old = _size(path)
             os.replace(temp, path)
-            self._committed += size - old
-            self._reserved -= size
+            owner = _owner_of(path)
+            self._committed[owner] += size - old
+            self._reserved[owner] -= size
 
     def _install_new(self, temp: Path, path: Path, size: int) -> bool:
         """Link the finished ``temp`` as ``path`` unless a state is there (never replaced)."""
         with self._budget:
+            owner = _owner_of(path)
             try:
                 os.link(temp, path)  # atomic, and never over an existing state
             except FileExistsError:
-                self._reserved -= size
+                self._reserved[owner] -= size
                 return False
             finally:
                 temp.unlink(missing_ok=True)
-            self._committed += size
-            self._reserved -= size
+            self._committed[owner] += size
+            self._reserved[owner] -= size
             return True
+
+
+def _owner_of(path: Path) -> str:
+    """Whose state ``path`` is: the digest of its client that starts the file name."""
+    return path.name.split("-", 1)[0]
 
 
 def _size(path: Path) -> int:
@@ -240,13 +271,8 @@ class StateWriter:
             self.abort()
             return
         path = self._base.with_suffix(_SUFFIX)
-        if (total := self._store._reserve(path, len(data))) is not None:
-            limit = self._store.settings.disk_limit
-            self.error = (
-                f"the saved states of this bridge's sessions would take {total:,} bytes, more "
-                f"than MCP_BRIDGE_SESSION_STATE_DISK ({limit:,}): reset sessions you no longer "
-                "need, or raise the limit"
-            )
+        if error := self._store._reserve(path, len(data)):
+            self.error = error
             self.abort()
             return
         self.size += len(data)
@@ -259,7 +285,7 @@ class StateWriter:
         try:
             self._store._install(self._temp, self._base.with_suffix(_SUFFIX), self.size)
         except OSError:
-            self._store._release(self.size)
+            self._store._release(self._base.with_suffix(_SUFFIX), self.size)
             self._temp.unlink(missing_ok=True)
             raise
         self._write_meta(unsaved)
@@ -274,7 +300,7 @@ class StateWriter:
                 self._temp, self._base.with_suffix(_SUFFIX), self.size
             )
         except OSError:
-            self._store._release(self.size)
+            self._store._release(self._base.with_suffix(_SUFFIX), self.size)
             raise
         if not installed:
             return "a saved state of that name exists (a fork never replaces one)"
@@ -299,4 +325,4 @@ class StateWriter:
         self._temp.unlink(missing_ok=True)
         if not self._done:  # its bytes leave the budget once
             self._done = True
-            self._store._release(self.size)
+            self._store._release(self._base.with_suffix(_SUFFIX), self.size)
