@@ -15,29 +15,19 @@ from pathlib import Path
 import pytest
 
 from .conftest import bridge_pids, code_text, open_bridge, open_http_bridge, payload_of, text_of
+from .test_hostile_protocol import CHANNEL as FIND_CHANNEL
 
 pytestmark = pytest.mark.container
 
-CHANNEL = """
-import gc, os, socket
+# The channel whichever it is (the unix socket, or the stdio pipe of a sandbox on a remote engine).
+CHANNEL = (
+    FIND_CHANNEL
+    + """
 from bridge_protocol.codec import encode
 from bridge_protocol.messages import Snapshot
-def channel_fd():
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            probe = socket.socket(fileno=os.dup(int(name)))
-        except OSError:
-            continue
-        try:
-            if probe.family == socket.AF_UNIX and str(probe.getpeername()).endswith("channel.sock"):
-                return int(name)
-        except OSError:
-            pass
-        finally:
-            probe.close()
-    raise LookupError("no channel socket")
-sock = socket.socket(fileno=os.dup(channel_fd()))
+sock = channel_writer()
 """
+)
 
 NOTICE_FLOOD = """
 for n in range(60):
