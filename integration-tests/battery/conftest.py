@@ -96,3 +96,12 @@ def host_marker(tmp_path: Path) -> Path:
     marker = tmp_path / "escaped-marker"
     assert not marker.exists()
     return marker
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The peak resident memory of process ``pid`` (the bridge), in MiB."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise LookupError(f"no VmHWM for {pid}")

@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import TEST_RUNTIME, bridge_pids, code_text, open_bridge, payload_of, text_of
+from .conftest import (
+    TEST_RUNTIME,
+    bridge_pids,
+    code_text,
+    open_bridge,
+    payload_of,
+    peak_rss_mib,
+    text_of,
+)
 
 pytestmark = [
     pytest.mark.container,
@@ -37,23 +45,15 @@ os.write(os.open("/proc/1/fd/1", os.O_WRONLY), b"\\xff" * 64)
 """
 
 
-def _peak_rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    raise LookupError(f"no VmHWM for {pid}")
-
-
 async def test_the_init_processs_stdio_gives_sandbox_code_nothing_the_channel_does_not(
     tmp_path: Path, sandbox_image: str
 ) -> None:
     async with open_bridge(tmp_path, env={"MCP_BRIDGE_CHANNEL": "stdio"}) as bridge:
         (pid,) = bridge_pids(bridge.state_dir)
         await bridge.run("kept = 'state'")
-        before = _peak_rss_mib(pid)
+        before = peak_rss_mib(pid)
         flood = await bridge.run(STDERR_FLOOD, timeout=120)
-        peak = _peak_rss_mib(pid)
+        peak = peak_rss_mib(pid)
         garbage = await bridge.run(GARBAGE_ON_THE_CHANNEL_PIPE)
         after = await bridge.run("kept")
     print(f"bridge peak RSS {before:.0f} MiB before, {peak:.0f} MiB after 196 MB on pid 1's fd 2")

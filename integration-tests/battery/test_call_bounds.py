@@ -15,7 +15,15 @@ from typing import Any
 import anyio
 import pytest
 
-from .conftest import CALL_TIMEOUT, bridge_pids, code_text, open_bridge, payload_of, text_of
+from .conftest import (
+    CALL_TIMEOUT,
+    bridge_pids,
+    code_text,
+    open_bridge,
+    payload_of,
+    peak_rss_mib,
+    text_of,
+)
 from .test_hostile_protocol import CHANNEL
 
 pytestmark = pytest.mark.container
@@ -43,14 +51,6 @@ RSS_BOUND_MIB = 200
 every call: 600 MB of arguments in flight, over 1 GiB of RSS."""
 
 
-def _peak_rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    raise LookupError(f"no VmHWM for {pid}")
-
-
 async def test_a_flood_of_concurrent_large_calls_is_bounded_and_other_sessions_answer(
     tmp_path: Path, sandbox_image: str
 ) -> None:
@@ -66,7 +66,7 @@ async def test_a_flood_of_concurrent_large_calls_is_bounded_and_other_sessions_a
         (pid,) = bridge_pids(bridge.state_dir)
         await bridge.run("1", session="other")  # started before, so no start-up is measured
         await bridge.run("await mcp_servers['probe'].echo(text='warm')")
-        before = _peak_rss_mib(pid)
+        before = peak_rss_mib(pid)
 
         async def flood() -> None:
             nonlocal flood_done
@@ -89,7 +89,7 @@ async def test_a_flood_of_concurrent_large_calls_is_bounded_and_other_sessions_a
             other = await bridge.run("1 + 1", session="other")
             latency = time.monotonic() - started
             answered_while_flooding = not flood_done
-        peak = _peak_rss_mib(pid)
+        peak = peak_rss_mib(pid)
         after = await bridge.run("await mcp_servers['probe'].echo(text='after')")
     (flooded,) = flood_result
     outcomes = dict(literal_eval(code_text(flooded).split("[result] ")[-1]))

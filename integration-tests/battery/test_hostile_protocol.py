@@ -17,7 +17,15 @@ from typing import Any
 import anyio
 import pytest
 
-from .conftest import CALL_TIMEOUT, bridge_pids, code_text, open_bridge, payload_of, text_of
+from .conftest import (
+    CALL_TIMEOUT,
+    bridge_pids,
+    code_text,
+    open_bridge,
+    payload_of,
+    peak_rss_mib,
+    text_of,
+)
 
 pytestmark = pytest.mark.container
 
@@ -228,23 +236,15 @@ FLOOD = (
 )
 
 
-def _peak_rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    raise LookupError(f"no VmHWM for {pid}")
-
-
 async def test_an_output_flood_is_capped_and_the_bridge_memory_stays_bounded(
     tmp_path: Path, sandbox_image: str
 ) -> None:
     async with open_bridge(tmp_path) as bridge:
         (pid,) = bridge_pids(bridge.state_dir)
         await bridge.run("1")
-        before = _peak_rss_mib(pid)
+        before = peak_rss_mib(pid)
         flood = await bridge.run(FLOOD, timeout=60)
-        peak = _peak_rss_mib(pid)
+        peak = peak_rss_mib(pid)
         await _next_call_works(bridge)
     payload = payload_of(flood)
     print(f"bridge peak RSS {before:.0f} MiB before, {peak:.0f} MiB after 196 MB of output")
