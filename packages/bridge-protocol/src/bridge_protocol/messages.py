@@ -223,6 +223,9 @@ class Reply:
 FORK_SNAPSHOT_PREFIX = "fork-"
 """A ``Snapshot`` whose id starts with this is a fork's (``fork_session`` request), never the
 session's own saved state."""
+UNCHANGED_SNAPSHOT_PREFIX = "same-"
+"""A ``Snapshot`` whose id starts with this carries no data and says the session's state is byte
+for byte the one this sandbox sent last: the host keeps what it saved then (if it did)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,16 @@
 """Durable sessions, the sandbox's half: save the namespace and ``/tmp`` after each successful
 execution, and load them back into a fresh sandbox of the same session.
 
-Saving never holds up the next execution: the main thread ``os.fork()``\\ s (copy-on-write, well
-under a millisecond for a small process) and goes back to its inbox; the child serialises the
-namespace frozen at that instant with cloudpickle, tars ``/tmp`` and writes both into a pipe; a
+A small state (the kilobytes most sessions hold) is saved by the main thread itself, right after
+the result is sent: pickled with cloudpickle and ``/tmp`` tarred into memory, capped at
+:data:`INLINE_LIMIT` (numpy and pandas buffers are counted before they are copied), and sent in one
+``Snapshot`` frame, or, when its bytes equal the last state sent, as an "unchanged" snapshot with
+no data. That costs a fraction of a millisecond, far less than a fork. It is only tried while no
+thread of user code runs (a thread could change the namespace while it is pickled).
+
+A larger state, or one with user threads running, is saved without holding up the next
+execution: the main thread ``os.fork()``\\ s (copy-on-write) and goes back to its inbox; the child
+serialises the namespace frozen at that instant, tars ``/tmp`` and writes both into a pipe; a
 thread of this process forwards the pipe as ``Snapshot`` frames over the one channel (so frames
 never interleave and no shared filesystem is needed, whatever engine runs the sandbox).
 
@@ -15,6 +22,7 @@ everything else is kept, shared references included (one pickle of all the good 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -29,7 +37,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import cloudpickle  # type: ignore[import-untyped]
-from bridge_protocol import FORK_SNAPSHOT_PREFIX, Snapshot
+from bridge_protocol import FORK_SNAPSHOT_PREFIX, UNCHANGED_SNAPSHOT_PREFIX, Snapshot
 
 __all__ = ["SnapshotTaker", "restore_state"]
 
@@ -38,6 +46,12 @@ MAGIC = b"MCPSNAP1"
 stream of ``/tmp``."""
 CHUNK = 4 * 1024 * 1024
 """Bytes per ``Snapshot`` frame (the channel's frame limit is 16 MiB)."""
+INLINE_LIMIT = 256 * 1024
+"""Largest state (pickle and ``/tmp`` tar together) saved by the main thread itself; past it, a
+forked child saves it (see the module's docstring). Pickling up to this much takes a few ms at
+worst, and a state found larger is saved by a child from then on, until one is small again."""
+INLINE_TMP_ENTRIES = 256
+"""Most ``/tmp`` entries an inline save walks before leaving the state to a child."""
 CHILD_SECONDS = 600
 """A saving child still running after this is killed by its own alarm (it must never linger)."""
 CHILD_NICENESS = 10
@@ -50,8 +64,27 @@ _GLOBALS = "__main__-globals"
 are restored with the live namespace as their globals, not a private copy of it."""
 _HEADER = struct.Struct(">I")
 _LENGTH = struct.Struct(">Q")
+_OWN_THREADS = "bridge-"
+"""Name prefix of the sandbox client's own threads (any other live thread is user code's)."""
 
 Send = Callable[[Snapshot], None]
+
+
+class _TooLarge(Exception):
+    """The state passed :data:`INLINE_LIMIT`: a forked child saves it."""
+
+
+class _Capped(io.BytesIO):
+    """A buffer that refuses to grow past ``limit`` bytes (raises :class:`_TooLarge`)."""
+
+    def __init__(self, limit: int | None) -> None:
+        super().__init__()
+        self._limit = limit
+
+    def write(self, data: Any) -> int:
+        if self._limit is not None and self.tell() + memoryview(data).nbytes > self._limit:
+            raise _TooLarge
+        return super().write(data)
 
 
 class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
@@ -76,8 +109,10 @@ class _Unpickler(pickle.Unpickler):
         return self._namespace
 
 
-def _dumps(values: dict[str, Any], namespace: dict[str, Any]) -> bytes:
-    buffer = io.BytesIO()
+def _dumps(values: dict[str, Any], namespace: dict[str, Any], limit: int | None = None) -> bytes:
+    # Protocol 5: numpy and pandas hand their buffers over uncopied, so a capped buffer refuses
+    # a large array before its bytes are copied.
+    buffer = _Capped(limit)
     _Pickler(buffer, namespace).dump(values)
     return buffer.getvalue()
 
@@ -91,23 +126,30 @@ def _saveable(namespace: dict[str, Any], skip: Callable[[str, Any], bool]) -> di
 
 
 def pickle_namespace(
-    namespace: dict[str, Any], skip: Callable[[str, Any], bool]
+    namespace: dict[str, Any], skip: Callable[[str, Any], bool], limit: int | None = None
 ) -> tuple[bytes, list[str]]:
-    """The pickle of every saveable name, and ``"name (type): reason"`` for each left out."""
+    """The pickle of every saveable name, and ``"name (type): reason"`` for each left out.
+
+    Raises :class:`_TooLarge` past ``limit`` bytes.
+    """
     values = _saveable(namespace, skip)
     try:
-        return _dumps(values, namespace), []
+        return _dumps(values, namespace, limit), []
+    except _TooLarge:
+        raise
     except Exception:
         pass
     unsaved = []
     for name, value in list(values.items()):
         try:
-            _dumps({name: value}, namespace)
+            _dumps({name: value}, namespace, limit)
+        except _TooLarge:
+            raise
         except Exception as exc:
             del values[name]
             reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
             unsaved.append(f"{name} ({type(value).__name__}): {reason}")
-    return _dumps(values, namespace), unsaved
+    return _dumps(values, namespace, limit), unsaved
 
 
 def _write_tmp(out: BinaryIO) -> None:
@@ -117,6 +159,45 @@ def _write_tmp(out: BinaryIO) -> None:
                 tar.add(entry, arcname=entry.name)
 
 
+def _tmp_is_small() -> bool:
+    """Whether ``/tmp`` holds at most :data:`INLINE_LIMIT` bytes in a few entries (bounded walk)."""
+    total = entries = 0
+    for root, dirs, files in os.walk(TMP):
+        if root == str(TMP):
+            dirs[:] = [name for name in dirs if name not in SKIPPED_TMP]
+            files = [name for name in files if name not in SKIPPED_TMP]
+        entries += len(dirs) + len(files)
+        if entries > INLINE_TMP_ENTRIES:
+            return False
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+        if total > INLINE_LIMIT:
+            return False
+    return True
+
+
+def _user_threads_run() -> bool:
+    return any(
+        not thread.name.startswith(_OWN_THREADS) and thread is not threading.main_thread()
+        for thread in threading.enumerate()
+    )
+
+
+def inline_state(
+    namespace: dict[str, Any], skip: Callable[[str, Any], bool]
+) -> tuple[bytes, list[str]]:
+    """The saved state, built in this process: raises :class:`_TooLarge` past the limit."""
+    if not _tmp_is_small():
+        raise _TooLarge
+    data, unsaved = pickle_namespace(namespace, skip, INLINE_LIMIT)
+    out = _Capped(INLINE_LIMIT)
+    out.write(MAGIC + _LENGTH.pack(len(data)))
+    out.write(data)
+    _write_tmp(out)
+    return out.getvalue(), unsaved
+
+
 class SnapshotTaker:
     """Forks a saving child after each successful execution and forwards what it writes."""
 
@@ -124,6 +205,10 @@ class SnapshotTaker:
         self._send = send
         self._log = log
         self._sequence = 0
+        self._inline = True
+        """Whether the next state is tried inline (the last one forked was small, or none was)."""
+        self._digest: bytes | None = None
+        """Digest of the last state sent inline (None: the host's copy is not known to match)."""
 
     def fork_id(self) -> str:
         """A new id for a fork's snapshot (the host writes it into the fork, not the session)."""
@@ -136,10 +221,17 @@ class SnapshotTaker:
         skip: Callable[[str, Any], bool],
         snapshot_id: str | None = None,
     ) -> None:
-        """Start saving ``namespace`` and ``/tmp`` as they are now; returns at once."""
+        """Save ``namespace`` and ``/tmp`` as they are now: at once when small, else in a child."""
         if snapshot_id is None:
             self._sequence += 1
             snapshot_id = f"s-{os.getpid()}-{self._sequence}"
+            if (
+                self._inline
+                and not _user_threads_run()
+                and self._take_inline(namespace, skip, snapshot_id)
+            ):
+                return
+        self._digest = None
         try:
             read_fd, write_fd = os.pipe()
         except OSError as exc:
@@ -163,6 +255,36 @@ class SnapshotTaker:
             daemon=True,
         ).start()
 
+    def _take_inline(
+        self, namespace: dict[str, Any], skip: Callable[[str, Any], bool], snapshot_id: str
+    ) -> bool:
+        """Save a small state from this process; False when it is too large for that."""
+        try:
+            state, unsaved = inline_state(namespace, skip)
+        except _TooLarge:
+            self._inline = False
+            return False
+        except BaseException as exc:  # user code's __reduce__ may raise anything
+            self._digest = None
+            reason = f"{type(exc).__name__}: {exc}"[:500]
+            self._fail(snapshot_id, f"the state could not be saved: {reason}")
+            return True
+        digest = hashlib.blake2b(state, digest_size=16).digest()
+        if digest == self._digest:
+            message = Snapshot(
+                f"{UNCHANGED_SNAPSHOT_PREFIX}{snapshot_id}", last=True, unsaved=tuple(unsaved)
+            )
+        else:
+            message = Snapshot(snapshot_id, data=state, last=True, unsaved=tuple(unsaved))
+        self._digest = None
+        try:
+            self._send(message)
+        except (OSError, ValueError) as exc:
+            self._log(f"could not send snapshot {snapshot_id}: {exc}")
+            return True
+        self._digest = digest
+        return True
+
     def _fail(self, snapshot_id: str, error: str) -> None:
         try:
             self._send(Snapshot(snapshot_id, last=True, error=error))
@@ -170,13 +292,14 @@ class SnapshotTaker:
             self._log(f"could not report a failed snapshot: {exc}")
 
     def _forward(self, snapshot_id: str, read_fd: int, pid: int) -> None:
-        error, unsaved = "", ()
+        error, unsaved, size = "", (), 0
         try:
             with os.fdopen(read_fd, "rb") as pipe:
                 header = pipe.read(_HEADER.size)
                 if len(header) == _HEADER.size:
                     unsaved = tuple(json.loads(pipe.read(_HEADER.unpack(header)[0])))
                     while chunk := pipe.read(CHUNK):
+                        size += len(chunk)
                         self._send(Snapshot(snapshot_id, data=chunk))
         except (OSError, ValueError) as exc:
             error = f"the state could not be sent: {exc}"
@@ -189,6 +312,8 @@ class SnapshotTaker:
                 error = f"the saving process was killed by signal {os.WTERMSIG(status)}"
             else:
                 error = "the saving process failed (see the container log)"
+        if not error and not snapshot_id.startswith(FORK_SNAPSHOT_PREFIX):
+            self._inline = size <= INLINE_LIMIT  # small again: the next one is tried inline
         try:
             self._send(Snapshot(snapshot_id, last=True, unsaved=unsaved, error=error))
         except (OSError, ValueError) as exc:

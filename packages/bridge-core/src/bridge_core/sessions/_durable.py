@@ -25,7 +25,14 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import anyio
-from bridge_protocol import FORK_SNAPSHOT_PREFIX, ErrorCode, Restore, Restored, Snapshot
+from bridge_protocol import (
+    FORK_SNAPSHOT_PREFIX,
+    UNCHANGED_SNAPSHOT_PREFIX,
+    ErrorCode,
+    Restore,
+    Restored,
+    Snapshot,
+)
 
 from bridge_core.channel import Channel, ChannelClosed
 from bridge_core.gateway import CallFailed
@@ -53,6 +60,8 @@ against the disk budget and renamed in one thread hop (a warm call's state is ki
 session's next call waits for it); a larger one is streamed to its temp file as it comes."""
 MAX_UNSAVED_SHOWN = 10
 """Unsaved names quoted in one notice (the rest are counted)."""
+KEEP_EVERY = 3600.0
+"""Seconds between two refreshes of an unchanged saved state's retention clock."""
 
 
 class RestoreOutcome:
@@ -131,6 +140,9 @@ class DurableLink:
         self._held: list[bytes] | None = None
         """The frames of a snapshot still small enough to be held (None: streamed, or none)."""
         self._held_bytes = 0
+        self._saved = False
+        """Whether the last snapshot that ended was committed (an unchanged one keeps it)."""
+        self._kept_at = 0.0
         self._restore: tuple[str, anyio.Event, list[str]] | None = None
 
     def expect_snapshot(self) -> None:
@@ -141,6 +153,9 @@ class DurableLink:
     async def on_snapshot(self, message: Snapshot) -> None:
         if message.snapshot_id.startswith(FORK_SNAPSHOT_PREFIX):
             await self._on_fork_snapshot(message)
+            return
+        if message.snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX):
+            await self._on_unchanged(message)
             return
         if message.snapshot_id != self._snapshot_id:
             self._abort()
@@ -164,16 +179,38 @@ class DurableLink:
             error = await anyio.to_thread.run_sync(self._save, writer, kept, message.unsaved)
         elif writer is not None:
             writer.abort()  # the saving child failed after its first frames
+        self._saved = not error
+        self._kept_at = time.monotonic()
+        self._settle(error, message.unsaved)
+
+    async def _on_unchanged(self, message: Snapshot) -> None:
+        """The state equals the one the sandbox sent last: what was saved of it stays."""
+        self._abort()
+        self._snapshot_id = ""
+        if message.data or not message.last or message.error:
+            error = message.error or "an unchanged snapshot must be one frame without data"
+            self._saved = False
+        elif not self._saved:
+            error = "the state it is the same as was not saved either"
+        else:
+            error = ""
+            if (now := time.monotonic()) - self._kept_at > KEEP_EVERY:
+                self._kept_at = now  # in use: retention counts from now
+                await anyio.to_thread.run_sync(self.store.keep, self.client, self.name)
+        self._settle(error, message.unsaved)
+
+    def _settle(self, error: str, unsaved: tuple[str, ...]) -> None:
+        """A snapshot ended: say what the next execution should know, and let it run."""
         self.notices.clear()  # only the newest snapshot's outcome is still true
         if error:
             self.notices.append(
                 f"the state of session {self.name!r} after the previous execution could not be "
                 f"saved ({error[:500]}): a restart or crash would bring back an older state"
             )
-        elif message.unsaved:
+        elif unsaved:
             self.notices.append(
                 f"session {self.name!r}: these names could not be saved and would not survive a "
-                f"restart or crash (everything else is saved): {describe_unsaved(message.unsaved)}"
+                f"restart or crash (everything else is saved): {describe_unsaved(unsaved)}"
             )
         self.settled.set()
 

@@ -167,6 +167,11 @@ class SessionStore:
         with contextlib.suppress(OSError):
             os.utime(state.path)
 
+    def keep(self, client: str | None, name: str) -> None:
+        """The saved state of ``client``'s session ``name`` is still in use (retention)."""
+        with contextlib.suppress(OSError):
+            os.utime(self._base(client, name).with_suffix(_SUFFIX))
+
     def delete(self, client: str | None, name: str) -> None:
         base = self._base(client, name)
         for suffix in (_SUFFIX, _META):

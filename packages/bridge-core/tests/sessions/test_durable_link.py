@@ -1,0 +1,92 @@
+"""A sandbox's link to its saved state: whole snapshots are committed, an unchanged one keeps the
+last committed state without writing, and an unchanged one the link cannot vouch for says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from bridge_core.sessions import SessionStore, StoreSettings
+from bridge_core.sessions._durable import DurableLink
+from bridge_protocol import UNCHANGED_SNAPSHOT_PREFIX, Snapshot
+
+pytestmark = pytest.mark.anyio
+
+STATE = b"MCPSNAP1" + bytes(8) + b"opaque to the host"
+
+
+@pytest.fixture
+def link(tmp_path: Path) -> DurableLink:
+    store = SessionStore(tmp_path, StoreSettings())
+    store.open()
+    return DurableLink(store, None, "default")
+
+
+def _state(link: DurableLink) -> Path | None:
+    saved = link.store.saved(None, "default")
+    return None if saved is None else saved.path
+
+
+async def _snapshot(link: DurableLink, message: Snapshot) -> None:
+    link.expect_snapshot()
+    await link.on_snapshot(message)
+    assert link.settled.is_set()
+
+
+async def test_an_unchanged_snapshot_keeps_the_saved_state_and_writes_nothing(
+    link: DurableLink,
+) -> None:
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    path = _state(link)
+    assert path is not None
+    assert path.read_bytes() == STATE
+    written = path.stat().st_mtime_ns
+    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True))
+    assert link.notices == []
+    assert path.read_bytes() == STATE
+    assert path.stat().st_mtime_ns == written
+    assert not list(link.store.root.glob("*.tmp"))
+
+
+async def test_unsaved_names_of_an_unchanged_state_are_still_named(link: DurableLink) -> None:
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True, unsaved=("f (file): no",)))
+    await _snapshot(
+        link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True, unsaved=("f (file): no",))
+    )
+    assert len(link.notices) == 1
+    assert "f (file): no" in link.notices[0]
+
+
+async def test_unchanged_before_anything_was_saved_is_not_taken_as_saved(
+    link: DurableLink,
+) -> None:
+    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-1", last=True))
+    assert _state(link) is None
+    assert len(link.notices) == 1
+    assert "could not be saved" in link.notices[0]
+
+
+async def test_unchanged_after_a_state_that_failed_to_save_still_says_it_is_not_saved(
+    tmp_path: Path,
+) -> None:
+    store = SessionStore(tmp_path, StoreSettings(max_bytes=len(STATE) - 1))
+    store.open()
+    link = DurableLink(store, None, "default")
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    assert "MCP_BRIDGE_SESSION_STATE_MAX" in link.notices[0]
+    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True))
+    assert "could not be saved" in link.notices[0]
+    assert store.saved(None, "default") is None
+
+
+async def test_an_unchanged_snapshot_with_data_is_refused_and_nothing_is_vouched_for(
+    link: DurableLink,
+) -> None:
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", data=b"x", last=True))
+    assert "one frame without data" in link.notices[0]
+    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-3", last=True))
+    assert "could not be saved" in link.notices[0]
+    path = _state(link)
+    assert path is not None
+    assert path.read_bytes() == STATE  # the last good state is never lost

@@ -1,0 +1,129 @@
+"""How the sandbox saves its state: a small one at once in one frame (or as "unchanged" when its
+bytes are those sent last), a large one, or one with user threads running, by a forked child in
+the background; what is saved loads back."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bridge_protocol import UNCHANGED_SNAPSHOT_PREFIX, Snapshot
+from bridge_sandbox_client import _snapshot
+from bridge_sandbox_client._snapshot import INLINE_LIMIT, SnapshotTaker, restore_state
+
+WAIT = 20.0
+
+
+class Host:
+    """Collects what the taker sends, from whichever thread sends it."""
+
+    def __init__(self) -> None:
+        self.frames: queue.Queue[Snapshot] = queue.Queue()
+        self.taker = SnapshotTaker(self.frames.put, lambda line: None)
+
+    def snapshot(self, namespace: dict[str, Any]) -> tuple[list[Snapshot], bool]:
+        """Take one; return its frames and whether ``take`` returned with all of them sent."""
+        self.taker.take(namespace, lambda name, value: False)
+        at_once = not self.frames.empty() and self._ends()
+        frames = []
+        while True:
+            frame = self.frames.get(timeout=WAIT)
+            frames.append(frame)
+            if frame.last:
+                return frames, at_once
+
+    def _ends(self) -> bool:
+        return bool(self.frames.queue) and self.frames.queue[-1].last
+
+
+@pytest.fixture
+def tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setattr(_snapshot, "TMP", tmp_path)
+    yield tmp_path
+
+
+def _data(frames: list[Snapshot]) -> bytes:
+    return b"".join(frame.data for frame in frames)
+
+
+def test_a_small_state_is_sent_at_once_in_one_frame_and_loads_back(tmp: Path) -> None:
+    (tmp / "note.txt").write_text("kept")
+    host = Host()
+    frames, at_once = host.snapshot({"x": 41, "words": ["a", "b"]})
+    assert at_once
+    assert len(frames) == 1
+    assert not frames[0].error
+    (tmp / "note.txt").unlink()
+    namespace: dict[str, Any] = {}
+    assert restore_state(frames[0].data, namespace) == ""
+    assert namespace == {"x": 41, "words": ["a", "b"]}
+    assert (tmp / "note.txt").read_text() == "kept"
+
+
+def test_the_same_state_again_is_sent_as_unchanged_and_a_change_whole(tmp: Path) -> None:
+    host = Host()
+    namespace: dict[str, Any] = {"x": 1}
+    first, _ = host.snapshot(namespace)
+    again, at_once = host.snapshot(namespace)
+    assert at_once
+    assert [(f.snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX), f.data) for f in again] == [
+        (True, b"")
+    ]
+    (tmp / "new.txt").write_text("a file counts as a change")
+    changed, _ = host.snapshot(namespace)
+    assert not changed[0].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
+    assert changed[0].data != first[0].data
+
+
+def test_a_large_state_is_saved_by_a_child_and_the_next_small_one_inline_again(
+    tmp: Path,
+) -> None:
+    host = Host()
+    large = {"blob": b"x" * (INLINE_LIMIT + 1)}
+    frames, at_once = host.snapshot(large)
+    assert not at_once
+    assert frames[-1].last
+    assert not frames[-1].error
+    namespace: dict[str, Any] = {}
+    assert restore_state(_data(frames), namespace) == ""
+    assert namespace == large
+    frames, _ = host.snapshot({"x": 1})  # by a child (the last state was large), found small
+    assert not frames[-1].error
+    _, at_once = host.snapshot({"x": 2})
+    assert at_once
+
+
+def test_a_running_user_thread_leaves_the_state_to_a_child(tmp: Path) -> None:
+    host = Host()
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait, name="user-worker")
+    worker.start()
+    try:
+        frames, at_once = host.snapshot({"x": 1})
+    finally:
+        stop.set()
+        worker.join()
+    assert not at_once
+    assert not frames[-1].error
+    namespace: dict[str, Any] = {}
+    assert restore_state(_data(frames), namespace) == ""
+    assert namespace == {"x": 1}
+
+
+class _Exits:
+    def __reduce__(self) -> Any:
+        raise SystemExit("user code's __reduce__ exits")
+
+
+def test_a_reduce_that_exits_is_a_failed_snapshot_not_an_exit(tmp: Path) -> None:
+    host = Host()
+    frames, at_once = host.snapshot({"bad": _Exits()})
+    assert at_once
+    assert "SystemExit" in frames[-1].error
+    # Nothing was sent whole: the same state again is not "unchanged".
+    frames, _ = host.snapshot({"bad": _Exits()})
+    assert not frames[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
