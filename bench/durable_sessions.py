@@ -2,7 +2,8 @@
 
 1. a warm ``x = 1`` call, sessions not saved vs saved: p50/p99 time to the result (the snapshot
    runs after the result; the next call starts once it is on disk), and back to back (each call
-   also waits for the previous call's snapshot);
+   also waits for the previous call's snapshot); ``x = 1`` again leaves the state unchanged
+   (announced, not written), so ``x = n`` measures a state that changes at every call;
 2. the first call after a bridge restart (a new manager on the same state dir, no warm pool): a
    small session, and one holding ~50 MB of numpy/pandas data, against a new empty session;
 3. disk per saved session, for both.
@@ -52,15 +53,15 @@ def _p(samples: list[float], q: float) -> float:
 
 
 async def _warm(runtime: RuntimeBackend, state: Path, image: str, rounds: int, *, durable: bool,
-                pause: bool) -> list[float]:  # fmt: skip
+                pause: bool, changing: bool) -> list[float]:  # fmt: skip
     samples = []
     async with _manager(runtime, state, image, durable=durable) as manager:
         await manager.execute(SMALL)
-        for _ in range(rounds):
+        for n in range(rounds):
             if pause:
                 await anyio.sleep(0.3)  # outside the measure: the snapshot is done by then
             began = time.perf_counter()
-            result = await manager.execute("x = 1")
+            result = await manager.execute(f"x = {n}" if changing else "x = 1")
             samples.append(time.perf_counter() - began)
             assert result.ok, result
     return samples
@@ -98,17 +99,18 @@ async def main() -> None:
         runtime = await PodmanBackend.connect(state_dir=root / "runtime")
         try:
             print(f"image {args.image}, {args.warm} warm rounds")
-            print(f"{'warm call x = 1':44} {'p50':>9} {'p99':>9}")
-            for label, durable, pause in (
-                ("not saved", False, True),
-                ("saved, time to result", True, True),
-                ("not saved, back to back", False, False),
-                ("saved, back to back", True, False),
+            print(f"{'warm call x = 1 (x = n: the state changes)':44} {'p50':>9} {'p99':>9}")
+            for label, durable, pause, changing in (
+                ("not saved", False, True, False),
+                ("saved, time to result", True, True, False),
+                ("not saved, back to back", False, False, False),
+                ("saved, back to back", True, False, False),
+                ("x = n saved, time to result", True, True, True),
+                ("x = n saved, back to back", True, False, True),
             ):
-                state = root / f"warm-{durable}-{pause}"
-                samples = await _warm(
-                    runtime, state, args.image, args.warm, durable=durable, pause=pause
-                )
+                state = root / f"warm-{durable}-{pause}-{changing}"
+                samples = await _warm(runtime, state, args.image, args.warm, durable=durable,
+                                      pause=pause, changing=changing)  # fmt: skip
                 print(f"  {label:42} {_p(samples, 0.5):7.2f}ms {_p(samples, 0.99):7.2f}ms")
             fresh = statistics.median([await _fresh(runtime, root / f"f{i}", args.image)
                                        for i in range(3)])  # fmt: skip
