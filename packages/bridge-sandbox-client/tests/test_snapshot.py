@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +40,9 @@ class Host:
 
 
 @pytest.fixture
-def tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(_snapshot, "TMP", tmp_path)
-    yield tmp_path
+    return tmp_path
 
 
 def _data(frames: list[Snapshot]) -> bytes:
