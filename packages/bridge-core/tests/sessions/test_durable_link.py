@@ -90,3 +90,17 @@ async def test_an_unchanged_snapshot_with_data_is_refused_and_nothing_is_vouched
     path = _state(link)
     assert path is not None
     assert path.read_bytes() == STATE  # the last good state is never lost
+
+
+async def test_the_last_snapshot_of_a_reset_session_s_old_sandbox_is_dropped(
+    link: DurableLink,
+) -> None:
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    link.store.delete(None, "default")  # a reset: the old sandbox's final snapshot is in flight
+    await _snapshot(link, Snapshot("s-1-2", data=STATE + b"!", last=True))
+    assert link.store.saved(None, "default") is None
+    assert "reset" in link.notices[0]
+    fresh = DurableLink(link.store, None, "default")  # the sandbox after the reset saves again
+    await _snapshot(fresh, Snapshot("s-2-1", data=STATE, last=True))
+    assert fresh.notices == []
+    assert link.store.saved(None, "default") is not None
