@@ -126,3 +126,19 @@ def test_a_reduce_that_exits_is_a_failed_snapshot_not_an_exit(tmp: Path) -> None
     # Nothing was sent whole: the same state again is not "unchanged".
     frames, _ = host.snapshot({"bad": _Exits()})
     assert not frames[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
+
+
+def test_a_snapshot_taken_while_the_last_one_is_forwarded_follows_it_whole(tmp: Path) -> None:
+    host = Host()
+    host.taker.take({"blob": b"x" * (INLINE_LIMIT + 1)}, lambda name, value: False)
+    host.taker._inline = True  # the next state is small: tried inline while the child works
+    host.taker.take({"x": 1}, lambda name, value: False)
+    ids = []
+    while len([frame for frame in ids if frame[1]]) < 2:
+        frame = host.frames.get(timeout=WAIT)
+        ids.append((frame.snapshot_id, frame.last))
+    order = [snapshot_id for snapshot_id, _ in ids]
+    first = order[0]
+    assert first.endswith("-1")  # the one taken first comes first, and whole
+    assert order[-1].endswith("-2")
+    assert order == [first] * order.count(first) + [order[-1]] * (len(order) - order.count(first))
