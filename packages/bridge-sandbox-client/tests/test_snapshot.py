@@ -133,7 +133,7 @@ def test_a_snapshot_taken_while_the_last_one_is_forwarded_follows_it_whole(tmp: 
     host.taker.take({"blob": b"x" * (INLINE_LIMIT + 1)}, lambda name, value: False)
     host.taker._inline = True  # the next state is small: tried inline while the child works
     host.taker.take({"x": 1}, lambda name, value: False)
-    ids = []
+    ids: list[tuple[str, bool]] = []
     while len([frame for frame in ids if frame[1]]) < 2:
         frame = host.frames.get(timeout=WAIT)
         ids.append((frame.snapshot_id, frame.last))
