@@ -24,6 +24,7 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.message import SessionMessage
 
 from bridge_core.proxy.errors import UpstreamCrashed, UpstreamUnavailable
@@ -72,6 +73,10 @@ class Connection:
         self._on_tools = on_tools
         self._on_end = on_end
         self.session: ClientSession | None = None
+        self.dispatcher: JSONRPCDispatcher[Any] | None = None
+        """The session's JSON-RPC dispatcher, for the raw ``tools/call`` of a stdio server (our
+        transport, where no HTTP header the SDK would stamp on a request matters); ``None`` for
+        HTTP and SSE servers, called through the session."""
         self.tools: list[types.Tool] = []
         self.ready = anyio.Event()
         """Set once start-up finished, successfully (``session`` set) or not (``failure`` set)."""
@@ -115,6 +120,7 @@ class Connection:
             error = exc
         finally:
             self.session = None
+            self.dispatcher = None
             status = self._stdio.process.returncode if self._stdio is not None else None
             tail = self._tail.tail() if self._tail is not None else ""
             if self.failure is None:
@@ -195,8 +201,11 @@ class Connection:
                     "logging_callback": relay.on_log,
                 }
             )
+            # The session runs on a dispatcher of our own, so that a tools/call can be sent raw
+            # through it (:attr:`dispatcher`; the SDK's documented ``dispatcher=`` seam).
+            dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(relay_recv, write)
             async with ClientSession(
-                relay_recv, write, message_handler=self._on_message, **callbacks
+                dispatcher=dispatcher, message_handler=self._on_message, **callbacks
             ) as session:
                 try:
                     with anyio.fail_after(self._options.start_timeout):
@@ -206,6 +215,8 @@ class Connection:
                     limit = self._options.start_timeout
                     raise TimeoutError(f"no answer to initialize within {limit:g}s") from None
                 self.session = session
+                if self.spec.transport == "stdio":
+                    self.dispatcher = dispatcher
                 self.ready.set()
                 tg.start_soon(self._announce_tools, self.tools)
                 tg.start_soon(self._refresh_on_change, session)

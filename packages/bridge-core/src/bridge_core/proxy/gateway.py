@@ -102,9 +102,8 @@ class ProxyGateway:
         approval: list[str] = []
         try:
             result = await self._call(ctx, server, tool, arguments, approval)
-            outcome = "tool_error" if result.is_error else "ok"
-            dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-            return self.redactor.value(dumped)  # type: ignore[no-any-return]
+            outcome = "tool_error" if result.get("isError") else "ok"
+            return self.redactor.value(result)  # type: ignore[no-any-return]
         except CallFailed as exc:
             if isinstance(exc, ApprovalRefused):
                 approval.append(exc.reason)
@@ -146,7 +145,7 @@ class ProxyGateway:
         tool: str,
         arguments: Mapping[str, Any],
         approval: list[str],
-    ) -> types.CallToolResult:
+    ) -> dict[str, Any]:
         spec = self.catalog.check_call(server, tool)  # unknown server / policy: no I/O
         _require_json(server, tool, arguments)
         try:
