@@ -77,7 +77,10 @@ class Connection:
         """The session's JSON-RPC dispatcher, for the raw ``tools/call`` of a stdio server (our
         transport, where no HTTP header the SDK would stamp on a request matters); ``None`` for
         HTTP and SSE servers, called through the session."""
-        self.tools: list[types.Tool] = []
+        self._tools: list[types.Tool] = []
+        self.tools_by_name: dict[str, types.Tool] = {}
+        """:attr:`tools` by name (the first of a name a server lists twice): built once per
+        list, so that a call finds its tool without scanning the list."""
         self.ready = anyio.Event()
         """Set once start-up finished, successfully (``session`` set) or not (``failure`` set)."""
         self.ended = anyio.Event()
@@ -91,6 +94,16 @@ class Connection:
         self._limits = ToolListLimits(options.max_tools, options.max_tool_list_bytes)
         self._tail: StderrTail | None = None
         self._scope = anyio.CancelScope()
+
+    @property
+    def tools(self) -> list[types.Tool]:
+        """The server's tool list, from its start or its last ``list_changed``."""
+        return self._tools
+
+    @tools.setter
+    def tools(self, tools: list[types.Tool]) -> None:
+        self._tools = tools
+        self.tools_by_name = {tool.name: tool for tool in reversed(tools)}
 
     @property
     def alive(self) -> bool:

@@ -150,10 +150,10 @@ class ProxyGateway:
         _require_json(server, tool, arguments)
         try:
             with self.pool.serving(server, ctx.client):
-                live = await self.pool.list_tools(server)
+                live = await self.pool.tools_by_name(server)
                 # The same decision (and did-you-mean) as the sandbox's lookups, on exact names.
-                resolve_tool(self.catalog.policy, server, tool, [t.name for t in live])
-                described = next(t for t in live if t.name == tool)
+                resolve_tool(self.catalog.policy, server, tool, live.keys())
+                described = live[tool]
                 # The user's approval, after every check that needs no user (a denied or
                 # unknown tool is never asked about) and before anything reaches the server.
                 # A span around the nested call would start here, so that it covers the wait.

@@ -260,11 +260,18 @@ class UpstreamPool:
 
     async def list_tools(self, server: str) -> list[types.Tool]:
         """The server's tools, starting it if needed (refreshed on ``list_changed``)."""
+        return (await self._live(server)).tools
+
+    async def tools_by_name(self, server: str) -> Mapping[str, types.Tool]:
+        """:meth:`list_tools` by name (built once per list, not per call)."""
+        return (await self._live(server)).tools_by_name
+
+    async def _live(self, server: str) -> Connection:
         up = self._upstream(server)
         conn, _ = await up.session()
         up.tools = conn.tools
         up.succeeded()
-        return conn.tools
+        return conn
 
     async def call_tool(
         self,
