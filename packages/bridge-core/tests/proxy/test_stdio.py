@@ -209,3 +209,23 @@ def _json_free_text(result: dict[str, Any]) -> str:
     text = block["text"]
     assert isinstance(text, str)
     return text
+
+
+@pytest.mark.parametrize(
+    ("result", "named"),
+    [([1, 2], "JSONRPCResponse.result: Input should be an object"), ("text", "JSONRPCResponse")],
+)
+async def test_an_answer_that_is_not_json_rpc_fails_its_call_at_once_not_at_the_timeout(
+    hostile: ProbeFactory, result: object, named: str
+) -> None:
+    # A "result" that is not an object fails the SDK's message parse: the line used to be
+    # skipped as junk, and the call waited out the whole call timeout ("did not answer").
+    options = ProxyOptions(call_timeout=600)
+    async with UpstreamPool([hostile()], options) as pool:
+        with anyio.fail_after(20), pytest.raises(UpstreamRPCError) as caught:
+            await pool.call_tool("hostile", "answer", {"result": result})
+        again = await pool.call_tool("hostile", "echo", {"text": "still here"})
+    message = str(caught.value)
+    assert "the answer to tools/call is not a valid JSON-RPC response: " in message
+    assert named in message
+    assert _json_free_text(again) == "still here"
