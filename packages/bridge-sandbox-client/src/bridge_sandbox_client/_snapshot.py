@@ -50,6 +50,9 @@ INLINE_LIMIT = 256 * 1024
 """Largest state (pickle and ``/tmp`` tar together) saved by the main thread itself; past it, a
 forked child saves it (see the module's docstring). Pickling up to this much takes a few ms at
 worst, and a state found larger is saved by a child from then on, until one is small again."""
+MAX_UNSAVED = 50
+"""Unsaved names listed in a snapshot (the host keeps as many; each entry is cut too), so that
+its last frame always fits the channel, whatever names and types user code makes up."""
 INLINE_TMP_ENTRIES = 256
 """Most ``/tmp`` entries an inline save walks before leaving the state to a child."""
 CHILD_SECONDS = 600
@@ -139,7 +142,7 @@ def pickle_namespace(
         raise
     except Exception:
         pass
-    unsaved = []
+    unsaved: list[str] = []
     for name, value in list(values.items()):
         try:
             _dumps({name: value}, namespace, limit)
@@ -147,9 +150,29 @@ def pickle_namespace(
             raise
         except Exception as exc:
             del values[name]
-            reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-            unsaved.append(f"{name} ({type(value).__name__}): {reason}")
+            if len(unsaved) < MAX_UNSAVED:
+                # Cut: the names and reasons must fit the one frame that ends the snapshot.
+                unsaved.append(f"{name[:100]} ({_type_name(value)}): {describe_error(exc)}")
+            else:
+                unsaved[-1] = "(more names could not be saved either; they are not listed)"
     return _dumps(values, namespace, limit), unsaved
+
+
+def describe_error(exc: BaseException) -> str:
+    """``"Type: first line"`` of ``exc``, cut; never raises (user code defines ``__str__``)."""
+    try:
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        kind = type(exc).__name__
+        return f"{kind}: {text}"[:200] if text else str(kind)[:200]
+    except BaseException:  # even its SystemExit: describing it must not end the sandbox
+        return "an exception whose message could not be read"
+
+
+def _type_name(value: Any) -> str:
+    try:
+        return str(type(value).__name__)[:100]
+    except BaseException:  # a metaclass's __name__ property
+        return "?"
 
 
 def _write_tmp(out: BinaryIO) -> None:
@@ -275,8 +298,7 @@ class SnapshotTaker:
             return False
         except BaseException as exc:  # user code's __reduce__ may raise anything
             self._digest = None
-            reason = f"{type(exc).__name__}: {exc}"[:500]
-            self._fail(snapshot_id, f"the state could not be saved: {reason}")
+            self._fail(snapshot_id, f"the state could not be saved: {describe_error(exc)}")
             return True
         digest = hashlib.blake2b(state, digest_size=16).digest()
         if digest == self._digest:
