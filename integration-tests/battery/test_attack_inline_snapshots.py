@@ -143,14 +143,16 @@ while any(t.name == 'bridge-snapshot' for t in threading.enumerate()):
 async def test_a_late_child_snapshot_never_replaces_a_newer_inline_one(
     tmp_path: Path, sandbox_image: str
 ) -> None:
-    # The host waits for a snapshot only up to the start timeout. Before: the next state, small
-    # and saved inline, was committed first; the slow child's older state then arrived and was
-    # committed over it; the unchanged state after that was vouched for: a crash brought back
-    # the older state.
+    # The host waits for a snapshot only up to the start timeout, and now says so. Before: it
+    # said nothing; the next state, small and saved inline, was committed first, the slow
+    # child's older state then arrived and was committed over it, and the unchanged state after
+    # that was vouched for: a crash brought back the older state.
     env = {"MCP_BRIDGE_SANDBOX_START_TIMEOUT": "15s"}
     async with open_bridge(tmp_path, env=env) as bridge:
         assert text_of(await bridge.run(SLOW_CHILD_SAVE)) == "'made'"
-        await bridge.run("del slow\nvalue = 'new'")  # runs while the child still saves
+        told = await bridge.run("del slow\nvalue = 'new'")  # runs while the child still saves
+        # Told at once: a crash now would bring back an older state than the last execution's.
+        assert "is still being saved" in _notices(told), _notices(told)
         await bridge.run("value")
         assert text_of(await bridge.run(CHILD_DONE, timeout=60)) == "'child done'"
         await bridge.run("value")

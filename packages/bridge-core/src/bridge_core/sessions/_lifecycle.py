@@ -150,6 +150,14 @@ class DurableSessions:
             await live.durable.settled.wait()
         notices.extend(live.durable.notices)
         live.durable.notices.clear()
+        if not live.durable.settled.is_set():
+            # Said now: a crash before it lands restores an older state, which the restore's
+            # notice alone would present as the state after the last successful execution.
+            notices.append(
+                f"the state of session {sess.name!r} after the previous execution is still being "
+                "saved: this call runs on; a restart or crash before it is saved would bring back "
+                "an older state"
+            )
 
     async def make_room(self, sess: Session) -> None:
         """Hibernate least recently used idle sessions until ``sess`` may have a container.
