@@ -3,6 +3,7 @@ last committed state without writing, and an unchanged one the link cannot vouch
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,18 @@ async def test_the_last_snapshot_of_a_reset_session_s_old_sandbox_is_dropped(
     await _snapshot(fresh, Snapshot("s-2-1", data=STATE, last=True))
     assert fresh.notices == []
     assert link.store.saved(None, "default") is not None
+
+
+async def test_an_unchanged_state_in_use_is_kept_past_a_short_retention(tmp_path: Path) -> None:
+    # Before: the retention clock of an unchanged state was refreshed once an hour whatever the
+    # retention; with MCP_BRIDGE_SESSION_STATE_RETENTION under an hour, a session in use the
+    # whole time lost its state at the next bridge start.
+    store = SessionStore(tmp_path, StoreSettings(retention=1e-6))  # a quarter: any later call
+    store.open()
+    link = DurableLink(store, None, "default")
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    path = _state(link)
+    assert path is not None
+    os.utime(path, (1, 1))  # saved long ago: only its use since keeps it
+    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True))
+    assert path.stat().st_mtime > 1

@@ -62,7 +62,7 @@ session's next call waits for it); a larger one is streamed to its temp file as 
 MAX_UNSAVED_SHOWN = 10
 """Unsaved names quoted in one notice (the rest are counted)."""
 KEEP_EVERY = 3600.0
-"""Seconds between two refreshes of an unchanged saved state's retention clock."""
+"""Seconds between two refreshes of an unchanged saved state's retention clock (at most)."""
 
 
 class RestoreOutcome:
@@ -199,7 +199,10 @@ class DurableLink:
             error = "the state it is the same as was not saved either"
         else:
             error = ""
-            if (now := time.monotonic()) - self._kept_at > KEEP_EVERY:
+            # A retention shorter than that is refreshed four times per retention: a state in
+            # use must not be older than it at the next bridge start (the store's sweep).
+            every = min(KEEP_EVERY, self.store.settings.retention / 4)
+            if (now := time.monotonic()) - self._kept_at > every:
                 self._kept_at = now  # in use: retention counts from now
                 await anyio.to_thread.run_sync(self.store.keep, self.client, self.name)
         self._settle(error, message.unsaved)
