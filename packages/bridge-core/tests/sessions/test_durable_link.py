@@ -120,3 +120,15 @@ async def test_an_unchanged_state_in_use_is_kept_past_a_short_retention(tmp_path
     os.utime(path, (1, 1))  # saved long ago: only its use since keeps it
     await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True))
     assert path.stat().st_mtime > 1
+
+
+async def test_unchanged_after_the_state_was_deleted_by_a_refused_restore_is_not_saved(
+    link: DurableLink,
+) -> None:
+    # A sandbox that sends a state before it answers the restore, then refuses the restore: the
+    # bridge deletes the saved state and keeps the sandbox; "unchanged" must not vouch for it.
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    link.store.delete(None, "default")
+    link.forgotten()
+    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True))
+    assert "could not be saved" in link.notices[0]

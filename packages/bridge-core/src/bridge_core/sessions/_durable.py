@@ -226,6 +226,7 @@ class DurableLink:
         """The session's saved state was deleted before this sandbox saved anything (a refused
         restore): what it saves from now on is the session's."""
         self.epoch = self.store.epoch(self.client, self.name)
+        self._saved = False  # a state it sent before (forged: too early) is gone: never vouched
 
     def _start_writer(self, held: list[bytes]) -> StateWriter:
         writer = self.store.writer(self.client, self.name, self.epoch)
