@@ -22,6 +22,7 @@ everything else is kept, shared references included (one pickle of all the good 
 from __future__ import annotations
 
 import contextlib
+import copyreg
 import hashlib
 import io
 import json
@@ -77,6 +78,43 @@ class _TooLarge(Exception):
     """The state passed :data:`INLINE_LIMIT`: a forked child saves it."""
 
 
+class _SessionHooks(_TooLarge):
+    """A class of the session's own code decides how its objects are pickled: a forked child
+    saves the state, so that such code (which may mutate, hang or exit) never runs in the
+    process serving the session, whose live objects it would change."""
+
+
+_HOOKS = frozenset(
+    {
+        "__reduce_ex__",
+        "__reduce__",
+        "__getstate__",
+        "__getnewargs_ex__",
+        "__getnewargs__",
+        "__getattr__",
+        "__getattribute__",
+        "__class__",
+    }
+)
+"""What the pickler looks up on an object (or its class) and user code can define."""
+_CLASS_DICT = type.__dict__["__dict__"].__get__
+_CLASS_MRO = type.__dict__["__mro__"].__get__
+
+
+def _runs_session_code(cls: type) -> bool:
+    """Whether pickling an instance of ``cls`` may call a hook defined by the session's code."""
+    try:
+        if cls in copyreg.dispatch_table:
+            return True
+        for klass in _CLASS_MRO(cls):
+            attributes = _CLASS_DICT(klass)  # never a metaclass's __dict__ or __module__
+            if attributes.get("__module__") == "__main__" and not _HOOKS.isdisjoint(attributes):
+                return True
+    except BaseException:  # an odd class: its state is the child's to save
+        return True
+    return False
+
+
 class _Capped(io.BytesIO):
     """A buffer that refuses to grow past ``limit`` bytes (raises :class:`_TooLarge`)."""
 
@@ -91,14 +129,25 @@ class _Capped(io.BytesIO):
 
 
 class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
-    def __init__(self, file: BinaryIO, namespace: dict[str, Any]) -> None:
+    def __init__(self, file: BinaryIO, namespace: dict[str, Any], inline: bool = False) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._inline = inline
+        self._checked: dict[type, bool] = {}
         # cloudpickle gives the functions of one module a fresh globals dict, kept here by the
         # id of their real globals: ours is replaced by a marker the loader resolves.
         self._globals = self.globals_ref.setdefault(id(namespace), {"__name__": "__main__"})
 
     def persistent_id(self, obj: Any) -> str | None:
         return _GLOBALS if obj is self._globals else None
+
+    def reducer_override(self, obj: Any) -> Any:
+        if self._inline:
+            cls = type(obj)
+            if (hooked := self._checked.get(cls)) is None:
+                hooked = self._checked[cls] = _runs_session_code(cls)
+            if hooked:
+                raise _SessionHooks
+        return super().reducer_override(obj)
 
 
 class _Unpickler(pickle.Unpickler):
@@ -116,7 +165,7 @@ def _dumps(values: dict[str, Any], namespace: dict[str, Any], limit: int | None 
     # Protocol 5: numpy and pandas hand their buffers over uncopied, so a capped buffer refuses
     # a large array before its bytes are copied.
     buffer = _Capped(limit)
-    _Pickler(buffer, namespace).dump(values)
+    _Pickler(buffer, namespace, inline=limit is not None).dump(values)
     return buffer.getvalue()
 
 
