@@ -104,7 +104,14 @@ _CLASS_MRO = type.__dict__["__mro__"].__get__
 def _runs_session_code(cls: type) -> bool:
     """Whether pickling an instance of ``cls`` may call a hook defined by the session's code."""
     try:
-        if cls in copyreg.dispatch_table:
+        if _CLASS_DICT(type(cls)).get("__module__") == "__main__":
+            return True  # a metaclass of the session's (it could hash the class, below)
+        reducer = copyreg.dispatch_table.get(cls)  # the library's own (complex, re.Pattern)
+        if (
+            reducer is not None
+            and not isinstance(reducer, types.BuiltinFunctionType)
+            and (not isinstance(reducer, types.FunctionType) or reducer.__module__ == "__main__")
+        ):
             return True
         for klass in _CLASS_MRO(cls):
             attributes = _CLASS_DICT(klass)  # never a metaclass's __dict__ or __module__
