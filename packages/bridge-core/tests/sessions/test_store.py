@@ -105,14 +105,14 @@ def test_a_fork_is_saved_only_under_a_free_name_and_never_replaces_a_state(
     assert _save(store, b"original", "kept") == ""
     onto_existing = store.writer(None, "kept")
     onto_existing.write(b"fork")
-    assert "exists" in onto_existing.commit_new(())
+    assert "exists" in onto_existing.commit_new((), "origin")
     assert store.saved(None, "kept") is not None
     assert (store.root / next(p.name for p in store.root.glob("*.state"))).read_bytes() == (
         b"original"
     )
     over_budget = store.writer(None, "fresh")
     over_budget.write(b"abc")
-    assert "MCP_BRIDGE_SESSION_STATE_DISK" in over_budget.commit_new(())
+    assert "MCP_BRIDGE_SESSION_STATE_DISK" in over_budget.commit_new((), "origin")
     assert not store.has_saved(None, "fresh")
     assert sorted(p.suffix for p in store.root.iterdir() if p.name != "lock") == [".meta", ".state"]
     store.close()

@@ -73,6 +73,10 @@ _GLOBALS = "__main__-globals"
 are restored with the live namespace as their globals, not a private copy of it."""
 _HEADER = struct.Struct(">I")
 _HINT_LENGTH = struct.Struct(">H")
+_PLAIN = frozenset(
+    {int, float, complex, bool, str, bytes, bytearray, tuple, list, dict, set, type(None)}
+)
+"""Types whose objects never name a module (skipped first: a state can hold millions)."""
 _LENGTH = struct.Struct(">Q")
 _OWN_THREADS = "bridge-"
 """Name prefix of the sandbox client's own threads (any other live thread is user code's)."""
@@ -103,25 +107,27 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
         # cloudpickle gives the functions of one module a fresh globals dict, kept here by the
         # id of their real globals: ours is replaced by a marker the loader resolves.
         self._globals = self.globals_ref.setdefault(id(namespace), {"__name__": "__main__"})
-        self.types: set[type] = set()
-        """The type of every object pickled (its module is needed to load it)."""
-        self.by_name: list[str] = []
-        """Modules of the modules and classes pickled by reference (cloudpickle's own reduce)."""
+        self.needed: dict[str, None] = {}
+        """Modules the loader imports: of the modules, classes and functions pickled (those
+        pickled by reference are imported by name), in first-seen order."""
 
     def persistent_id(self, obj: Any) -> str | None:
         # Called for every object pickled: the cheapest place to see what the loader imports.
         if obj is self._globals:
             return _GLOBALS
         cls = type(obj)
+        if cls in _PLAIN:
+            return None
         if cls is types.ModuleType:
-            self.by_name.append(obj.__name__)
-        elif isinstance(obj, type):
-            self.by_name.append(str(getattr(obj, "__module__", "")))
-        self.types.add(cls)
+            self.needed[obj.__name__] = None
+        elif isinstance(obj, type) or (
+            callable(obj) and isinstance(getattr(obj, "__qualname__", None), str)
+        ):
+            # A class or a function (an instance has no __qualname__ of its own). Only what is
+            # imported by name counts: an instance's own type may never be imported at all.
+            if isinstance(module := getattr(obj, "__module__", None), str):
+                self.needed[module] = None
         return None
-
-    def needed_modules(self) -> list[str]:
-        return self.by_name + [str(cls.__module__) for cls in self.types]
 
 
 class _Unpickler(pickle.Unpickler):
@@ -161,7 +167,7 @@ def _dumps(
     buffer = _Capped(limit)
     pickler = _Pickler(buffer, namespace)
     pickler.dump(values)
-    return buffer.getvalue(), encode_hint(pickler.needed_modules())
+    return buffer.getvalue(), encode_hint(pickler.needed)
 
 
 def _saveable(namespace: dict[str, Any], skip: Callable[[str, Any], bool]) -> dict[str, Any]:

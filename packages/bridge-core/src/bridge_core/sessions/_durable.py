@@ -81,10 +81,16 @@ class RestoreOutcome:
         state = self.state
         if state is None:
             return ""
-        notice = (
-            f"session {name!r} was restored from its state saved at {saved_at(state)} "
-            "(after its last successful execution)"
-        )
+        if state.forked_from:
+            notice = (
+                f"session {name!r} was forked from session {state.forked_from!r} at "
+                f"{saved_at(state)}: it starts from that session's state of that moment"
+            )
+        else:
+            notice = (
+                f"session {name!r} was restored from its state saved at {saved_at(state)} "
+                "(after its last successful execution)"
+            )
         if state.unsaved:
             notice += f"; these names could not be saved: {describe_unsaved(state.unsaved)}"
         return notice
@@ -368,7 +374,9 @@ class DurableLink:
                 error = f"a session named {fork.name!r} was opened while the fork was saved"
             else:
                 try:
-                    error = await anyio.to_thread.run_sync(writer.commit_new, message.unsaved)
+                    error = await anyio.to_thread.run_sync(
+                        writer.commit_new, message.unsaved, self.name
+                    )
                 except OSError as exc:
                     writer.abort()
                     error = f"the state could not be written: {exc.strerror or exc}"
