@@ -21,8 +21,8 @@ asserts nothing.
 from __future__ import annotations
 
 import argparse
-import os
 import itertools
+import os
 import statistics
 import tempfile
 import time
@@ -128,7 +128,7 @@ async def _restores(runtime: RuntimeBackend, root: Path, images: list[str], roun
     print(f"  {'':42}{header} {'disk':>11}")
     for i, image in enumerate(images):
         print(f"  image {i + 1}: {image}")
-    for label, code, _ in cases:
+    for label, _code, _ in cases:
         row = "".join(
             f" {statistics.median(took[image, label, pool]) * 1000:7.0f}ms"
             for image in images
@@ -153,13 +153,17 @@ async def main() -> None:
         try:
             print(f"image {args.image}, {args.warm} warm rounds")
             print(f"{'warm call x = 1 (x = n: the state changes)':44} {'p50':>9} {'p99':>9}")
-            for label, durable, pause, changing in () if not args.warm else (
-                ("not saved", False, True, False),
-                ("saved, time to result", True, True, False),
-                ("not saved, back to back", False, False, False),
-                ("saved, back to back", True, False, False),
-                ("x = n saved, time to result", True, True, True),
-                ("x = n saved, back to back", True, False, True),
+            for label, durable, pause, changing in (
+                ()
+                if not args.warm
+                else (
+                    ("not saved", False, True, False),
+                    ("saved, time to result", True, True, False),
+                    ("not saved, back to back", False, False, False),
+                    ("saved, back to back", True, False, False),
+                    ("x = n saved, time to result", True, True, True),
+                    ("x = n saved, back to back", True, False, True),
+                )
             ):
                 state = root / f"warm-{durable}-{pause}-{changing}"
                 samples = await _warm(runtime, state, args.image, args.warm, durable=durable,

@@ -11,7 +11,7 @@ import tarfile
 
 from bridge_protocol import Restore, Restored
 
-from .conftest import FakeHost
+from .conftest import FakeHost  # type: ignore[import-not-found]  # pytest (importlib mode) resolves it
 
 
 def _empty_tar() -> bytes:

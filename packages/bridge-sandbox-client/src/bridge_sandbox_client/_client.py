@@ -47,9 +47,9 @@ from bridge_sandbox_client._display import Displayer, configure_matplotlib, set_
 from bridge_sandbox_client._inbox import Inbox
 from bridge_sandbox_client._interpreter import Interpreter
 from bridge_sandbox_client._modules import install_mcp_modules
+from bridge_sandbox_client._preimport import import_modules
 from bridge_sandbox_client._proxies import Directory, RefusedServer
 from bridge_sandbox_client._runtime import Runtime, build_runtime_module
-from bridge_sandbox_client._preimport import import_modules
 from bridge_sandbox_client._snapshot import (
     SnapshotTaker,
     is_bridge_object,

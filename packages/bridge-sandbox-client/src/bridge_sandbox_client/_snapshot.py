@@ -120,14 +120,18 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
             return None
         if cls is types.ModuleType:
             self.needed[obj.__name__] = None
-        elif isinstance(obj, type) or (
-            callable(obj) and isinstance(getattr(obj, "__qualname__", None), str)
-        ):
-            # A class or a function (an instance has no __qualname__ of its own). Only what is
-            # imported by name counts: an instance's own type may never be imported at all.
-            if isinstance(module := getattr(obj, "__module__", None), str):
-                self.needed[module] = None
+        elif _by_name(obj) and isinstance(module := getattr(obj, "__module__", None), str):
+            self.needed[module] = None
         return None
+
+
+def _by_name(obj: Any) -> bool:
+    """Whether ``obj`` is a class or a function: what a pickle imports by name. An instance
+    (which has no ``__qualname__`` of its own) does not count: its own type may never be imported
+    at all (its reduce names what it is rebuilt from)."""
+    return isinstance(obj, type) or (
+        callable(obj) and isinstance(getattr(obj, "__qualname__", None), str)
+    )
 
 
 class _Unpickler(pickle.Unpickler):
@@ -153,9 +157,7 @@ class Pickled:
 
     def header(self) -> bytes:
         """What precedes the pickle in a saved state."""
-        return (
-            MAGIC + _HINT_LENGTH.pack(len(self.hint)) + self.hint + _LENGTH.pack(len(self.data))
-        )
+        return MAGIC + _HINT_LENGTH.pack(len(self.hint)) + self.hint + _LENGTH.pack(len(self.data))
 
 
 def _dumps(
@@ -425,7 +427,7 @@ def _pickle_start(data: bytes | bytearray) -> int | str:
         return len(MAGIC_1)
     if not data.startswith(MAGIC) or len(data) < len(MAGIC) + _HINT_LENGTH.size:
         return "it is not a saved session state (wrong format marker)"
-    (hint,) = _HINT_LENGTH.unpack_from(data, len(MAGIC))
+    hint: int = _HINT_LENGTH.unpack_from(data, len(MAGIC))[0]
     return len(MAGIC) + _HINT_LENGTH.size + hint
 
 
