@@ -62,6 +62,10 @@ MAX_UNSAVED_SHOWN = 10
 """Unsaved names quoted in one notice (the rest are counted)."""
 KEEP_EVERY = 3600.0
 """Seconds between two refreshes of an unchanged saved state's retention clock."""
+FIRST_CHUNK = 64 * 1024
+"""Bytes of the first ``Restore`` frame: the head of a state names the modules the sandbox
+imports while the rest arrives, so it goes ahead of the 4 MiB frames (the host never reads it:
+only the frame is smaller)."""
 
 
 class RestoreOutcome:
@@ -277,8 +281,10 @@ class DurableLink:
                 # Streamed: the bridge holds one frame of it at a time.
                 handle = await anyio.to_thread.run_sync(state.path.open, "rb")
                 try:
-                    while chunk := await anyio.to_thread.run_sync(handle.read, READ_CHUNK):
+                    size = FIRST_CHUNK
+                    while chunk := await anyio.to_thread.run_sync(handle.read, size):
                         await channel.send(Restore(restore_id, data=chunk))
+                        size = READ_CHUNK
                 finally:
                     handle.close()
                 await anyio.to_thread.run_sync(self.store.touch, state)
