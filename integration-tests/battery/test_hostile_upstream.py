@@ -5,6 +5,8 @@
 - a JSON-RPC line that never ends: the connection is cut at the line bound, the call fails at
   once naming the server and the setting, memory stays bounded, the server is stopped and a
   sibling session keeps answering;
+- a malformed tool result, or one past the sandbox's frame limit: an error naming what was
+  wrong reaches sandbox code, the server keeps serving;
 - a catalog of 100,000 tools: refused naming the setting, memory stays bounded, search still
   answers from the other servers and a sibling session answers meanwhile;
 - a daemon started by a server (fork, setsid, fork): gone when the server exits, when the
@@ -148,6 +150,31 @@ async def test_an_endless_json_rpc_line_is_cut_at_the_bound_and_the_server_is_st
     assert growth < RSS_BOUND_MIB
     assert text_of(sibling).endswith("'still here'")
     assert text_of(again).endswith("'restarted'")  # the next call starts the server again
+
+
+# --- a malformed or oversized result ---------------------------------------------------------
+
+
+async def test_a_malformed_or_oversized_tool_result_reaches_sandbox_code_as_a_clear_error(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # A tools/call answer is checked by the bridge itself (not built into the SDK's models): a
+    # result that is not a CallToolResult, or one past the sandbox's frame limit, is an error
+    # naming what was wrong; the server and the session keep serving.
+    servers = {"hostile": _hostile()}
+    malformed = "mcp_servers['hostile'].answer(result={'content': [{'type': 'text', 'text': 5}]})"
+    oversized = f"mcp_servers['hostile'].big(size={17 * 1024 * 1024})"
+    async with open_bridge(tmp_path, servers=servers) as bridge:
+        refused = await bridge.run(CATCH.format(call=malformed))
+        too_big = await bridge.run(CATCH.format(call=oversized))
+        again = await bridge.run("await mcp_servers['hostile'].echo(text='fine')")
+    kind, server, message = _caught(refused)
+    assert (kind, server) == ("ToolError", "hostile"), message
+    assert "invalid tools/call result: content[0] (text) has no string 'text'" in message
+    kind, server, message = _caught(too_big)
+    assert kind == "ToolError", message
+    assert "could not be sent to the sandbox" in message
+    assert text_of(again).endswith("'fine'")
 
 
 # --- a huge catalog -----------------------------------------------------------------------------

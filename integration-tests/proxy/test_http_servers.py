@@ -7,9 +7,9 @@ import socket
 import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from bridge_core.proxy import ProxyOptions, UpstreamPool, UpstreamUnavailable
 from bridge_core.servers import ServerSpec
@@ -52,8 +52,8 @@ def http_server(third_party: dict[str, str]) -> HttpServer:
     return run
 
 
-def _text(result: types.CallToolResult) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+def _text(result: dict[str, Any]) -> str:
+    return "".join(block["text"] for block in result["content"] if block["type"] == "text")
 
 
 @pytest.mark.parametrize(

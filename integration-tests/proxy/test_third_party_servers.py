@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from bridge_core.gateway import CallContext, CallFailed
 from bridge_core.proxy import UpstreamCrashed, UpstreamPool, UpstreamRPCError, open_proxy
@@ -17,8 +16,8 @@ from bridge_core.servers import ServerSpec
 from bridge_protocol import ErrorCode
 
 
-def _text(result: types.CallToolResult) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+def _text(result: dict[str, Any]) -> str:
+    return "".join(block["text"] for block in result["content"] if block["type"] == "text")
 
 
 def _everything(paths: dict[str, str], **env: str) -> ServerSpec:
@@ -63,9 +62,8 @@ async def test_node_server_answers_calls_and_parallel_calls_overlap(
 async def test_python_server_answers_with_structured_content(third_party: dict[str, str]) -> None:
     async with UpstreamPool([_time(third_party)]) as pool:
         result = await pool.call_tool("time", "get_current_time", {"timezone": "UTC"})
-    assert not result.is_error
-    assert result.structured_content is not None
-    assert result.structured_content["timezone"] == "UTC"
+    assert not result.get("isError")
+    assert result["structuredContent"]["timezone"] == "UTC"
 
 
 async def test_unknown_tool_is_an_is_error_result_from_node_but_a_jsonrpc_error_from_python(
@@ -79,13 +77,13 @@ async def test_unknown_tool_is_an_is_error_result_from_node_but_a_jsonrpc_error_
     )
     async with UpstreamPool([fs, _time(third_party)]) as pool:
         node = await pool.call_tool("filesystem", "no_such_tool", {})
-        assert node.is_error
+        assert node["isError"] is True
         with pytest.raises(UpstreamRPCError) as caught:
             await pool.call_tool("time", "no_such_tool", {})
         # A tool failure inside the Python server is an isError result, like Node's.
         bad_zone = await pool.call_tool("time", "get_current_time", {"timezone": "Not/AZone"})
     assert (caught.value.server, caught.value.tool) == ("time", "no_such_tool")
-    assert bad_zone.is_error
+    assert bad_zone["isError"] is True
     assert "Invalid timezone" in _text(bad_zone)
 
 

@@ -13,6 +13,9 @@ started by the bridge, then misbehaves on purpose. Run as
   a helper in a new session and exits").
 - ``whoami()``: ``{"server": pid, "server_parent": ppid}``.
 - ``echo(text)``.
+- ``answer(result)``: answers with ``result`` itself as the JSON-RPC result, whatever it is (a
+  malformed ``CallToolResult``).
+- ``big(size)``: a well-formed text result of ``size`` bytes of ``y`` (one complete line).
 
 ``--tools N`` lists N generated tools besides these (``--page-size``: tools per ``tools/list``
 page; one page by default, whatever its size).
@@ -57,6 +60,8 @@ BUILTIN = [
     _tool("exit", "Exit mid-call with a status.", status="integer"),
     _tool("whoami", "Report this server's pid and its parent's."),
     _tool("echo", "Echo the given text back.", text="string"),
+    _tool("answer", "Answer with the given value as the result itself.", result="object"),
+    _tool("big", "A text result of the given size.", size="integer"),
 ]
 
 
@@ -121,6 +126,11 @@ def _call(request_id: Any, params: dict[str, Any]) -> dict[str, Any] | None:
         os._exit(int(args.get("status", 0)))
     if name == "echo":
         return _text(str(args.get("text", "")))
+    if name == "answer":
+        _send({"jsonrpc": "2.0", "id": request_id, "result": args.get("result")})
+        return None
+    if name == "big":
+        return _text("y" * int(args.get("size", 0)))
     return _text(f"{name} ran")
 
 

@@ -198,3 +198,19 @@ def test_a_hint_is_bounded_and_only_plain_module_names_are_read() -> None:
     assert state_hint(b"MCPSNAP2" + struct.pack(">H", 10) + b"json") is None  # not all here yet
     assert state_hint(b"MCPS") is None
     assert state_hint(b"garbage!") == []
+
+
+def test_a_snapshot_taken_while_the_last_one_is_forwarded_follows_it_whole(tmp: Path) -> None:
+    host = Host()
+    host.taker.take({"blob": b"x" * (INLINE_LIMIT + 1)}, lambda name, value: False)
+    host.taker._inline = True  # the next state is small: tried inline while the child works
+    host.taker.take({"x": 1}, lambda name, value: False)
+    ids: list[tuple[str, bool]] = []
+    while len([frame for frame in ids if frame[1]]) < 2:
+        frame = host.frames.get(timeout=WAIT)
+        ids.append((frame.snapshot_id, frame.last))
+    order = [snapshot_id for snapshot_id, _ in ids]
+    first = order[0]
+    assert first.endswith("-1")  # the one taken first comes first, and whole
+    assert order[-1].endswith("-2")
+    assert order == [first] * order.count(first) + [order[-1]] * (len(order) - order.count(first))

@@ -24,10 +24,12 @@ from bridge_core.servers import ServerSpec
 from .conftest import FakeClock, ProbeFactory, exited
 
 
-def _text(result: types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
+def _text(result: dict[str, Any]) -> str:
+    (block,) = result["content"]
+    assert block["type"] == "text"
+    text = block["text"]
+    assert isinstance(text, str)
+    return text
 
 
 def _alive(pid: int) -> bool:
@@ -57,8 +59,8 @@ async def test_calls_to_one_server_are_in_flight_at_the_same_time(probe: ProbeFa
 
         async def nap() -> None:
             result = await pool.call_tool("probe", "sleep", {"seconds": 0.3})
-            assert result.structured_content is not None
-            sleeps.append(result.structured_content)
+            assert isinstance(result.get("structuredContent"), dict)
+            sleeps.append(result["structuredContent"])
 
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
@@ -191,7 +193,7 @@ async def test_three_hundred_tools_are_listed_across_pages(probe: ProbeFactory) 
 async def test_is_error_result_is_returned_and_jsonrpc_error_is_raised(probe: ProbeFactory) -> None:
     async with UpstreamPool([probe()]) as pool:
         result = await pool.call_tool("probe", "fail_is_error")
-        assert result.is_error
+        assert result["isError"] is True
         with pytest.raises(UpstreamRPCError) as caught:
             await pool.call_tool("probe", "fail_rpc")
         assert (caught.value.server, caught.value.tool, caught.value.code) == (

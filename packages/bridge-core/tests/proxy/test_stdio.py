@@ -11,9 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
-from bridge_core.proxy import ProxyOptions, UpstreamCrashed, UpstreamPool, UpstreamUnavailable
+from bridge_core.proxy import (
+    ProxyOptions,
+    UpstreamCrashed,
+    UpstreamPool,
+    UpstreamRPCError,
+    UpstreamUnavailable,
+)
 from bridge_core.servers import ServerSpec
 from mcp.client.stdio import get_default_environment
 
@@ -22,10 +27,10 @@ from .conftest import HOSTILE_SERVER, ProbeFactory, exited
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="the supervisor is Linux-only")
 
 
-def _json(result: types.CallToolResult) -> dict[str, Any]:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    value = json.loads(block.text)
+def _json(result: dict[str, Any]) -> dict[str, Any]:
+    (block,) = result["content"]
+    assert block["type"] == "text"
+    value = json.loads(block["text"])
     assert isinstance(value, dict)
     return value
 
@@ -43,7 +48,7 @@ async def test_a_line_past_the_bound_cuts_the_connection_and_stops_the_server(
     message = str(caught.value)
     assert "'hostile'" in message
     assert "longer than 1 MiB (MCP_BRIDGE_MAX_UPSTREAM_MESSAGE" in message
-    assert not again.is_error
+    assert not again.get("isError")
 
 
 async def test_lines_up_to_the_bound_arrive_whole(hostile: ProbeFactory) -> None:
@@ -51,9 +56,7 @@ async def test_lines_up_to_the_bound_arrive_whole(hostile: ProbeFactory) -> None
     async with UpstreamPool([hostile()], options) as pool:
         text = "é" * 100_000  # 200 KB of UTF-8, split across reads
         result = await pool.call_tool("hostile", "echo", {"text": text})
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    assert block.text == text
+    assert result["content"] == [{"type": "text", "text": text}]
 
 
 @pytest.mark.parametrize(
@@ -87,7 +90,7 @@ async def test_a_tool_list_within_the_bounds_is_listed_across_pages(hostile: Pro
     options = ProxyOptions(max_tools=100)
     async with UpstreamPool([hostile("--tools", "90", "--page-size", "7")], options) as pool:
         tools = await pool.list_tools("hostile")
-    assert len(tools) == 95  # 90 generated + 5 built in
+    assert len(tools) == 97  # 90 generated + 7 built in
 
 
 @linux_only
@@ -109,9 +112,7 @@ async def test_a_server_killed_by_a_signal_is_reported_so_through_its_supervisor
     probe: ProbeFactory,
 ) -> None:
     async with UpstreamPool([probe()]) as pool:
-        block = (await pool.call_tool("probe", "env")).content[0]
-        assert isinstance(block, types.TextContent)
-        server = json.loads(block.text)["pid"]
+        server = _json(await pool.call_tool("probe", "env"))["pid"]
         failures: list[UpstreamCrashed] = []
 
         async def hang() -> None:
@@ -154,3 +155,77 @@ async def test_a_server_gets_exactly_the_environment_it_was_given(tmp_path: Path
         await pool.list_tools("shell")
     names = {line.partition("=")[0] for line in dump.read_text().splitlines()}
     assert names - {"PWD", "SHLVL", "_"} == {"SERVER_TOKEN", *get_default_environment()}
+
+
+@pytest.mark.parametrize(
+    ("result", "named"),
+    [
+        ({"isError": False}, "'content' is missing (or null), not a list of content blocks"),
+        ({"content": "text"}, "'content' is a string, not a list of content blocks"),
+        ({"content": [{"type": "text"}]}, "content[0] (text) has no string 'text'"),
+        ({"content": [{"type": "text", "text": 7}]}, "content[0] (text) has no string 'text'"),
+        ({"content": [{"type": "image", "data": "AA=="}]}, "content[0] (image) has no string"),
+        ({"content": [{"type": "resource"}]}, "content[0] (resource) has no 'resource' object"),
+        ({"content": [{"type": "x" * 10_000}]}, "content[0] has type 'xxxxx"),
+        ({"content": [["not", "a", "block"]]}, "content[0] is a list, not a content block"),
+        ({"content": [], "isError": "yes"}, "'isError' is a string, not true or false"),
+        ({"content": [], "structuredContent": [1]}, "'structuredContent' is a list, not an"),
+        ({"content": [], "resultType": "input_required"}, "resultType is 'input_required'"),
+    ],
+)
+async def test_a_result_that_is_not_a_call_tool_result_is_refused_naming_the_field(
+    hostile: ProbeFactory, result: dict[str, Any], named: str
+) -> None:
+    # The raw tools/call path checks the upstream's answer itself (no SDK model): what the
+    # model refused is still refused, with the wrong field named, and the server keeps serving.
+    async with UpstreamPool([hostile()]) as pool:
+        with anyio.fail_after(20), pytest.raises(UpstreamRPCError) as caught:
+            await pool.call_tool("hostile", "answer", {"result": result})
+        again = await pool.call_tool("hostile", "echo", {"text": "still here"})
+    message = str(caught.value)
+    assert "invalid tools/call result: " in message
+    assert named in message
+    assert len(message) < 400  # an upstream-chosen name is cut, not echoed whole
+    assert _json_free_text(again) == "still here"
+
+
+async def test_a_well_formed_result_arrives_as_sent_with_nulls_dropped(
+    hostile: ProbeFactory,
+) -> None:
+    blocks = [
+        {"type": "text", "text": "t", "annotations": {"priority": 1}},
+        {"type": "image", "data": "AA==", "mimeType": "image/png"},
+        {"type": "resource", "resource": {"uri": "file:///x", "text": "x"}},
+        {"type": "resource_link", "uri": "file:///y", "name": "y"},
+    ]
+    sent = {"content": blocks, "structuredContent": None, "isError": True, "_meta": {"k": "v"}}
+    async with UpstreamPool([hostile()]) as pool:
+        result = await pool.call_tool("hostile", "answer", {"result": sent})
+    assert result == {"content": blocks, "isError": True, "_meta": {"k": "v"}}
+
+
+def _json_free_text(result: dict[str, Any]) -> str:
+    (block,) = result["content"]
+    text = block["text"]
+    assert isinstance(text, str)
+    return text
+
+
+@pytest.mark.parametrize(
+    ("result", "named"),
+    [([1, 2], "JSONRPCResponse.result: Input should be an object"), ("text", "JSONRPCResponse")],
+)
+async def test_an_answer_that_is_not_json_rpc_fails_its_call_at_once_not_at_the_timeout(
+    hostile: ProbeFactory, result: object, named: str
+) -> None:
+    # A "result" that is not an object fails the SDK's message parse: the line used to be
+    # skipped as junk, and the call waited out the whole call timeout ("did not answer").
+    options = ProxyOptions(call_timeout=600)
+    async with UpstreamPool([hostile()], options) as pool:
+        with anyio.fail_after(20), pytest.raises(UpstreamRPCError) as caught:
+            await pool.call_tool("hostile", "answer", {"result": result})
+        again = await pool.call_tool("hostile", "echo", {"text": "still here"})
+    message = str(caught.value)
+    assert "the answer to tools/call is not a valid JSON-RPC response: " in message
+    assert named in message
+    assert _json_free_text(again) == "still here"

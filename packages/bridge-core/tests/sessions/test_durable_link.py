@@ -134,3 +134,17 @@ async def test_a_forks_first_restore_says_where_it_comes_from(tmp_path: Path) ->
     await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))  # its own state now
     notice = (await link.restore(_Sandbox(link))).notice("trial")  # type: ignore[arg-type]
     assert notice.startswith("session 'trial' was restored from its state saved at ")
+
+
+async def test_the_last_snapshot_of_a_reset_session_s_old_sandbox_is_dropped(
+    link: DurableLink,
+) -> None:
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    link.store.delete(None, "default")  # a reset: the old sandbox's final snapshot is in flight
+    await _snapshot(link, Snapshot("s-1-2", data=STATE + b"!", last=True))
+    assert link.store.saved(None, "default") is None
+    assert "reset" in link.notices[0]
+    fresh = DurableLink(link.store, None, "default")  # the sandbox after the reset saves again
+    await _snapshot(fresh, Snapshot("s-2-1", data=STATE, last=True))
+    assert fresh.notices == []
+    assert link.store.saved(None, "default") is not None

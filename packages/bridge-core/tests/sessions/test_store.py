@@ -163,3 +163,43 @@ def test_an_http_client_has_its_share_of_the_disk_and_a_stdio_client_the_whole(
     single.open()
     assert _save(single, b"x" * 90, "a") == ""
     single.close()
+
+
+def test_a_state_begun_before_a_reset_is_never_installed_after_it(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, StoreSettings())
+    store.open()
+    assert _save(store, b"before") == ""
+    epoch = store.epoch(None, "default")  # the old sandbox's snapshot begins
+    store.delete(None, "default")  # the session is reset meanwhile
+    late = store.writer(None, "default", epoch)
+    late.write(b"the old sandbox's last state")
+    assert "reset" in late.commit(())
+    assert store.saved(None, "default") is None
+    assert not list(store.root.glob("*.tmp"))
+    fresh = store.writer(None, "default", store.epoch(None, "default"))
+    fresh.write(b"after")
+    assert fresh.commit(()) == ""
+    assert store.total_bytes() == len(b"after")
+    store.close()
+
+
+def test_a_state_or_fork_begun_before_its_client_left_is_never_installed(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, StoreSettings())
+    store.open()
+    epochs = store.epoch("a", "s"), store.epoch("a", "copy"), store.epoch("b", "s")
+    store.delete_client("a")
+    own, fork, other = (
+        store.writer("a", "s", epochs[0]),
+        store.writer("a", "copy", epochs[1]),
+        store.writer("b", "s", epochs[2]),
+    )
+    for writer in (own, fork, other):
+        writer.write(b"state")
+    assert "reset" in own.commit(())
+    assert "reset" in fork.commit_new((), "origin")
+    assert other.commit(()) == ""  # another client's state is not touched
+    assert store.saved("a", "s") is None
+    assert store.saved("a", "copy") is None
+    assert store.saved("b", "s") is not None
+    assert store.total_bytes() == len(b"state")
+    store.close()

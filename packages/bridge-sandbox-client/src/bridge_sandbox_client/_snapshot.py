@@ -264,6 +264,7 @@ class SnapshotTaker:
         """Whether the next state is tried inline (the last one forked was small, or none was)."""
         self._digest: bytes | None = None
         """Digest of the last state sent inline (None: the host's copy is not known to match)."""
+        self._forwarder: threading.Thread | None = None
 
     def fork_id(self) -> str:
         """A new id for a fork's snapshot (the host writes it into the fork, not the session)."""
@@ -276,7 +277,14 @@ class SnapshotTaker:
         skip: Callable[[str, Any], bool],
         snapshot_id: str | None = None,
     ) -> None:
-        """Save ``namespace`` and ``/tmp`` as they are now: at once when small, else in a child."""
+        """Save ``namespace`` and ``/tmp`` as they are now: at once when small, else in a child.
+
+        A snapshot still being forwarded is finished first: the frames of two never interleave
+        (the host would take the tail of one for a whole state).
+        """
+        if self._forwarder is not None:
+            self._forwarder.join()
+            self._forwarder = None
         if snapshot_id is None:
             self._sequence += 1
             snapshot_id = f"s-{os.getpid()}-{self._sequence}"
@@ -303,12 +311,13 @@ class SnapshotTaker:
             os.close(read_fd)
             _child(write_fd, namespace, skip)
         os.close(write_fd)
-        threading.Thread(
+        self._forwarder = threading.Thread(
             target=self._forward,
             args=(snapshot_id, read_fd, pid),
             name="bridge-snapshot",
             daemon=True,
-        ).start()
+        )
+        self._forwarder.start()
 
     def _take_inline(
         self, namespace: dict[str, Any], skip: Callable[[str, Any], bool], snapshot_id: str

@@ -18,7 +18,7 @@ Names longer than :data:`~bridge_protocol.names.MAX_NAME_CHARS` are unknown at o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable
 
 from bridge_protocol.names import MAX_NAME_CHARS, python_forms
 
@@ -48,7 +48,7 @@ def resolve_server(
 
 
 def resolve_tool(
-    policy: Policy, server: str, name: str, tools: Sequence[str], *, forms: bool = False
+    policy: Policy, server: str, name: str, tools: Collection[str], *, forms: bool = False
 ) -> str:
     """The tool of ``server`` (whose tools, allowed or not, are ``tools``) that ``name`` means;
     raises :class:`PolicyDenied` or :class:`UnknownTool` (close names among the allowed tools)."""
@@ -66,5 +66,5 @@ def resolve_tool(
     raise UnknownTool(server, name, _allowed(policy, server, tools))
 
 
-def _allowed(policy: Policy, server: str, tools: Sequence[str]) -> list[str]:
+def _allowed(policy: Policy, server: str, tools: Iterable[str]) -> list[str]:
     return [t for t in tools if policy.check(server, t).allowed]

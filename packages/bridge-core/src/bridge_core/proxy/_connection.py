@@ -24,6 +24,7 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.message import SessionMessage
 
 from bridge_core.proxy.errors import UpstreamCrashed, UpstreamUnavailable
@@ -72,7 +73,14 @@ class Connection:
         self._on_tools = on_tools
         self._on_end = on_end
         self.session: ClientSession | None = None
-        self.tools: list[types.Tool] = []
+        self.dispatcher: JSONRPCDispatcher[Any] | None = None
+        """The session's JSON-RPC dispatcher, for the raw ``tools/call`` of a stdio server (our
+        transport, where no HTTP header the SDK would stamp on a request matters); ``None`` for
+        HTTP and SSE servers, called through the session."""
+        self._tools: list[types.Tool] = []
+        self.tools_by_name: dict[str, types.Tool] = {}
+        """:attr:`tools` by name (the first of a name a server lists twice): built once per
+        list, so that a call finds its tool without scanning the list."""
         self.ready = anyio.Event()
         """Set once start-up finished, successfully (``session`` set) or not (``failure`` set)."""
         self.ended = anyio.Event()
@@ -86,6 +94,16 @@ class Connection:
         self._limits = ToolListLimits(options.max_tools, options.max_tool_list_bytes)
         self._tail: StderrTail | None = None
         self._scope = anyio.CancelScope()
+
+    @property
+    def tools(self) -> list[types.Tool]:
+        """The server's tool list, from its start or its last ``list_changed``."""
+        return self._tools
+
+    @tools.setter
+    def tools(self, tools: list[types.Tool]) -> None:
+        self._tools = tools
+        self.tools_by_name = {tool.name: tool for tool in reversed(tools)}
 
     @property
     def alive(self) -> bool:
@@ -115,6 +133,7 @@ class Connection:
             error = exc
         finally:
             self.session = None
+            self.dispatcher = None
             status = self._stdio.process.returncode if self._stdio is not None else None
             tail = self._tail.tail() if self._tail is not None else ""
             if self.failure is None:
@@ -195,8 +214,11 @@ class Connection:
                     "logging_callback": relay.on_log,
                 }
             )
+            # The session runs on a dispatcher of our own, so that a tools/call can be sent raw
+            # through it (:attr:`dispatcher`; the SDK's documented ``dispatcher=`` seam).
+            dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(relay_recv, write)
             async with ClientSession(
-                relay_recv, write, message_handler=self._on_message, **callbacks
+                dispatcher=dispatcher, message_handler=self._on_message, **callbacks
             ) as session:
                 try:
                     with anyio.fail_after(self._options.start_timeout):
@@ -206,6 +228,8 @@ class Connection:
                     limit = self._options.start_timeout
                     raise TimeoutError(f"no answer to initialize within {limit:g}s") from None
                 self.session = session
+                if self.spec.transport == "stdio":
+                    self.dispatcher = dispatcher
                 self.ready.set()
                 tg.start_soon(self._announce_tools, self.tools)
                 tg.start_soon(self._refresh_on_change, session)

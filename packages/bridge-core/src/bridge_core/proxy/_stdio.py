@@ -46,7 +46,7 @@ import mcp_types as types
 from anyio.abc import Process
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
-from pydantic import ConfigDict, TypeAdapter, with_config
+from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict  # pydantic needs this one below Python 3.12
 
 from bridge_core.runtime._ownership import current_owner
@@ -103,6 +103,19 @@ class _Answer(TypedDict, total=False):
 # Validating into these reads an answer's id and counts its tools without building a Python
 # object per value (pydantic still parses the whole text, at about four times its size).
 _answer_head = TypeAdapter(_Answer)
+
+
+@with_config(ConfigDict(extra="ignore"))
+class _Head(TypedDict, total=False):
+    id: int | str
+    method: object
+
+
+_message_head = TypeAdapter(_Head)
+_SHOWN_ERRORS = 3
+_ANSWER_ARMS = (("JSONRPCResponse",), ("JSONRPCError",))
+"""Where the SDK's message union reports what is wrong with an answer (its first ``loc``)."""
+_SHOWN_ERROR_CHARS = 300
 
 
 class StdioServer:
@@ -207,6 +220,9 @@ class StdioServer:
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError as exc:
+            unreadable = self._unreadable_answer(line, exc)
+            if unreadable is not None:
+                return SessionMessage(unreadable)
             self._junk(line, exc)
             return None
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
@@ -244,6 +260,41 @@ class StdioServer:
             jsonrpc="2.0",
             id=listing,
             error=types.ErrorData(code=types.INTERNAL_ERROR, message=reason),
+        )
+
+    def _unreadable_answer(
+        self, line: bytes | bytearray, error: ValueError
+    ) -> types.JSONRPCError | None:
+        """An error answer in place of an answer to one of our requests that is not a valid
+        JSON-RPC response (a ``result`` that is not an object, a malformed ``error``): its
+        caller fails at once, naming what was wrong, instead of waiting out its timeout.
+        None when the line answers nothing we asked (it is junk)."""
+        try:
+            head = _message_head.validate_json(line)
+        except ValueError:
+            return None
+        request_id = head.get("id")
+        if request_id is None or "method" in head or request_id not in self._requests:
+            return None
+        method = self._requests.pop(request_id)
+        if isinstance(error, ValidationError):
+            details = error.errors(include_url=False, include_input=False)
+            # An answer (an id, no method): what the request and notification arms say is noise.
+            answers = [d for d in details if d["loc"][:1] in _ANSWER_ARMS]
+            shown = "; ".join(
+                f"{'.'.join(str(part) for part in detail['loc'])}: {detail['msg']}"
+                for detail in (answers or details)[:_SHOWN_ERRORS]
+            )
+        else:
+            shown = str(error)
+        return types.JSONRPCError(
+            jsonrpc="2.0",
+            id=request_id,
+            error=types.ErrorData(
+                code=types.INTERNAL_ERROR,
+                message=f"the answer to {method} is not a valid JSON-RPC response: "
+                f"{shown[:_SHOWN_ERROR_CHARS]}",
+            ),
         )
 
     def _junk(self, line: bytes | bytearray, error: ValueError) -> None:

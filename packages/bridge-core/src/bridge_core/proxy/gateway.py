@@ -102,9 +102,8 @@ class ProxyGateway:
         approval: list[str] = []
         try:
             result = await self._call(ctx, server, tool, arguments, approval)
-            outcome = "tool_error" if result.is_error else "ok"
-            dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-            return self.redactor.value(dumped)  # type: ignore[no-any-return]
+            outcome = "tool_error" if result.get("isError") else "ok"
+            return self.redactor.value(result)  # type: ignore[no-any-return]
         except CallFailed as exc:
             if isinstance(exc, ApprovalRefused):
                 approval.append(exc.reason)
@@ -146,15 +145,15 @@ class ProxyGateway:
         tool: str,
         arguments: Mapping[str, Any],
         approval: list[str],
-    ) -> types.CallToolResult:
+    ) -> dict[str, Any]:
         spec = self.catalog.check_call(server, tool)  # unknown server / policy: no I/O
         _require_json(server, tool, arguments)
         try:
             with self.pool.serving(server, ctx.client):
-                live = await self.pool.list_tools(server)
+                live = await self.pool.tools_by_name(server)
                 # The same decision (and did-you-mean) as the sandbox's lookups, on exact names.
-                resolve_tool(self.catalog.policy, server, tool, [t.name for t in live])
-                described = next(t for t in live if t.name == tool)
+                resolve_tool(self.catalog.policy, server, tool, live.keys())
+                described = live[tool]
                 # The user's approval, after every check that needs no user (a denied or
                 # unknown tool is never asked about) and before anything reaches the server.
                 # A span around the nested call would start here, so that it covers the wait.

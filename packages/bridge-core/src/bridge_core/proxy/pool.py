@@ -25,6 +25,7 @@ import mcp_types as types
 from anyio.abc import TaskGroup
 from bridge_protocol import JSONValue
 from mcp import ClientSession
+from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
@@ -34,6 +35,7 @@ from bridge_core.proxy import _resources as resources
 from bridge_core.proxy._connection import Connection
 from bridge_core.proxy._leftovers import kill_dead_owners_groups
 from bridge_core.proxy._relay import ClientRelay
+from bridge_core.proxy._results import InvalidCallResult, checked_call_result
 from bridge_core.proxy.errors import (
     UnknownServer,
     UpstreamRPCError,
@@ -258,11 +260,18 @@ class UpstreamPool:
 
     async def list_tools(self, server: str) -> list[types.Tool]:
         """The server's tools, starting it if needed (refreshed on ``list_changed``)."""
+        return (await self._live(server)).tools
+
+    async def tools_by_name(self, server: str) -> Mapping[str, types.Tool]:
+        """:meth:`list_tools` by name (built once per list, not per call)."""
+        return (await self._live(server)).tools_by_name
+
+    async def _live(self, server: str) -> Connection:
         up = self._upstream(server)
         conn, _ = await up.session()
         up.tools = conn.tools
         up.succeeded()
-        return conn.tools
+        return conn
 
     async def call_tool(
         self,
@@ -272,24 +281,37 @@ class UpstreamPool:
         *,
         call_timeout: float | None = None,
         client: ClientLink | None = None,
-    ) -> types.CallToolResult:
-        """Call ``tool`` on ``server``; an ``isError`` result is returned, not raised.
+    ) -> dict[str, Any]:
+        """Call ``tool`` on ``server``: the ``CallToolResult`` as a JSON object, shape-checked
+        (:mod:`._results`); an ``isError`` result is returned, not raised.
 
         Raises :class:`UnknownServer`, :class:`UpstreamUnavailable` (start failure, crash,
         cooldown, shutdown), :class:`UpstreamTimeout` (past ``call_timeout`` or the pool's
-        ``call_timeout``; a cancel is sent upstream) or :class:`UpstreamRPCError`.
+        ``call_timeout``; a cancel is sent upstream) or :class:`UpstreamRPCError` (an error
+        answer, or a result that is not a ``CallToolResult``).
         """
         up = self._upstream(server)
         limit = call_timeout if call_timeout is not None else self.options.call_timeout
         conn, session = await up.session()
+        # With a client to tell, the call asks for the server's progress (a token).
+        progress = None if client is None else up.relay.progress_to(client, tool)
         try:
-            result = await session.call_tool(
-                tool,
-                dict(arguments or {}),
-                read_timeout_seconds=limit,
-                # With a client to tell, the call asks for the server's progress (a token).
-                progress_callback=None if client is None else up.relay.progress_to(client, tool),
-            )
+            if conn.dispatcher is not None:
+                # A stdio server: the request sent raw, its answer checked, no models.
+                options: CallOptions = {"timeout": limit}
+                if progress is not None:
+                    options["on_progress"] = progress
+                params = {"name": tool, "arguments": dict(arguments or {})}
+                raw = await conn.dispatcher.send_raw_request("tools/call", params, options)
+                result = checked_call_result(raw)
+            else:
+                model = await session.call_tool(
+                    tool,
+                    dict(arguments or {}),
+                    read_timeout_seconds=limit,
+                    progress_callback=progress,
+                )
+                result = model.model_dump(by_alias=True, mode="json", exclude_none=True)
         except MCPError as exc:
             if exc.code == types.REQUEST_TIMEOUT:
                 raise UpstreamTimeout(server, tool, limit) from None
@@ -301,7 +323,7 @@ class UpstreamPool:
                 )
                 raise failure from None
             raise UpstreamRPCError(server, tool, exc.code, exc.message, exc.data) from None
-        except (ValidationError, RuntimeError) as exc:
+        except (InvalidCallResult, ValidationError, RuntimeError) as exc:
             # A result that is not a CallToolResult (malformed, or an input-required round the
             # sandbox cannot answer): the server is alive, the call failed.
             raise UpstreamRPCError(

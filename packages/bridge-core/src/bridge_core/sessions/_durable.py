@@ -40,6 +40,7 @@ from bridge_core.sessions._names import validate_session_name
 from bridge_core.sessions._store import (
     MAX_UNSAVED_CHARS,
     READ_CHUNK,
+    Epoch,
     SavedState,
     SessionStore,
     StateWriter,
@@ -118,11 +119,12 @@ class ForkNames(Protocol):
 class PendingFork:
     """A fork being written: its name is reserved until :meth:`DurableLink._end_fork`."""
 
-    __slots__ = ("done", "error", "name", "snapshot_id", "writer")
+    __slots__ = ("done", "epoch", "error", "name", "snapshot_id", "writer")
 
-    def __init__(self, snapshot_id: str, name: str) -> None:
+    def __init__(self, snapshot_id: str, name: str, epoch: Epoch) -> None:
         self.snapshot_id = snapshot_id
         self.name = name
+        self.epoch = epoch
         self.writer: StateWriter | None = None
         self.error = ""
         self.done = anyio.Event()
@@ -138,6 +140,9 @@ class DurableLink:
         self.client = client
         self.name = name
         self._names = forks
+        self.epoch = store.epoch(client, name)
+        """What this sandbox's states are valid for: none lands after a reset of the session
+        (renewed by :meth:`forgotten` when its state is deleted before it ran anything)."""
         self._fork: PendingFork | None = None
         self.settled = anyio.Event()
         self.settled.set()
@@ -224,8 +229,13 @@ class DurableLink:
             )
         self.settled.set()
 
+    def forgotten(self) -> None:
+        """The session's saved state was deleted before this sandbox saved anything (a refused
+        restore): what it saves from now on is the session's."""
+        self.epoch = self.store.epoch(self.client, self.name)
+
     def _start_writer(self, held: list[bytes]) -> StateWriter:
-        writer = self.store.writer(self.client, self.name)
+        writer = self.store.writer(self.client, self.name, self.epoch)
         for chunk in held:
             writer.write(chunk)
         return writer
@@ -332,7 +342,7 @@ class DurableLink:
                 f"session {name!r} already exists (open, hibernated or saved): a fork never "
                 "replaces a session; choose another name, or reset that session first",
             )
-        fork = self._fork = PendingFork(untrusted_id, name)
+        fork = self._fork = PendingFork(untrusted_id, name, self.store.epoch(self.client, name))
         names.forks_pending[(self.client, name)] = anyio.Event()
         return fork
 
@@ -364,7 +374,9 @@ class DurableLink:
         if fork is None or fork.snapshot_id != message.snapshot_id or fork.done.is_set():
             return  # refused, cancelled or over: its frames go nowhere
         if fork.writer is None and not message.error and not fork.error:
-            fork.writer = await anyio.to_thread.run_sync(self.store.writer, self.client, fork.name)
+            fork.writer = await anyio.to_thread.run_sync(
+                self.store.writer, self.client, fork.name, fork.epoch
+            )
         writer = fork.writer
         if writer is not None and message.data:
             await anyio.to_thread.run_sync(writer.write, message.data)

@@ -129,6 +129,7 @@ class DurableSessions:
             return None
         logger.warning("saved state of session %r refused: %s", sess.name, outcome.error)
         await self.forget(sess.client, sess.name)
+        link.forgotten()
         if not live.alive:  # loading it killed the sandbox (e.g. out of memory): start afresh
             self._replace(sess, live, kill=True)
             # Its state is deleted now: the next sandbox gets an empty restore (bounded by the

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from bridge_core.private_files import private_dir, write_private
 
-__all__ = ["SavedState", "SessionStore", "StoreSettings", "StateWriter"]
+__all__ = ["Epoch", "SavedState", "SessionStore", "StateWriter", "StoreSettings"]
 
 logger = logging.getLogger("bridge_core.sessions")
 
@@ -63,6 +63,18 @@ class StoreSettings:
     client of a stdio bridge has the whole store."""
 
 
+RESET_MEANWHILE = "the session was reset (or its client left) while this state was being saved"
+
+
+@dataclass(frozen=True, slots=True)
+class Epoch:
+    """A session's deletion counts when a state of it was begun (see :meth:`SessionStore.epoch`)."""
+
+    base: str
+    own: int
+    owner: int
+
+
 @dataclass(frozen=True, slots=True)
 class SavedState:
     path: Path
@@ -86,6 +98,9 @@ class SessionStore:
         writer); the owner is the first part of a state's file name."""
         self._reserved: Counter[str] = Counter()
         """Bytes written so far by the states still being written, per owner."""
+        self._deletions: Counter[str] = Counter()
+        """How often each session's states (by file name) and each owner's were deleted: a state
+        begun before a deletion (a reset, a client gone) is never installed after it."""
         self.refusal = ""
         """Why this bridge keeps no saved state ("" once :meth:`open` took the store)."""
 
@@ -141,8 +156,25 @@ class SessionStore:
         return self.root / f"{self._owner(client)}-{digest}"
 
     def delete_client(self, client: str | None) -> None:
-        for entry in self.root.glob(f"{self._owner(client)}-*"):
+        owner = self._owner(client)
+        with self._budget:
+            self._deletions[owner] += 1
+        for entry in self.root.glob(f"{owner}-*"):
             self._unlink(entry)
+
+    def epoch(self, client: str | None, name: str) -> Epoch:
+        """What a state of ``client``'s session ``name`` begun now is valid for: it is refused
+        at commit if the session's states were deleted meanwhile."""
+        base = self._base(client, name)
+        with self._budget:
+            return Epoch(base.name, self._deletions[base.name], self._deletions[_owner_of(base)])
+
+    def _outdated(self, epoch: Epoch | None) -> bool:
+        """Whether the session of ``epoch`` was deleted since (call with ``_budget`` held)."""
+        if epoch is None:
+            return False
+        owner = epoch.base.split("-", 1)[0]
+        return (self._deletions[epoch.base], self._deletions[owner]) != (epoch.own, epoch.owner)
 
     def _unlink(self, path: Path) -> None:
         with self._budget:
@@ -184,11 +216,15 @@ class SessionStore:
 
     def delete(self, client: str | None, name: str) -> None:
         base = self._base(client, name)
+        with self._budget:
+            self._deletions[base.name] += 1
         for suffix in (_SUFFIX, _META):
             self._unlink(base.with_suffix(suffix))
 
-    def writer(self, client: str | None, name: str) -> StateWriter:
-        return StateWriter(self, self._base(client, name))
+    def writer(self, client: str | None, name: str, epoch: Epoch | None = None) -> StateWriter:
+        """A new state of ``client``'s session ``name``; with ``epoch``, refused at commit if the
+        session's states were deleted since it was taken."""
+        return StateWriter(self, self._base(client, name), epoch)
 
     def total_bytes(self) -> int:
         return sum(_size(entry) for entry in self.root.glob(f"*{_SUFFIX}"))
@@ -224,29 +260,40 @@ class SessionStore:
         with self._budget:
             self._reserved[_owner_of(path)] -= size
 
-    def _install(self, temp: Path, path: Path, size: int) -> None:
-        """Rename the finished ``temp`` over ``path``: its bytes count as committed now."""
+    def _install(self, temp: Path, path: Path, size: int, epoch: Epoch | None) -> bool:
+        """Rename the finished ``temp`` over ``path``: its bytes count as committed now. False
+        (``temp`` removed) when the session's states were deleted since ``epoch``."""
         with self._budget:
+            if self._outdated(epoch):
+                temp.unlink(missing_ok=True)
+                self._reserved[_owner_of(path)] -= size
+                return False
             old = _size(path)
             os.replace(temp, path)
             owner = _owner_of(path)
             self._committed[owner] += size - old
             self._reserved[owner] -= size
+            return True
 
-    def _install_new(self, temp: Path, path: Path, size: int) -> bool:
-        """Link the finished ``temp`` as ``path`` unless a state is there (never replaced)."""
+    def _install_new(self, temp: Path, path: Path, size: int, epoch: Epoch | None) -> str:
+        """Link the finished ``temp`` as ``path`` unless a state is there (never replaced) or
+        the session's states were deleted since ``epoch``: "" or why not."""
         with self._budget:
             owner = _owner_of(path)
+            if self._outdated(epoch):
+                temp.unlink(missing_ok=True)
+                self._reserved[owner] -= size
+                return RESET_MEANWHILE
             try:
                 os.link(temp, path)  # atomic, and never over an existing state
             except FileExistsError:
                 self._reserved[owner] -= size
-                return False
+                return "a saved state of that name exists (a fork never replaces one)"
             finally:
                 temp.unlink(missing_ok=True)
             self._committed[owner] += size
             self._reserved[owner] -= size
-            return True
+            return ""
 
 
 def _owner_of(path: Path) -> str:
@@ -264,9 +311,10 @@ def _size(path: Path) -> int:
 class StateWriter:
     """One saved state being received; :meth:`commit` makes it the session's last good one."""
 
-    def __init__(self, store: SessionStore, base: Path) -> None:
+    def __init__(self, store: SessionStore, base: Path, epoch: Epoch | None = None) -> None:
         self._store = store
         self._base = base
+        self._epoch = epoch
         self.size = 0
         """Bytes written, each counted in the store's disk budget until commit or abort."""
         self.error = ""
@@ -298,11 +346,15 @@ class StateWriter:
         if error := self._finish():
             return error
         try:
-            self._store._install(self._temp, self._base.with_suffix(_SUFFIX), self.size)
+            installed = self._store._install(
+                self._temp, self._base.with_suffix(_SUFFIX), self.size, self._epoch
+            )
         except OSError:
             self._store._release(self._base.with_suffix(_SUFFIX), self.size)
             self._temp.unlink(missing_ok=True)
             raise
+        if not installed:
+            return RESET_MEANWHILE
         self._write_meta(unsaved)
         return ""
 
@@ -312,14 +364,14 @@ class StateWriter:
         if error := self._finish():
             return error
         try:
-            installed = self._store._install_new(
-                self._temp, self._base.with_suffix(_SUFFIX), self.size
+            refused = self._store._install_new(
+                self._temp, self._base.with_suffix(_SUFFIX), self.size, self._epoch
             )
         except OSError:
             self._store._release(self._base.with_suffix(_SUFFIX), self.size)
             raise
-        if not installed:
-            return "a saved state of that name exists (a fork never replaces one)"
+        if refused:
+            return refused
         self._write_meta(unsaved, forked_from)
         return ""
 
