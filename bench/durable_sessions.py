@@ -4,18 +4,24 @@
    runs after the result; the next call starts once it is on disk), and back to back (each call
    also waits for the previous call's snapshot); ``x = 1`` again leaves the state unchanged
    (announced, not written), so ``x = n`` measures a state that changes at every call;
-2. the first call after a bridge restart (a new manager on the same state dir, no warm pool): a
-   small session, and one holding ~50 MB of numpy/pandas data, against a new empty session;
+2. the first call after a bridge restart (a new manager on the same state dir): a small session,
+   and one holding ~50 MB of numpy/pandas data, against a new empty session; without a warm pool
+   (the container start is part of it) and with one (how a restarted bridge serves its first
+   call: the pool fills at start, the restore needs no container start);
 3. disk per saved session, for both.
 
-Usage: ``hatch run bench:python bench/durable_sessions.py [--warm N] [--image IMAGE]`` (the
-image must contain cloudpickle and the durable sandbox client; the 50 MB case needs the standard
-image's numpy and pandas). Prints figures side by side; asserts nothing.
+Usage: ``hatch run bench:python bench/durable_sessions.py [--warm N] [--image IMAGE]
+[--restores N] [--compare IMAGE]`` (the image must contain cloudpickle and the durable sandbox
+client; the 50 MB case needs the standard image's numpy and pandas). ``--compare`` measures the
+restores of a second image too, alternating the two (each figure is a median of ``--restores``
+runs), so a change is measured side by side under the same load. Prints figures side by side;
+asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import tempfile
@@ -39,8 +45,9 @@ BIG = (
 SMALL = "x = 1\ndef f(n):\n    return n + x\nimport json\nopen('/tmp/note', 'w').write('hi')"
 
 
-def _manager(runtime: RuntimeBackend, state: Path, image: str, *, durable: bool) -> SessionManager:
-    config = SessionConfig(image=image, pool_size=0, max_timeout=900.0)
+def _manager(runtime: RuntimeBackend, state: Path, image: str, *, durable: bool, pool: int = 0
+             ) -> SessionManager:  # fmt: skip
+    config = SessionConfig(image=image, pool_size=pool, max_timeout=900.0)
     store = SessionStore(state, StoreSettings(name="bench")) if durable else None
     return SessionManager(
         config, runtime=runtime, gateway=NullGateway(), state_dir=state, store=store
@@ -67,32 +74,78 @@ async def _warm(runtime: RuntimeBackend, state: Path, image: str, rounds: int, *
     return samples
 
 
-async def _restore(runtime: RuntimeBackend, state: Path, image: str, code: str, check: str
-                   ) -> tuple[float, int, str]:  # fmt: skip
+async def _save(runtime: RuntimeBackend, state: Path, image: str, code: str) -> int:
+    """Save a session that ran ``code``; return its size on disk."""
     async with _manager(runtime, state, image, durable=True) as manager:
         made = await manager.execute(code, session="s", timeout=600)
         assert made.ok, made
         await manager.execute("1", session="s")  # the state of `code` is on disk once this runs
-    size = sum(p.stat().st_size for p in (state / "saved" / "bench").glob("*.state"))
-    async with _manager(runtime, state, image, durable=True) as manager:
+    return sum(p.stat().st_size for p in (state / "saved" / "bench").glob("*.state"))
+
+
+async def _restore(runtime: RuntimeBackend, state: Path, image: str, check: str | None,
+                   pool: int) -> float:  # fmt: skip
+    """Time to the first result of a new bridge (manager): the saved session ``s`` restored
+    (``check`` runs in it), or a new empty session (``check`` None, nothing saved)."""
+    async with _manager(runtime, state, image, durable=check is not None, pool=pool) as manager:
+        if pool:
+            with anyio.fail_after(120):
+                await manager.wait_warm()
         began = time.perf_counter()
-        back = await manager.execute(check, session="s", timeout=600)
+        back = await manager.execute(check or "1", session="s", timeout=600)
         took = time.perf_counter() - began
         assert back.ok, back
-    return took, size, back.value or ""
+    return took
 
 
-async def _fresh(runtime: RuntimeBackend, state: Path, image: str) -> float:
-    async with _manager(runtime, state, image, durable=False) as manager:
-        began = time.perf_counter()
-        await manager.execute("1")
-        return time.perf_counter() - began
+SMALL_CHECK = "f(1), open('/tmp/note').read()"
+BIG_CHECK = "len(df) + len(a)"
+
+
+async def _restores(runtime: RuntimeBackend, root: Path, images: list[str], rounds: int
+                    ) -> None:  # fmt: skip
+    """The first call after a restart, per image, alternating the images round by round."""
+    cases = [("new empty session", None, None), ("small session restored", SMALL, SMALL_CHECK),
+             ("~50 MB numpy/pandas session restored", BIG, BIG_CHECK)]  # fmt: skip
+    sizes: dict[tuple[str, str], int] = {}
+    for i, image in enumerate(images):
+        for label, code, _ in cases:
+            if code is not None:
+                sizes[image, label] = await _save(runtime, root / f"r{i}-{label[:5]}", image, code)
+    took: dict[tuple[str, str, int], list[float]] = {}
+    fresh = itertools.count()
+    for _ in range(rounds):
+        for pool in (0, 1):
+            for i, image in enumerate(images):
+                for label, _, check in cases:
+                    # A new empty session: a fresh state dir each time, nothing to restore.
+                    state = root / (f"r{i}-{label[:5]}" if check else f"e{next(fresh)}")
+                    took.setdefault((image, label, pool), []).append(
+                        await _restore(runtime, state, image, check, pool)
+                    )
+    print(f"first call after a restart (median of {rounds})")
+    header = "".join(f" {'pool 0':>9} {'pool 1':>9}" for _ in images)
+    print(f"  {'':42}{header} {'disk':>11}")
+    for i, image in enumerate(images):
+        print(f"  image {i + 1}: {image}")
+    for label, _code, _ in cases:
+        row = "".join(
+            f" {statistics.median(took[image, label, pool]) * 1000:7.0f}ms"
+            for image in images
+            for pool in (0, 1)
+        )
+        size = sizes.get((images[0], label))
+        disk = "-" if size is None else (
+            f"{size / 2**20:.1f} MiB" if size > 2**20 else f"{size:,} B")  # fmt: skip
+        print(f"  {label:42}{row} {disk:>11}")
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", default=DEFAULT_IMAGE)
     parser.add_argument("--warm", type=int, default=200, help="rounds of the warm measurement")
+    parser.add_argument("--restores", type=int, default=3, help="rounds of the restore measures")
+    parser.add_argument("--compare", help="a second image whose restores are measured too")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-durable-") as tmp:
         root = Path(tmp)
@@ -101,27 +154,23 @@ async def main() -> None:
             print(f"image {args.image}, {args.warm} warm rounds")
             print(f"{'warm call x = 1 (x = n: the state changes)':44} {'p50':>9} {'p99':>9}")
             for label, durable, pause, changing in (
-                ("not saved", False, True, False),
-                ("saved, time to result", True, True, False),
-                ("not saved, back to back", False, False, False),
-                ("saved, back to back", True, False, False),
-                ("x = n saved, time to result", True, True, True),
-                ("x = n saved, back to back", True, False, True),
+                ()
+                if not args.warm
+                else (
+                    ("not saved", False, True, False),
+                    ("saved, time to result", True, True, False),
+                    ("not saved, back to back", False, False, False),
+                    ("saved, back to back", True, False, False),
+                    ("x = n saved, time to result", True, True, True),
+                    ("x = n saved, back to back", True, False, True),
+                )
             ):
                 state = root / f"warm-{durable}-{pause}-{changing}"
                 samples = await _warm(runtime, state, args.image, args.warm, durable=durable,
                                       pause=pause, changing=changing)  # fmt: skip
                 print(f"  {label:42} {_p(samples, 0.5):7.2f}ms {_p(samples, 0.99):7.2f}ms")
-            fresh = statistics.median([await _fresh(runtime, root / f"f{i}", args.image)
-                                       for i in range(3)])  # fmt: skip
-            small = await _restore(runtime, root / "small", args.image, SMALL,
-                                   "f(1), open('/tmp/note').read()")  # fmt: skip
-            big = await _restore(runtime, root / "big", args.image, BIG, "len(df) + len(a)")
-            print(f"{'first call after a restart':44} {'time':>9} {'disk':>11}")
-            print(f"  {'new empty session (container start)':42} {fresh * 1000:7.0f}ms {'-':>11}")
-            print(f"  {'small session restored':42} {small[0] * 1000:7.0f}ms {small[1]:>9,} B")
-            print(f"  {'~50 MB numpy/pandas session restored':42} {big[0] * 1000:7.0f}ms "
-                  f"{big[1] / 2**20:>8.1f} MiB")  # fmt: skip
+            images = [args.image] + ([args.compare] if args.compare else [])
+            await _restores(runtime, root, images, args.restores)
         finally:
             await runtime.aclose()
 

@@ -146,3 +146,37 @@ async def test_one_http_client_cannot_take_the_whole_saved_state_disk_from_anoth
     assert any("MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT" in n for n in hog_notices), hog_notices
     notices = payload_of(told).get("notices", [])
     assert not any("MCP_BRIDGE_SESSION_STATE_DISK" in notice for notice in notices), notices
+
+
+FORGED_HINT = """
+import gc, io, pickle, struct, tarfile
+(client,) = [o for o in gc.get_objects() if type(o).__name__ == "SandboxClient"]
+client.snapshots.take = lambda *args: None  # the forged state stays the saved one
+data = pickle.dumps({"kept": "yes", "pad": bytes(6 * 1024 * 1024)}, protocol=5)
+names = ["no_such_module_x", "../../etc/passwd", "os.path", "\\x00", "sys"]
+names += [f"m{n}" for n in range(1000)]
+hint = "\\n".join(names).encode()[:2048]
+tar = io.BytesIO()
+tarfile.open(fileobj=tar, mode="w|").close()
+state = (b"MCPSNAP2" + struct.pack(">H", len(hint)) + hint + struct.pack(">Q", len(data)) + data
+         + tar.getvalue())
+for at in range(0, len(state), 4 << 20):  # more than one chunk: the restore reads the hint first
+    sock.sendall(encode(Snapshot("s-forged", data=state[at:at + (4 << 20)])))
+sock.sendall(encode(Snapshot("s-forged", last=True)))
+'forged'
+"""
+
+
+async def test_a_state_whose_hint_names_anything_still_loads_and_only_in_its_sandbox(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # The hint at a state's head is the sandbox's own writing: bounded (2 KiB, 64 plain names),
+    # read only by a sandbox of the same session; names that cannot be imported are skipped.
+    async with open_bridge(tmp_path) as bridge:
+        forged = await bridge.run(CHANNEL + FORGED_HINT, timeout=60)
+        crashed = await bridge.run("import os; os._exit(3)")
+        back = await bridge.run("kept, len(pad)")
+    assert code_text(forged) == "'forged'"
+    assert payload_of(crashed)["status"] == "crashed"
+    assert text_of(back).endswith("('yes', 6291456)"), text_of(back)
+    assert any("restored from its state" in notice for notice in payload_of(back)["notices"])

@@ -213,7 +213,8 @@ async def test_a_fork_holds_the_state_of_its_moment_and_changing_it_leaves_the_o
     assert forked.structured_content["status"] == "ok", bridge_text(forked)
     assert _value(forked) == "'trial'"
     assert _value(copy) == "(1, 'before')"
-    assert "was restored from its state saved at" in _notices(copy)
+    assert "session 'trial' was forked from session 'default' at" in _notices(copy)
+    assert "restored from its state" not in _notices(copy)
     assert _value(changed) == "(99, 'changed')"
     assert _value(original) == "(2, 'after')"
     assert _value(sync) == "'trial-2'"
@@ -231,7 +232,24 @@ async def test_a_fork_survives_a_sigkilled_bridge_like_any_saved_session(
     async with open_bridge(tmp_path) as bridge:
         back = await bridge.run(CHECK, session="kept")
     assert _value(back) == EXPECTED
-    assert "was restored from its state saved at" in _notices(back)
+    assert "session 'kept' was forked from session 'default' at" in _notices(back)
+
+
+async def test_a_fork_that_saved_its_own_state_is_restored_from_it_not_from_the_fork(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    async with open_bridge(tmp_path, check_orphans=False) as bridge:
+        await bridge.run("x = 1\nruntime.fork_session_sync('trial')")
+        first = await bridge.run("x = 5", session="trial")
+        await bridge.run("x", session="trial")  # runs once the state of `x = 5` is on disk
+        for pid in bridge_pids(bridge.state_dir):
+            os.kill(pid, signal.SIGKILL)
+    async with open_bridge(tmp_path) as bridge:
+        back = await bridge.run("x", session="trial")
+    assert "session 'trial' was forked from session 'default' at" in _notices(first)
+    assert _value(back) == "5"
+    assert "session 'trial' was restored from its state saved at" in _notices(back)
+    assert "forked" not in _notices(back)
 
 
 async def test_forking_without_saved_sessions_is_a_clear_error_saying_why(

@@ -1,10 +1,15 @@
 """How the sandbox saves its state: a small one at once in one frame (or as "unchanged" when its
 bytes are those sent last), a large one, or one with user threads running, by a forked child in
-the background; what is saved loads back."""
+the background; what is saved loads back, states of the first format too; a state names the
+modules it needs (bounded)."""
 
 from __future__ import annotations
 
+import io
+import pickle
 import queue
+import struct
+import tarfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,7 +17,18 @@ from typing import Any
 import pytest
 from bridge_protocol import UNCHANGED_SNAPSHOT_PREFIX, Snapshot
 from bridge_sandbox_client import _snapshot
-from bridge_sandbox_client._snapshot import INLINE_LIMIT, SnapshotTaker, restore_state
+from bridge_sandbox_client._preimport import (
+    MAX_HINT_BYTES,
+    MAX_HINT_MODULES,
+    decode_hint,
+    encode_hint,
+)
+from bridge_sandbox_client._snapshot import (
+    INLINE_LIMIT,
+    SnapshotTaker,
+    restore_state,
+    state_hint,
+)
 
 WAIT = 20.0
 
@@ -126,6 +142,62 @@ def test_a_reduce_that_exits_is_a_failed_snapshot_not_an_exit(tmp: Path) -> None
     # Nothing was sent whole: the same state again is not "unchanged".
     frames, _ = host.snapshot({"bad": _Exits()})
     assert not frames[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
+
+
+def test_a_state_names_the_modules_its_pickle_needs_and_not_the_builtins(tmp: Path) -> None:
+    import decimal
+    import fractions
+    import json
+
+    host = Host()
+    state = {"codec": json, "price": [decimal.Decimal("1.5")], "kind": fractions.Fraction}
+    frames, _ = host.snapshot(state)
+    hint = state_hint(_data(frames))
+    assert hint is not None
+    assert {"json", "decimal", "fractions"} <= set(hint)
+    assert "builtins" not in hint
+    namespace: dict[str, Any] = {}
+    assert restore_state(_data(frames), namespace) == ""
+    assert namespace == state
+
+
+def _format_1(values: dict[str, Any], tar: bytes) -> bytes:
+    """A state as the first format wrote it (MCPSNAP1, no hint): still on users' disks."""
+    data = pickle.dumps(values, protocol=5)
+    return b"MCPSNAP1" + struct.pack(">Q", len(data)) + data + tar
+
+
+def _tar(name: str, content: bytes) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w|") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = len(content)
+        tar.addfile(info, io.BytesIO(content))
+    return out.getvalue()
+
+
+def test_a_state_of_the_first_format_still_loads(tmp: Path) -> None:
+    state = _format_1({"x": 41, "words": ["a"]}, _tar("note.txt", b"kept"))
+    assert state_hint(state) == []
+    namespace: dict[str, Any] = {}
+    assert restore_state(state, namespace) == ""
+    assert namespace == {"x": 41, "words": ["a"]}
+    assert (tmp / "note.txt").read_text() == "kept"
+
+
+def test_a_hint_is_bounded_and_only_plain_module_names_are_read() -> None:
+    names = [f"m{i}" for i in range(MAX_HINT_MODULES + 10)]
+    assert len(encode_hint(names).split(b"\n")) == MAX_HINT_MODULES
+    assert len(encode_hint(["x" * 99 + str(i) for i in range(100)])) <= MAX_HINT_BYTES
+    assert encode_hint(["numpy.core.multiarray", "numpy", "builtins", "__main__"]) == b"numpy"
+    hostile = b"os\n../../etc\nos.path\n\x00bad\n" + b"a" * 500 + b"\nsys"
+    assert decode_hint(hostile) == ["os", "sys"]
+    assert len(decode_hint(b"\n".join([b"ok"] * 1000))) == MAX_HINT_MODULES
+    too_long = b"MCPSNAP2" + struct.pack(">H", MAX_HINT_BYTES + 1) + b"x" * (MAX_HINT_BYTES + 1)
+    assert state_hint(too_long) == []
+    assert state_hint(b"MCPSNAP2" + struct.pack(">H", 10) + b"json") is None  # not all here yet
+    assert state_hint(b"MCPS") is None
+    assert state_hint(b"garbage!") == []
 
 
 def test_a_snapshot_taken_while_the_last_one_is_forwarded_follows_it_whole(tmp: Path) -> None:

@@ -1,5 +1,6 @@
 """A sandbox's link to its saved state: whole snapshots are committed, an unchanged one keeps the
-last committed state without writing, and an unchanged one the link cannot vouch for says so."""
+last committed state without writing, and an unchanged one the link cannot vouch for says so; a
+restore sends the state's head first, and a fork's says where it comes from."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from bridge_core.sessions import SessionStore, StoreSettings
-from bridge_core.sessions._durable import DurableLink
-from bridge_protocol import UNCHANGED_SNAPSHOT_PREFIX, Snapshot
+from bridge_core.sessions._durable import FIRST_CHUNK, DurableLink
+from bridge_core.sessions._store import READ_CHUNK
+from bridge_protocol import UNCHANGED_SNAPSHOT_PREFIX, Restore, Restored, Snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -91,6 +93,48 @@ async def test_an_unchanged_snapshot_with_data_is_refused_and_nothing_is_vouched
     path = _state(link)
     assert path is not None
     assert path.read_bytes() == STATE  # the last good state is never lost
+
+
+class _Sandbox:
+    """A channel whose sandbox answers a restore once its last frame has come."""
+
+    def __init__(self, link: DurableLink) -> None:
+        self.link = link
+        self.frames: list[Restore] = []
+
+    async def send(self, message: Restore) -> None:
+        self.frames.append(message)
+        if message.last:
+            self.link.on_restored(Restored(message.restore_id))
+
+
+async def test_a_restore_sends_the_head_of_the_state_ahead_of_the_bulk(link: DurableLink) -> None:
+    # The head names the modules the sandbox imports while the rest arrives: it goes first, in a
+    # small frame; the host only cuts the bytes, it never reads them.
+    state = STATE + bytes(9 * 1024 * 1024)
+    await _snapshot(link, Snapshot("s-1-1", data=state, last=True))
+    sandbox = _Sandbox(link)
+    outcome = await link.restore(sandbox)  # type: ignore[arg-type]
+    assert outcome.error == ""
+    sizes = [len(frame.data) for frame in sandbox.frames]
+    assert sizes[0] == FIRST_CHUNK
+    assert max(sizes) == READ_CHUNK
+    assert b"".join(frame.data for frame in sandbox.frames) == state
+    assert sandbox.frames[-1].last
+
+
+async def test_a_forks_first_restore_says_where_it_comes_from(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, StoreSettings())
+    store.open()
+    writer = store.writer(None, "trial")
+    writer.write(STATE)
+    assert writer.commit_new((), "main") == ""
+    link = DurableLink(store, None, "trial")
+    notice = (await link.restore(_Sandbox(link))).notice("trial")  # type: ignore[arg-type]
+    assert notice.startswith("session 'trial' was forked from session 'main' at ")
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))  # its own state now
+    notice = (await link.restore(_Sandbox(link))).notice("trial")  # type: ignore[arg-type]
+    assert notice.startswith("session 'trial' was restored from its state saved at ")
 
 
 async def test_the_last_snapshot_of_a_reset_session_s_old_sandbox_is_dropped(

@@ -105,14 +105,14 @@ def test_a_fork_is_saved_only_under_a_free_name_and_never_replaces_a_state(
     assert _save(store, b"original", "kept") == ""
     onto_existing = store.writer(None, "kept")
     onto_existing.write(b"fork")
-    assert "exists" in onto_existing.commit_new(())
+    assert "exists" in onto_existing.commit_new((), "origin")
     assert store.saved(None, "kept") is not None
     assert (store.root / next(p.name for p in store.root.glob("*.state"))).read_bytes() == (
         b"original"
     )
     over_budget = store.writer(None, "fresh")
     over_budget.write(b"abc")
-    assert "MCP_BRIDGE_SESSION_STATE_DISK" in over_budget.commit_new(())
+    assert "MCP_BRIDGE_SESSION_STATE_DISK" in over_budget.commit_new((), "origin")
     assert not store.has_saved(None, "fresh")
     assert sorted(p.suffix for p in store.root.iterdir() if p.name != "lock") == [".meta", ".state"]
     store.close()
@@ -196,7 +196,7 @@ def test_a_state_or_fork_begun_before_its_client_left_is_never_installed(tmp_pat
     for writer in (own, fork, other):
         writer.write(b"state")
     assert "reset" in own.commit(())
-    assert "reset" in fork.commit_new(())
+    assert "reset" in fork.commit_new((), "origin")
     assert other.commit(()) == ""  # another client's state is not touched
     assert store.saved("a", "s") is None
     assert store.saved("a", "copy") is None

@@ -47,9 +47,15 @@ from bridge_sandbox_client._display import Displayer, configure_matplotlib, set_
 from bridge_sandbox_client._inbox import Inbox
 from bridge_sandbox_client._interpreter import Interpreter
 from bridge_sandbox_client._modules import install_mcp_modules
+from bridge_sandbox_client._preimport import import_modules
 from bridge_sandbox_client._proxies import Directory, RefusedServer
 from bridge_sandbox_client._runtime import Runtime, build_runtime_module
-from bridge_sandbox_client._snapshot import SnapshotTaker, is_bridge_object, restore_state
+from bridge_sandbox_client._snapshot import (
+    SnapshotTaker,
+    is_bridge_object,
+    restore_state,
+    state_hint,
+)
 from bridge_sandbox_client.errors import PolicyDenied, ToolError
 
 __all__ = ["SandboxClient"]
@@ -62,9 +68,21 @@ MAX_RESTORE_BYTES = 2 * 1024 * 1024 * 1024
 class _RestoreJob:
     __slots__ = ("data", "restore_id")
 
-    def __init__(self, restore_id: str, data: bytes) -> None:
+    def __init__(self, restore_id: str, data: bytearray) -> None:
         self.restore_id = restore_id
         self.data = data
+
+
+class _Preimport:
+    """The modules the state being received needs: imported while the rest of it arrives."""
+
+    __slots__ = ("modules",)
+
+    def __init__(self, modules: list[str]) -> None:
+        self.modules = modules
+
+
+_Job = Execute | Shutdown | _RestoreJob | _Preimport | None
 
 
 class SandboxClient:
@@ -79,8 +97,10 @@ class SandboxClient:
         self._channel = channel
         self._host_gone = host_gone
         channel.on_broken = self._channel_broken
-        self._inbox: Inbox[Execute | Shutdown | _RestoreJob | None] = Inbox()
+        self._inbox: Inbox[_Job] = Inbox()
         self._restoring: tuple[str, bytearray] | None = None
+        self._hinted = False
+        """Whether the state being received has had its hint read (or has none)."""
         self._durable = False
         """Set by the host's first ``Restore``: this sandbox serves a durable session, so its
         state is saved after each successful execution (pool and one-shot sandboxes never are)."""
@@ -134,13 +154,16 @@ class SandboxClient:
             if isinstance(message, _RestoreJob):
                 self._restore(message)
                 continue
+            if isinstance(message, _Preimport):
+                import_modules(message.modules, self.log)
+                continue
             if not isinstance(message, Execute):
                 break
             self._run(message)
         self.capture.end()
         return 0
 
-    def _next_job(self) -> Execute | Shutdown | _RestoreJob | None:
+    def _next_job(self) -> _Job:
         loop = self.interpreter.loop
         if loop.is_closed() or not asyncio.all_tasks(loop):
             return self._inbox.get(loop)
@@ -227,13 +250,20 @@ class SandboxClient:
     def _receive_restore(self, message: Restore) -> None:
         if self._restoring is None or self._restoring[0] != message.restore_id:
             self._restoring = (message.restore_id, bytearray())
+            self._hinted = False
         buffer = self._restoring[1]
         if len(buffer) + len(message.data) > MAX_RESTORE_BYTES:
             raise ProtocolError(f"a saved state of more than {MAX_RESTORE_BYTES} bytes")
         buffer += message.data
+        if not self._hinted and (modules := state_hint(buffer)) is not None:
+            # The main thread is idle until the state is whole: it imports what the state needs
+            # meanwhile, while this thread goes on receiving.
+            self._hinted = True
+            if modules and not message.last:
+                self._inbox.put(_Preimport(modules))
         if message.last:
             self._restoring = None
-            self._inbox.put(_RestoreJob(message.restore_id, bytes(buffer)))
+            self._inbox.put(_RestoreJob(message.restore_id, buffer))
 
     def _interrupt(self, execution_id: str) -> None:
         self.interpreter.interrupt(execution_id)

@@ -14,6 +14,9 @@ serialises the namespace frozen at that instant, tars ``/tmp`` and writes both i
 thread of this process forwards the pipe as ``Snapshot`` frames over the one channel (so frames
 never interleave and no shared filesystem is needed, whatever engine runs the sandbox).
 
+A state starts with the top-level modules its pickle needs (see ``_preimport``): a restoring
+sandbox imports them while the rest of the state still arrives.
+
 The bytes are opaque to the host; only a sandbox of the same session ever loads them. Names whose
 values cannot be pickled (open files, sockets, generators, threads, ...) are left out, named, and
 everything else is kept, shared references included (one pickle of all the good names).
@@ -40,11 +43,17 @@ from typing import Any, BinaryIO
 import cloudpickle  # type: ignore[import-untyped]
 from bridge_protocol import FORK_SNAPSHOT_PREFIX, UNCHANGED_SNAPSHOT_PREFIX, Snapshot
 
-__all__ = ["SnapshotTaker", "restore_state"]
+from bridge_sandbox_client._preimport import MAX_HINT_BYTES, decode_hint, encode_hint
 
-MAGIC = b"MCPSNAP1"
-"""Format marker of a saved state: MAGIC, u64 length of the namespace pickle, the pickle, a tar
+__all__ = ["SnapshotTaker", "restore_state", "state_hint"]
+
+MAGIC = b"MCPSNAP2"
+"""Format marker of a saved state: MAGIC, u16 length of the hint, the hint (the top-level
+modules the pickle needs, one per line), u64 length of the namespace pickle, the pickle, a tar
 stream of ``/tmp``."""
+MAGIC_1 = b"MCPSNAP1"
+"""The first format (no hint: MAGIC_1, u64 length, pickle, tar), still loaded: states saved by
+earlier versions are on users' disks."""
 CHUNK = 4 * 1024 * 1024
 """Bytes per ``Snapshot`` frame (the channel's frame limit is 16 MiB)."""
 INLINE_LIMIT = 256 * 1024
@@ -67,6 +76,11 @@ _GLOBALS = "__main__-globals"
 """Persistent id of the session namespace itself: functions and classes defined by user code
 are restored with the live namespace as their globals, not a private copy of it."""
 _HEADER = struct.Struct(">I")
+_HINT_LENGTH = struct.Struct(">H")
+_PLAIN = frozenset(
+    {int, float, complex, bool, str, bytes, bytearray, tuple, list, dict, set, type(None)}
+)
+"""Types whose objects never name a module (skipped first: a state can hold millions)."""
 _LENGTH = struct.Struct(">Q")
 _OWN_THREADS = "bridge-"
 """Name prefix of the sandbox client's own threads (any other live thread is user code's)."""
@@ -143,9 +157,22 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
         # cloudpickle gives the functions of one module a fresh globals dict, kept here by the
         # id of their real globals: ours is replaced by a marker the loader resolves.
         self._globals = self.globals_ref.setdefault(id(namespace), {"__name__": "__main__"})
+        self.needed: dict[str, None] = {}
+        """Modules the loader imports: of the modules, classes and functions pickled (those
+        pickled by reference are imported by name), in first-seen order."""
 
     def persistent_id(self, obj: Any) -> str | None:
-        return _GLOBALS if obj is self._globals else None
+        # Called for every object pickled: the cheapest place to see what the loader imports.
+        if obj is self._globals:
+            return _GLOBALS
+        cls = type(obj)
+        if cls in _PLAIN:
+            return None
+        if cls is types.ModuleType:
+            self.needed[obj.__name__] = None
+        elif _by_name(obj) and isinstance(module := getattr(obj, "__module__", None), str):
+            self.needed[module] = None
+        return None
 
     def reducer_override(self, obj: Any) -> Any:
         if self._inline:
@@ -155,6 +182,15 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
             if hooked:
                 raise _SessionHooks
         return super().reducer_override(obj)
+
+
+def _by_name(obj: Any) -> bool:
+    """Whether ``obj`` is a class or a function: what a pickle imports by name. An instance
+    (which has no ``__qualname__`` of its own) does not count: its own type may never be imported
+    at all (its reduce names what it is rebuilt from)."""
+    return isinstance(obj, type) or (
+        callable(obj) and isinstance(getattr(obj, "__qualname__", None), str)
+    )
 
 
 class _Unpickler(pickle.Unpickler):
@@ -168,12 +204,31 @@ class _Unpickler(pickle.Unpickler):
         return self._namespace
 
 
-def _dumps(values: dict[str, Any], namespace: dict[str, Any], limit: int | None = None) -> bytes:
+class Pickled:
+    """The pickle of a namespace's saveable names, and what it needs and left out."""
+
+    __slots__ = ("data", "hint", "unsaved")
+
+    def __init__(self, data: bytes, hint: bytes, unsaved: list[str]) -> None:
+        self.data = data
+        self.hint = hint
+        self.unsaved = unsaved
+
+    def header(self) -> bytes:
+        """What precedes the pickle in a saved state."""
+        return MAGIC + _HINT_LENGTH.pack(len(self.hint)) + self.hint + _LENGTH.pack(len(self.data))
+
+
+def _dumps(
+    values: dict[str, Any], namespace: dict[str, Any], limit: int | None = None
+) -> tuple[bytes, bytes]:
+    """The pickle of ``values``, and its hint."""
     # Protocol 5: numpy and pandas hand their buffers over uncopied, so a capped buffer refuses
     # a large array before its bytes are copied.
     buffer = _Capped(limit)
-    _Pickler(buffer, namespace, inline=limit is not None).dump(values)
-    return buffer.getvalue()
+    pickler = _Pickler(buffer, namespace, inline=limit is not None)
+    pickler.dump(values)
+    return buffer.getvalue(), encode_hint(pickler.needed)
 
 
 def _saveable(namespace: dict[str, Any], skip: Callable[[str, Any], bool]) -> dict[str, Any]:
@@ -186,14 +241,14 @@ def _saveable(namespace: dict[str, Any], skip: Callable[[str, Any], bool]) -> di
 
 def pickle_namespace(
     namespace: dict[str, Any], skip: Callable[[str, Any], bool], limit: int | None = None
-) -> tuple[bytes, list[str]]:
-    """The pickle of every saveable name, and ``"name (type): reason"`` for each left out.
+) -> Pickled:
+    """The pickle of every saveable name, with ``"name (type): reason"`` for each left out.
 
     Raises :class:`_TooLarge` past ``limit`` bytes.
     """
     values = _saveable(namespace, skip)
     try:
-        return _dumps(values, namespace, limit), []
+        return Pickled(*_dumps(values, namespace, limit), [])
     except _TooLarge:
         raise
     except Exception:
@@ -211,7 +266,7 @@ def pickle_namespace(
                 unsaved.append(f"{name[:100]} ({_type_name(value)}): {describe_error(exc)}")
             else:
                 unsaved[-1] = "(more names could not be saved either; they are not listed)"
-    return _dumps(values, namespace, limit), unsaved
+    return Pickled(*_dumps(values, namespace, limit), unsaved)
 
 
 def describe_error(exc: BaseException) -> str:
@@ -269,12 +324,12 @@ def inline_state(
     """The saved state, built in this process: raises :class:`_TooLarge` past the limit."""
     if not _tmp_is_small():
         raise _TooLarge
-    data, unsaved = pickle_namespace(namespace, skip, INLINE_LIMIT)
+    pickled = pickle_namespace(namespace, skip, INLINE_LIMIT)
     out = _Capped(INLINE_LIMIT)
-    out.write(MAGIC + _LENGTH.pack(len(data)))
-    out.write(data)
+    out.write(pickled.header())
+    out.write(pickled.data)
     _write_tmp(out)
-    return out.getvalue(), unsaved
+    return out.getvalue(), pickled.unsaved
 
 
 class SnapshotTaker:
@@ -422,13 +477,13 @@ def _child(write_fd: int, namespace: dict[str, Any], skip: Callable[[str, Any], 
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 1)
         os.dup2(null, 2)
-        data, unsaved = pickle_namespace(namespace, skip)
+        pickled = pickle_namespace(namespace, skip)
         with os.fdopen(write_fd, "wb", buffering=CHUNK) as out:
-            header = json.dumps(unsaved).encode()
+            header = json.dumps(pickled.unsaved).encode()
             out.write(_HEADER.pack(len(header)) + header)
-            out.write(MAGIC + _LENGTH.pack(len(data)))
-            out.write(data)
-            del data
+            out.write(pickled.header())
+            out.write(pickled.data)
+            del pickled
             _write_tmp(out)
         status = 0
     except BaseException:  # the parent reports the exit status
@@ -437,26 +492,56 @@ def _child(write_fd: int, namespace: dict[str, Any], skip: Callable[[str, Any], 
         os._exit(status)
 
 
-def restore_state(data: bytes, namespace: dict[str, Any]) -> str:
+def state_hint(head: bytes | bytearray) -> list[str] | None:
+    """The modules named by the hint at the start of a state (``head``: its first bytes); None
+    when ``head`` is too short to tell, [] for a state without one (format 1, or not a state)."""
+    prefix = len(MAGIC) + _HINT_LENGTH.size
+    if len(head) < prefix:
+        return None if MAGIC.startswith(bytes(head)) else []
+    if head[: len(MAGIC)] != MAGIC:
+        return []
+    (length,) = _HINT_LENGTH.unpack_from(head, len(MAGIC))
+    if length > MAX_HINT_BYTES:
+        return []
+    if len(head) < prefix + length:
+        return None
+    return decode_hint(bytes(head[prefix : prefix + length]))
+
+
+def _pickle_start(data: bytes | bytearray) -> int | str:
+    """Where the pickle's u64 length is in ``data``, or why ``data`` is not a saved state."""
+    if data.startswith(MAGIC_1):
+        return len(MAGIC_1)
+    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + _HINT_LENGTH.size:
+        return "it is not a saved session state (wrong format marker)"
+    hint: int = _HINT_LENGTH.unpack_from(data, len(MAGIC))[0]
+    return len(MAGIC) + _HINT_LENGTH.size + hint
+
+
+def restore_state(data: bytes | bytearray, namespace: dict[str, Any]) -> str:
     """Load a saved state into ``namespace`` and ``/tmp``; return "" or why it was refused.
 
     All or nothing for the namespace: on any error it is left exactly as it was.
     """
     if not data:
         return ""
-    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + _LENGTH.size:
-        return "it is not a saved session state (wrong format marker)"
-    start = len(MAGIC) + _LENGTH.size
-    (length,) = _LENGTH.unpack_from(data, len(MAGIC))
+    at = _pickle_start(data)
+    if isinstance(at, str):
+        return at
+    if len(data) < at + _LENGTH.size:
+        return "it is truncated"
+    (length,) = _LENGTH.unpack_from(data, at)
+    start = at + _LENGTH.size
     if start + length > len(data):
         return "it is truncated"
     before = dict(namespace)
+    view = memoryview(data)  # slices without copies (a state can be hundreds of MB)
     try:
-        values = _Unpickler(io.BytesIO(data[start : start + length]), namespace).load()
+        values = _Unpickler(io.BytesIO(view[start : start + length]), namespace).load()
         if not isinstance(values, dict):
             raise pickle.UnpicklingError(f"expected a dict of names, got {type(values).__name__}")
         namespace.update(values)
-        with tarfile.open(fileobj=io.BytesIO(data[start + length :]), mode="r|") as tar:
+        with tarfile.open(fileobj=io.BytesIO(view[start + length :]), mode="r|") as tar:
             tar.extractall(TMP, filter="tar")
     except Exception as exc:
         namespace.clear()

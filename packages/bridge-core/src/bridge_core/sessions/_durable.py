@@ -63,6 +63,10 @@ MAX_UNSAVED_SHOWN = 10
 """Unsaved names quoted in one notice (the rest are counted)."""
 KEEP_EVERY = 3600.0
 """Seconds between two refreshes of an unchanged saved state's retention clock (at most)."""
+FIRST_CHUNK = 64 * 1024
+"""Bytes of the first ``Restore`` frame: the head of a state names the modules the sandbox
+imports while the rest arrives, so it goes ahead of the 4 MiB frames (the host never reads it:
+only the frame is smaller)."""
 
 
 class RestoreOutcome:
@@ -82,10 +86,16 @@ class RestoreOutcome:
         state = self.state
         if state is None:
             return ""
-        notice = (
-            f"session {name!r} was restored from its state saved at {saved_at(state)} "
-            "(after its last successful execution)"
-        )
+        if state.forked_from:
+            notice = (
+                f"session {name!r} was forked from session {state.forked_from!r} at "
+                f"{saved_at(state)}: it starts from that session's state of that moment"
+            )
+        else:
+            notice = (
+                f"session {name!r} was restored from its state saved at {saved_at(state)} "
+                "(after its last successful execution)"
+            )
         if state.unsaved:
             notice += f"; these names could not be saved: {describe_unsaved(state.unsaved)}"
         return notice
@@ -285,8 +295,10 @@ class DurableLink:
                 # Streamed: the bridge holds one frame of it at a time.
                 handle = await anyio.to_thread.run_sync(state.path.open, "rb")
                 try:
-                    while chunk := await anyio.to_thread.run_sync(handle.read, READ_CHUNK):
+                    size = FIRST_CHUNK
+                    while chunk := await anyio.to_thread.run_sync(handle.read, size):
                         await channel.send(Restore(restore_id, data=chunk))
+                        size = READ_CHUNK
                 finally:
                     handle.close()
                 await anyio.to_thread.run_sync(self.store.touch, state)
@@ -384,7 +396,9 @@ class DurableLink:
                 error = f"a session named {fork.name!r} was opened while the fork was saved"
             else:
                 try:
-                    error = await anyio.to_thread.run_sync(writer.commit_new, message.unsaved)
+                    error = await anyio.to_thread.run_sync(
+                        writer.commit_new, message.unsaved, self.name
+                    )
                 except OSError as exc:
                     writer.abort()
                     error = f"the state could not be written: {exc.strerror or exc}"

@@ -22,6 +22,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import math
 import os
 import tempfile
 import threading
@@ -40,6 +41,8 @@ READ_CHUNK = 4 * 1024 * 1024
 """Bytes per ``Restore`` frame (the channel's frame limit is 16 MiB)."""
 MAX_UNSAVED_LISTED = 50
 MAX_UNSAVED_CHARS = 300
+MAX_ORIGIN_CHARS = 200
+"""Characters of a fork's origin read back from its metadata (a session name is far shorter)."""
 _SUFFIX = ".state"
 _META = ".meta"
 
@@ -78,6 +81,8 @@ class SavedState:
     size: int
     saved_at: float
     unsaved: tuple[str, ...]
+    forked_from: str = ""
+    """The session this state was forked from, until the fork saves a state of its own."""
 
 
 class SessionStore:
@@ -185,10 +190,15 @@ class SessionStore:
         except OSError:
             return None
         unsaved: tuple[str, ...] = ()
-        with contextlib.suppress(OSError, ValueError, TypeError):
+        forked_from = ""
+        at = info.st_mtime  # a state without its time in the metadata (older versions)
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
             meta = json.loads(base.with_suffix(_META).read_text(encoding="utf-8"))
             unsaved = tuple(str(item)[:MAX_UNSAVED_CHARS] for item in meta["unsaved"])
-        return SavedState(path, info.st_size, info.st_mtime, unsaved[:MAX_UNSAVED_LISTED])
+            forked_from = str(meta.get("forked_from") or "")[:MAX_ORIGIN_CHARS]
+            if math.isfinite(when := float(meta.get("saved_at", at))):
+                at = when
+        return SavedState(path, info.st_size, at, unsaved[:MAX_UNSAVED_LISTED], forked_from)
 
     def has_saved(self, client: str | None, name: str) -> bool:
         return self._base(client, name).with_suffix(_SUFFIX).exists()
@@ -348,8 +358,9 @@ class StateWriter:
         self._write_meta(unsaved)
         return ""
 
-    def commit_new(self, unsaved: tuple[str, ...]) -> str:
-        """Like :meth:`commit` for a state that must not replace one (a fork): "" or why not."""
+    def commit_new(self, unsaved: tuple[str, ...], forked_from: str) -> str:
+        """Like :meth:`commit` for a fork of session ``forked_from``, whose state must not
+        replace one: "" or why not."""
         if error := self._finish():
             return error
         try:
@@ -361,7 +372,7 @@ class StateWriter:
             raise
         if refused:
             return refused
-        self._write_meta(unsaved)
+        self._write_meta(unsaved, forked_from)
         return ""
 
     def _finish(self) -> str:
@@ -372,8 +383,16 @@ class StateWriter:
         self._done = True  # its bytes leave the reserve in the commit
         return ""
 
-    def _write_meta(self, unsaved: tuple[str, ...]) -> None:
-        meta = {"unsaved": [item[:MAX_UNSAVED_CHARS] for item in unsaved[:MAX_UNSAVED_LISTED]]}
+    def _write_meta(self, unsaved: tuple[str, ...], forked_from: str = "") -> None:
+        # Written by the host only; a state the session saves itself has no origin any more.
+        # The time is kept here, not read from the file's mtime: using a state refreshes its
+        # mtime (retention counts from its last use).
+        meta: dict[str, object] = {
+            "unsaved": [item[:MAX_UNSAVED_CHARS] for item in unsaved[:MAX_UNSAVED_LISTED]],
+            "saved_at": time.time(),
+        }
+        if forked_from:
+            meta["forked_from"] = forked_from
         write_private(self._base.with_suffix(_META), json.dumps(meta).encode())
 
     def abort(self) -> None:
