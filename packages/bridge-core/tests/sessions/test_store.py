@@ -203,3 +203,16 @@ def test_a_state_or_fork_begun_before_its_client_left_is_never_installed(tmp_pat
     assert store.saved("b", "s") is not None
     assert store.total_bytes() == len(b"state")
     store.close()
+
+
+def test_deleting_what_never_saved_leaves_no_trace_in_the_bridge(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, StoreSettings())
+    store.open()
+    for n in range(1000):  # resets of names never run, HTTP clients leaving without a session
+        store.delete(None, f"never-{n}")
+        store.delete_client(f"client-{n}")
+    assert len(store._deletions) == 0
+    store.epoch("a", "s")
+    store.delete("a", "s")
+    assert len(store._deletions) == 2  # the session and its client, counted once each
+    store.close()

@@ -100,7 +100,9 @@ class SessionStore:
         """Bytes written so far by the states still being written, per owner."""
         self._deletions: Counter[str] = Counter()
         """How often each session's states (by file name) and each owner's were deleted: a state
-        begun before a deletion (a reset, a client gone) is never installed after it."""
+        begun before a deletion (a reset, a client gone) is never installed after it. Only what
+        an epoch was taken for is counted (a sandbox or a fork saves there): resets of names
+        never run and clients leaving without a session add nothing."""
         self.refusal = ""
         """Why this bridge keeps no saved state ("" once :meth:`open` took the store)."""
 
@@ -158,7 +160,7 @@ class SessionStore:
     def delete_client(self, client: str | None) -> None:
         owner = self._owner(client)
         with self._budget:
-            self._deletions[owner] += 1
+            _bump(self._deletions, owner)
         for entry in self.root.glob(f"{owner}-*"):
             self._unlink(entry)
 
@@ -167,7 +169,8 @@ class SessionStore:
         at commit if the session's states were deleted meanwhile."""
         base = self._base(client, name)
         with self._budget:
-            return Epoch(base.name, self._deletions[base.name], self._deletions[_owner_of(base)])
+            own = self._deletions.setdefault(base.name, 0)
+            return Epoch(base.name, own, self._deletions.setdefault(_owner_of(base), 0))
 
     def _outdated(self, epoch: Epoch | None) -> bool:
         """Whether the session of ``epoch`` was deleted since (call with ``_budget`` held)."""
@@ -217,7 +220,7 @@ class SessionStore:
     def delete(self, client: str | None, name: str) -> None:
         base = self._base(client, name)
         with self._budget:
-            self._deletions[base.name] += 1
+            _bump(self._deletions, base.name)
         for suffix in (_SUFFIX, _META):
             self._unlink(base.with_suffix(suffix))
 
@@ -294,6 +297,12 @@ class SessionStore:
             self._committed[owner] += size
             self._reserved[owner] -= size
             return ""
+
+
+def _bump(deletions: Counter[str], key: str) -> None:
+    """Count a deletion of ``key`` if a state of it may be in flight (an epoch was taken)."""
+    if key in deletions:
+        deletions[key] += 1
 
 
 def _owner_of(path: Path) -> str:
