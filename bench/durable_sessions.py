@@ -42,12 +42,16 @@ BIG = (
     "df = pd.DataFrame({'i': np.arange(2_000_000), 'v': rng.random(2_000_000)})\n"
     "round(a.nbytes / 2**20 + df.memory_usage().sum() / 2**20)"
 )
+BYTES = "import os\nb = os.urandom(48 * 2**20)\nlen(b)"
+"""~50 MB restored without a module to import: the transfer's floor."""
 SMALL = "x = 1\ndef f(n):\n    return n + x\nimport json\nopen('/tmp/note', 'w').write('hi')"
 
 
 def _manager(runtime: RuntimeBackend, state: Path, image: str, *, durable: bool, pool: int = 0
              ) -> SessionManager:  # fmt: skip
-    config = SessionConfig(image=image, pool_size=pool, max_timeout=900.0)
+    # pool_preimport as a stdio bridge (one client) runs: its warm pool imports what the saved
+    # sessions' states name.
+    config = SessionConfig(image=image, pool_size=pool, max_timeout=900.0, pool_preimport=True)
     store = SessionStore(state, StoreSettings(name="bench")) if durable else None
     return SessionManager(
         config, runtime=runtime, gateway=NullGateway(), state_dir=state, store=store
@@ -100,26 +104,28 @@ async def _restore(runtime: RuntimeBackend, state: Path, image: str, check: str 
 
 SMALL_CHECK = "f(1), open('/tmp/note').read()"
 BIG_CHECK = "len(df) + len(a)"
+BYTES_CHECK = "len(b)"
 
 
 async def _restores(runtime: RuntimeBackend, root: Path, images: list[str], rounds: int
                     ) -> None:  # fmt: skip
     """The first call after a restart, per image, alternating the images round by round."""
     cases = [("new empty session", None, None), ("small session restored", SMALL, SMALL_CHECK),
-             ("~50 MB numpy/pandas session restored", BIG, BIG_CHECK)]  # fmt: skip
+             ("~50 MB numpy/pandas session restored", BIG, BIG_CHECK),
+             ("~50 MB of bytes restored (no imports)", BYTES, BYTES_CHECK)]  # fmt: skip
     sizes: dict[tuple[str, str], int] = {}
     for i, image in enumerate(images):
-        for label, code, _ in cases:
+        for c, (label, code, _) in enumerate(cases):
             if code is not None:
-                sizes[image, label] = await _save(runtime, root / f"r{i}-{label[:5]}", image, code)
+                sizes[image, label] = await _save(runtime, root / f"r{i}-{c}", image, code)
     took: dict[tuple[str, str, int], list[float]] = {}
     fresh = itertools.count()
     for _ in range(rounds):
         for pool in (0, 1):
             for i, image in enumerate(images):
-                for label, _, check in cases:
+                for c, (label, _, check) in enumerate(cases):
                     # A new empty session: a fresh state dir each time, nothing to restore.
-                    state = root / (f"r{i}-{label[:5]}" if check else f"e{next(fresh)}")
+                    state = root / (f"r{i}-{c}" if check else f"e{next(fresh)}")
                     took.setdefault((image, label, pool), []).append(
                         await _restore(runtime, state, image, check, pool)
                     )

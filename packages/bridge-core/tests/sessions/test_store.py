@@ -216,3 +216,59 @@ def test_deleting_what_never_saved_leaves_no_trace_in_the_bridge(tmp_path: Path)
     store.delete("a", "s")
     assert len(store._deletions) == 2  # the session and its client, counted once each
     store.close()
+
+
+def _state(hint: bytes, declared: int | None = None) -> bytes:
+    length = len(hint) if declared is None else declared
+    return b"MCPSNAP2" + length.to_bytes(2, "big") + hint + b"\0" * 8 + b"pickle-never-read"
+
+
+def test_a_states_module_hint_is_read_from_its_head(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, StoreSettings())
+    store.open()
+    assert _save(store, _state(b"numpy\npandas\npyarrow"), "data") == ""
+    assert store.hint(None, "data") == ("numpy", "pandas", "pyarrow")
+    assert store.hint(None, "never-saved") == ()
+    store.close()
+
+
+def test_a_hostile_module_hint_is_dropped_whole(tmp_path: Path) -> None:
+    """The sandbox wrote the head: anything but plain module names within the limits, and the
+    host passes nothing on (never a path, a dotted name, an option, or an endless list)."""
+    store = SessionStore(tmp_path, StoreSettings())
+    store.open()
+    hostile = {
+        "path": b"numpy\n../../etc/passwd",
+        "dotted": b"numpy\nos.path",
+        "option": b"numpy\n-c",
+        "space": b"numpy\nimport os",
+        "empty line": b"numpy\n\npandas",
+        "non-ascii": "numpy\nnümpy".encode(),
+        "repeated": b"numpy\nnumpy",
+        "too many": b"\n".join(b"m%d" % i for i in range(65)),
+        "too long": b"a" * 101,
+        "over the size": b"\n".join([b"m" * 99] * 30),
+        "NUL": b"numpy\x00",
+    }
+    for i, raw in enumerate(hostile.values()):
+        assert _save(store, _state(raw), f"s{i}") == ""
+    assert _save(store, _state(b"numpy", declared=2049), "declared") == ""
+    assert _save(store, b"MCPSNAP1" + b"\0" * 8 + b"old", "format-1") == ""
+    assert _save(store, b"not a state", "garbage") == ""
+    for i, what in enumerate(hostile):
+        assert store.hint(None, f"s{i}") == (), what
+    for name in ("declared", "format-1", "garbage"):
+        assert store.hint(None, name) == (), name
+    store.close()
+
+
+def test_the_pool_hint_merges_the_most_recent_states_of_one_client(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, StoreSettings())
+    store.open()
+    for i, hint in enumerate((b"old_only", b"numpy\npandas", b"pandas\nsklearn")):
+        assert _save(store, _state(hint), f"s{i}") == ""
+        os.utime(store.saved(None, f"s{i}").path, (1000 + i, 1000 + i))  # type: ignore[union-attr]
+    assert _save(store, _state(b"theirs"), "s", client="someone-else") == ""
+    assert store.recent_hints(None, 2) == ("pandas", "sklearn", "numpy")
+    assert "theirs" not in store.recent_hints(None, 8)
+    store.close()

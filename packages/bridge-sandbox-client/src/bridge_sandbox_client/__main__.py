@@ -27,8 +27,10 @@ from bridge_protocol import ProtocolError
 from bridge_protocol.paths import SANDBOX_CHANNEL_SOCKET
 
 from bridge_sandbox_client import __version__
-from bridge_sandbox_client._channel import Channel, Refused
+from bridge_sandbox_client._channel import Channel, Refused, signals_deferred
 from bridge_sandbox_client._client import SandboxClient
+from bridge_sandbox_client._display import configure_matplotlib
+from bridge_sandbox_client._preimport import EarlyImports
 from bridge_sandbox_client._stdio import StdioPipes
 
 __all__ = ["EXIT_CHANNEL_FAILED", "EXIT_REFUSED", "main"]
@@ -76,6 +78,14 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     keep the sandbox alive after the host said goodbye.
     """
     args = _parser().parse_args(argv)
+    # Modules the host named for the state this sandbox will restore: imported while it connects
+    # and the state arrives (a thread; the client waits for it before it runs anything).
+    # Signals stay with the main thread; matplotlib must find its backend set when it loads.
+    early = EarlyImports()
+    if early.modules:
+        configure_matplotlib()
+        with signals_deferred():
+            early.start()
     if args.stdio:
         channel = Channel(StdioPipes.take_stdio())
     else:
@@ -91,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     except (OSError, ProtocolError) as exc:
         channel.close()
         _fail(f"handshake with the host failed: {exc}", EXIT_CHANNEL_FAILED)
-    client = SandboxClient(channel, host_gone=partial(_hard_exit, 0))
+    client = SandboxClient(channel, host_gone=partial(_hard_exit, 0), early=early)
     try:
         status = client.serve()
     except BaseException:

@@ -47,7 +47,7 @@ from bridge_sandbox_client._display import Displayer, configure_matplotlib, set_
 from bridge_sandbox_client._inbox import Inbox
 from bridge_sandbox_client._interpreter import Interpreter
 from bridge_sandbox_client._modules import install_mcp_modules
-from bridge_sandbox_client._preimport import import_modules
+from bridge_sandbox_client._preimport import EarlyImports, import_modules
 from bridge_sandbox_client._proxies import Directory, RefusedServer
 from bridge_sandbox_client._runtime import Runtime, build_runtime_module
 from bridge_sandbox_client._snapshot import (
@@ -93,8 +93,16 @@ class SandboxClient:
     outlives its host, whatever the code running at that moment does with the interrupt.
     """
 
-    def __init__(self, channel: Channel, *, host_gone: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        *,
+        host_gone: Callable[[], object] | None = None,
+        early: EarlyImports | None = None,
+    ) -> None:
         self._channel = channel
+        self._early = early
+        """Imports started at the process's start: waited for before the first job."""
         self._host_gone = host_gone
         channel.on_broken = self._channel_broken
         self._inbox: Inbox[_Job] = Inbox()
@@ -151,6 +159,10 @@ class SandboxClient:
         defer_signals_outside_user_code()
         while True:
             message = self._next_job()
+            if self._early is not None:
+                for error in self._early.join():
+                    self.log(error)
+                self._early = None
             if isinstance(message, _RestoreJob):
                 self._restore(message)
                 continue

@@ -17,19 +17,27 @@ that follows then reports what failed, exactly as without a hint.
 from __future__ import annotations
 
 import importlib
-import re
 import sys
+import threading
 from collections.abc import Callable, Iterable
 
-__all__ = ["MAX_HINT_BYTES", "MAX_HINT_MODULES", "decode_hint", "encode_hint", "import_modules"]
+from bridge_protocol.hints import (
+    MAX_HINT_BYTES,
+    MAX_HINT_MODULES,
+    lenient_hint,
+)
+from bridge_protocol.hints import encode_hint as _encode_roots
+from bridge_protocol.paths import SANDBOX_PREIMPORT_FILE
 
-MAX_HINT_BYTES = 2048
-"""Largest hint written or read (a session's data rarely comes from more than ten packages)."""
-MAX_HINT_MODULES = 64
-"""Most module names written or read."""
-NEEDLESS = frozenset({"builtins", "__main__", "copyreg", "_codecs", "cloudpickle"})
-"""Roots every sandbox has loaded before it restores anything: never worth a hint."""
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+__all__ = [
+    "MAX_HINT_BYTES",
+    "MAX_HINT_MODULES",
+    "EarlyImports",
+    "decode_hint",
+    "encode_hint",
+    "import_modules",
+]
+
 SWITCH_INTERVAL = 0.0005
 """The GIL switch interval while importing (default 5 ms): the reader thread, which receives the
 rest of the state meanwhile, gets the GIL back within this after each of its socket reads."""
@@ -38,27 +46,54 @@ rest of the state meanwhile, gets the GIL back within this after each of its soc
 def encode_hint(modules: Iterable[str]) -> bytes:
     """The hint for ``modules`` (dotted names, any order, repeats allowed): their roots, once
     each, in first-seen order, cut to the limits."""
-    roots: list[str] = []
-    size = 0
-    for module in modules:
-        root = module.partition(".")[0]
-        if root in NEEDLESS or root in roots or not _NAME.fullmatch(root):
-            continue
-        size += len(root) + 1
-        if size > MAX_HINT_BYTES or len(roots) == MAX_HINT_MODULES:
-            break
-        roots.append(root)
-    return "\n".join(roots).encode("ascii")
+    return _encode_roots([module.partition(".")[0] for module in modules])
 
 
 def decode_hint(raw: bytes) -> list[str]:
     """The module names of a hint read from a state (bounded; anything odd is dropped)."""
-    names = []
-    for part in raw[:MAX_HINT_BYTES].split(b"\n")[:MAX_HINT_MODULES]:
-        name = part.decode("ascii", "replace")
-        if _NAME.fullmatch(name) and name not in NEEDLESS:
-            names.append(name)
-    return names
+    return lenient_hint(raw)
+
+
+class EarlyImports:
+    """The modules the host named in the channel directory before this sandbox started: imported
+    by a thread from the process's start, while it connects and the host sends the state.
+
+    The main thread :meth:`join`\\ s it before it runs anything (a restore, an execution): no
+    import is ever half done under user code or a snapshot's ``fork()``.
+    """
+
+    def __init__(self, path: str = SANDBOX_PREIMPORT_FILE) -> None:
+        self.modules = _read_names(path)
+        self.errors: list[str] = []
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.modules:
+            self._thread = threading.Thread(
+                target=import_modules,
+                args=(self.modules, self.errors.append),
+                name="bridge-preimport",
+                daemon=True,
+            )
+            self._thread.start()
+
+    def join(self) -> list[str]:
+        """Wait for the imports (at once if none); the failures to log, once."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        errors, self.errors = self.errors, []
+        return errors
+
+
+def _read_names(path: str) -> list[str]:
+    # Written by the host, which validated each name; read as hostile all the same.
+    try:
+        with open(path, "rb") as file:
+            raw = file.read(MAX_HINT_BYTES + 1)
+    except OSError:
+        return []
+    return lenient_hint(raw) if len(raw) <= MAX_HINT_BYTES else []
 
 
 def import_modules(names: Iterable[str], log: Callable[[str], None]) -> None:

@@ -42,18 +42,18 @@ from typing import Any, BinaryIO
 
 import cloudpickle  # type: ignore[import-untyped]
 from bridge_protocol import FORK_SNAPSHOT_PREFIX, UNCHANGED_SNAPSHOT_PREFIX, Snapshot
+from bridge_protocol.hints import HINT_LENGTH as _HINT_LENGTH
+from bridge_protocol.hints import STATE_MAGIC as MAGIC
+from bridge_protocol.hints import STATE_MAGIC_1 as MAGIC_1
+from bridge_protocol.hints import hint_from_head
 
-from bridge_sandbox_client._preimport import MAX_HINT_BYTES, decode_hint, encode_hint
+from bridge_sandbox_client._preimport import encode_hint
 
 __all__ = ["SnapshotTaker", "restore_state", "state_hint"]
 
-MAGIC = b"MCPSNAP2"
-"""Format marker of a saved state: MAGIC, u16 length of the hint, the hint (the top-level
-modules the pickle needs, one per line), u64 length of the namespace pickle, the pickle, a tar
-stream of ``/tmp``."""
-MAGIC_1 = b"MCPSNAP1"
-"""The first format (no hint: MAGIC_1, u64 length, pickle, tar), still loaded: states saved by
-earlier versions are on users' disks."""
+# A saved state: MAGIC, u16 length of the hint, the hint (the top-level modules the pickle
+# needs, one per line; see bridge_protocol.hints), u64 length of the namespace pickle, the pickle,
+# a tar stream of ``/tmp``. MAGIC_1 states (no hint) from earlier versions still load.
 CHUNK = 4 * 1024 * 1024
 """Bytes per ``Snapshot`` frame (the channel's frame limit is 16 MiB)."""
 INLINE_LIMIT = 256 * 1024
@@ -76,7 +76,6 @@ _GLOBALS = "__main__-globals"
 """Persistent id of the session namespace itself: functions and classes defined by user code
 are restored with the live namespace as their globals, not a private copy of it."""
 _HEADER = struct.Struct(">I")
-_HINT_LENGTH = struct.Struct(">H")
 _PLAIN = frozenset(
     {int, float, complex, bool, str, bytes, bytearray, tuple, list, dict, set, type(None)}
 )
@@ -495,17 +494,7 @@ def _child(write_fd: int, namespace: dict[str, Any], skip: Callable[[str, Any], 
 def state_hint(head: bytes | bytearray) -> list[str] | None:
     """The modules named by the hint at the start of a state (``head``: its first bytes); None
     when ``head`` is too short to tell, [] for a state without one (format 1, or not a state)."""
-    prefix = len(MAGIC) + _HINT_LENGTH.size
-    if len(head) < prefix:
-        return None if MAGIC.startswith(bytes(head)) else []
-    if head[: len(MAGIC)] != MAGIC:
-        return []
-    (length,) = _HINT_LENGTH.unpack_from(head, len(MAGIC))
-    if length > MAX_HINT_BYTES:
-        return []
-    if len(head) < prefix + length:
-        return None
-    return decode_hint(bytes(head[prefix : prefix + length]))
+    return hint_from_head(head, strict=False)
 
 
 def _pickle_start(data: bytes | bytearray) -> int | str:

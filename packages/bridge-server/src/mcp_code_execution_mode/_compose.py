@@ -46,8 +46,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def session_config(settings: Settings) -> SessionConfig:
-    """The session manager's configuration from the settings."""
+def session_config(settings: Settings, *, single_client: bool = False) -> SessionConfig:
+    """The session manager's configuration from the settings (``single_client``: a stdio
+    bridge, whose warm pool serves its one client only)."""
     return SessionConfig(
         image=settings.image,
         limits=SandboxLimits(
@@ -69,6 +70,7 @@ def session_config(settings: Settings) -> SessionConfig:
         max_calls_in_flight=settings.max_calls_in_flight,
         max_call_bytes=settings.max_call_bytes,
         image_advice=image_advice(settings),
+        pool_preimport=single_client,
     )
 
 
@@ -133,8 +135,9 @@ def _tighten_state_dir(path: Path) -> Path:
     return path
 
 
-def executor_factory(settings: Settings) -> ExecutorFactory:
-    """Opens the whole bridge for one server lifetime; yields the session manager."""
+def executor_factory(settings: Settings, *, single_client: bool = False) -> ExecutorFactory:
+    """Opens the whole bridge for one server lifetime; yields the session manager
+    (``single_client``: served over stdio)."""
 
     @asynccontextmanager
     async def open_executor() -> AsyncIterator[Executor]:
@@ -186,7 +189,7 @@ def executor_factory(settings: Settings) -> ExecutorFactory:
                 approvals=approvals,
             ) as gateway,
             SessionManager(
-                session_config(settings),
+                session_config(settings, single_client=single_client),
                 runtime=connect_runtime,
                 gateway=gateway,
                 state_dir=state_dir / "sessions",

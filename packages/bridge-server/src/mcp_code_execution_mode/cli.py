@@ -329,11 +329,11 @@ def _serve_misconfigured(problem: str, fix: str) -> int:
     return 0
 
 
-def _load_executor_factory(settings: Settings) -> ExecutorFactory:
+def _load_executor_factory(settings: Settings, *, single_client: bool = False) -> ExecutorFactory:
     # Imports most of bridge-core (runtime backends, sessions, proxy, search): see _background.
     from mcp_code_execution_mode._compose import executor_factory
 
-    return executor_factory(settings)
+    return executor_factory(settings, single_client=single_client)
 
 
 def _serve(settings: Settings, http: str | None) -> int:
@@ -349,7 +349,7 @@ def _serve(settings: Settings, http: str | None) -> int:
         from mcp_code_execution_mode._background import background_factory
 
         # One client, which waits for `initialize` before anything else: answer it first.
-        load = functools.partial(_load_executor_factory, settings)
+        load = functools.partial(_load_executor_factory, settings, single_client=True)
         anyio.run(serve_stdio, settings, background_factory(load))
         _skip_final_collection()
         return 0

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import anyio
 from anyio.abc import SocketListener, SocketStream
-from bridge_protocol.paths import CHANNEL_SOCKET_NAME
+from bridge_protocol.hints import strict_hint
+from bridge_protocol.paths import CHANNEL_SOCKET_NAME, PREIMPORT_FILE_NAME
 
 from bridge_core.errors import SandboxStartError
 from bridge_core.private_files import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, private_dir
@@ -45,6 +46,8 @@ DIR_MODE = 0o711
 """A container's channel directory: the sandbox's uid (65534, or a subordinate uid rootless) may
 pass through it to the socket, not list it; writable only by the bridge. Only reachable through
 the container's bind mount: its parents are 0700."""
+FILE_MODE = 0o644
+"""A file of the channel directory the sandbox reads (its uid is "other" to it)."""
 SOCKET_MODE = 0o666
 """connect(2) needs write permission on the socket file; the sandbox's uid is not ours."""
 _MAX_REJECTIONS_SHOWN = 3
@@ -83,6 +86,25 @@ class ChannelDir:
         except OSError as exc:
             raise SandboxStartError(f"cannot create the channel directory {path}: {exc}") from exc
         return cls(path, shared)
+
+    def write_preimport(self, modules: tuple[str, ...]) -> None:
+        """Name the modules the sandbox client imports as it starts (nothing if none).
+
+        Readable by the sandbox's uid (0644: it holds only names of modules of its own session's
+        state); checked again here, so nothing but plain module names ever lands in the file.
+        """
+        raw = "\n".join(modules).encode("ascii", "replace")
+        if not modules or strict_hint(raw) != list(modules):
+            return
+        path = self.path / PREIMPORT_FILE_NAME
+        mode = FILE_MODE if self.shared else PRIVATE_FILE_MODE
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            with os.fdopen(os.open(path, flags, mode), "wb") as file:
+                file.write(raw)
+            os.chmod(path, mode)  # past the umask
+        except OSError as exc:  # only an optimisation: the state's own head names them too
+            logger.warning("could not name the modules to import in %s: %s", path, exc)
 
     async def listen(self) -> SocketListener:
         """Listen on ``channel.sock`` (mode 0o666, or 0o600 when not shared)."""

@@ -71,6 +71,10 @@ class SandboxSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     connect_timeout: float = 30.0
     """Seconds to wait for the sandbox client to connect its channel after start."""
+    preimport: tuple[str, ...] = ()
+    """Modules the sandbox client imports as it starts (names validated by
+    :func:`bridge_protocol.hints.strict_hint`): written into the channel directory, so only
+    runtimes with one (a unix-socket channel) pass them; the others ignore them."""
 
 
 @dataclass(frozen=True, slots=True)

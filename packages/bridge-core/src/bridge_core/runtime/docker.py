@@ -206,6 +206,8 @@ class DockerBackend:
         channel = await anyio.to_thread.run_sync(ChannelDir.create, self._sandboxes, name)
         listener: SocketListener | None = None
         try:
+            if spec.preimport:
+                await anyio.to_thread.run_sync(channel.write_preimport, spec.preimport)
             listener = await channel.listen()
             await self._create_verify_start(spec, name, channel.path)
             stream = await accept_channel(

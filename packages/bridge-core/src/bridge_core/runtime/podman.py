@@ -288,6 +288,7 @@ class PodmanBackend:
         channel = ChannelDir.create(self._sandboxes, name)
         listener: SocketListener | None = None
         try:
+            channel.write_preimport(spec.preimport)
             listener = await channel.listen()
             await _run(self._create_verify_start, spec, name, channel.path)
             stream = await accept_channel(

@@ -103,8 +103,9 @@ class SandboxFleet:
         if removed:
             logger.info("removed %d leftover sandbox(es) of a bridge that is gone", removed)
 
-    async def start(self) -> LiveSandbox:
-        """Start, connect and handshake one sandbox (called from the manager's task group).
+    async def start(self, preimport: tuple[str, ...] = ()) -> LiveSandbox:
+        """Start, connect and handshake one sandbox (called from the manager's task group);
+        it imports ``preimport`` (module names) as it starts.
 
         Raises :class:`~bridge_core.errors.BridgeError` (RuntimeUnavailable, SandboxStartError)
         and nothing else.
@@ -117,6 +118,7 @@ class SandboxFleet:
             limits=self.config.limits,
             security_opt=self.config.security_opt,
             connect_timeout=self.config.start_timeout,
+            preimport=preimport,
         )
         try:
             # The runtime bounds its own wait for the channel; this bounds everything else too.

@@ -34,6 +34,8 @@ logger = logging.getLogger("bridge_core.sessions")
 SNAPSHOT_WAIT = 60.0
 """Longest wait for the snapshot of the previous execution before the next one runs or the
 sandbox hibernates (a small state takes milliseconds; one of hundreds of MB, seconds)."""
+POOL_HINT_STATES = 8
+"""Saved states whose hints a one-client bridge's warm pool imports (the most recently used)."""
 RESTORE_WAIT = 120.0  # longest a sandbox may take to load a saved state (and the start timeout)
 
 _Key = tuple[str | None, str]
@@ -94,6 +96,21 @@ class DurableSessions:
         if (client, name) in self._sessions:
             return True
         return self._store is not None and self._store.has_saved(client, name)
+
+    async def hint(self, client: str | None, name: str) -> tuple[str, ...]:
+        """The modules the saved state of ``client``'s session ``name`` needs (() if none)."""
+        if not self.enabled:
+            return ()
+        assert self._store is not None
+        return await anyio.to_thread.run_sync(self._store.hint, client, name)
+
+    async def pool_hint(self) -> tuple[str, ...]:
+        """What the warm pool's sandboxes import as they start: the modules the most recently
+        used saved sessions of the one client of a stdio bridge need (() otherwise)."""
+        if not self.enabled or not self.config.pool_preimport:
+            return ()
+        assert self._store is not None
+        return await anyio.to_thread.run_sync(self._store.recent_hints, None, POOL_HINT_STATES)
 
     def open(self) -> None:
         """Take the store (blocking: run in a thread)."""

@@ -32,6 +32,12 @@ class _Waiter:
     event: anyio.Event
     sandbox: LiveSandbox | None = None
     error: BridgeError | None = None
+    gone: bool = False
+    """Its caller stopped waiting (a sandbox started for it alone is then stopped)."""
+
+
+Preimport = tuple[str, ...]
+"""Modules a sandbox imports as it starts (see ``SandboxSpec.preimport``)."""
 
 
 class SandboxPool:
@@ -41,7 +47,7 @@ class SandboxPool:
         self,
         target: int,
         *,
-        start: Callable[[], Awaitable[LiveSandbox]],
+        start: Callable[[Preimport], Awaitable[LiveSandbox]],
         discard: Callable[[LiveSandbox], None],
         task_group: TaskGroup,
     ) -> None:
@@ -59,6 +65,9 @@ class SandboxPool:
         self.misses = 0
         """Takes that had to wait for a start."""
         self.closed = False
+        self.preimport: Preimport = ()
+        """What the pool's own sandboxes import as they start: set by a one-client bridge from
+        its saved sessions' hints (see docs/decisions.md); () otherwise."""
 
     @property
     def ready(self) -> int:
@@ -78,8 +87,10 @@ class SandboxPool:
             self._starting += 1
             self._tg.start_soon(self._start_one)
 
-    async def take(self) -> LiveSandbox:
-        """A connected sandbox: a warm one if any, else one started now.
+    async def take(self, preimport: Preimport = ()) -> LiveSandbox:
+        """A connected sandbox: a warm one if any, else one started now; with ``preimport``
+        (the modules a session's saved state needs), one started for this caller alone, which
+        imports them as it starts, and goes to no one else.
 
         Raises the start's :class:`~bridge_core.errors.BridgeError` (e.g. RuntimeUnavailable).
         """
@@ -92,6 +103,8 @@ class SandboxPool:
             logger.info("warm sandbox %s died while idle: %s", live.name, live.failure_reason)
             self._discard(live)
         self.misses += 1
+        if preimport and not self.closed:
+            return await self._take_own(preimport)
         waiter = _Waiter(anyio.Event())
         self._waiters.append(waiter)
         # A caller is waiting: a background start sleeping off a failure retries now.
@@ -112,11 +125,39 @@ class SandboxPool:
         assert waiter.sandbox is not None
         return waiter.sandbox
 
+    async def _take_own(self, preimport: Preimport) -> LiveSandbox:
+        waiter = _Waiter(anyio.Event())
+        self._tg.start_soon(self._start_own, waiter, preimport)
+        try:
+            await waiter.event.wait()
+        except BaseException:
+            waiter.gone = True
+            if waiter.sandbox is not None:
+                self._discard(waiter.sandbox)
+            raise
+        if waiter.error is not None:
+            raise waiter.error
+        assert waiter.sandbox is not None
+        return waiter.sandbox
+
+    async def _start_own(self, waiter: _Waiter, preimport: Preimport) -> None:
+        try:
+            live = await self._start(preimport)
+        except BridgeError as exc:
+            waiter.error = exc
+        else:
+            if waiter.gone or self.closed:
+                self._discard(live)  # its imports came from that session's state: never pooled
+                waiter.error = SandboxStartError("the bridge is shutting down")
+            else:
+                waiter.sandbox = live
+        waiter.event.set()
+
     async def _start_one(self) -> None:
         delay = RETRY_FIRST
         while True:
             try:
-                live = await self._start()
+                live = await self._start(self.preimport)
             except BridgeError as exc:
                 if self._waiters:
                     self._starting -= 1

@@ -31,6 +31,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from bridge_protocol.hints import HEAD_SIZE, MAX_HINT_MODULES, hint_from_head
+
 from bridge_core.private_files import private_dir, write_private
 
 __all__ = ["Epoch", "SavedState", "SessionStore", "StateWriter", "StoreSettings"]
@@ -202,6 +204,35 @@ class SessionStore:
             if math.isfinite(when := float(meta.get("saved_at", at))):
                 at = when
         return SavedState(path, info.st_size, at, unsaved[:MAX_UNSAVED_LISTED], forked_from)
+
+    def hint(self, client: str | None, name: str) -> tuple[str, ...]:
+        """The modules the saved state of ``client``'s session ``name`` names at its head (the
+        sandbox wrote them: a hint past the limits or with anything but plain module names is
+        dropped whole); () when none. Only those bytes are read, never the pickle after them."""
+        try:
+            with open(self._base(client, name).with_suffix(_SUFFIX), "rb") as file:
+                head = file.read(HEAD_SIZE)
+        except OSError:
+            return ()
+        return tuple(hint_from_head(head, strict=True) or ())
+
+    def recent_hints(self, client: str | None, states: int) -> tuple[str, ...]:
+        """The hints of ``client``'s ``states`` most recently used saved states, merged (each
+        module once, at most :data:`~bridge_protocol.hints.MAX_HINT_MODULES`)."""
+        dated = []
+        for entry in self.root.glob(f"{self._owner(client)}-*{_SUFFIX}"):
+            with contextlib.suppress(OSError):
+                dated.append((entry.stat().st_mtime, entry))
+        merged: dict[str, None] = {}
+        for _, entry in sorted(dated, reverse=True)[:states]:
+            try:
+                with open(entry, "rb") as file:
+                    head = file.read(HEAD_SIZE)
+            except OSError:
+                continue
+            for module in hint_from_head(head, strict=True) or ():
+                merged.setdefault(module)
+        return tuple(merged)[:MAX_HINT_MODULES]
 
     def has_saved(self, client: str | None, name: str) -> bool:
         return self._base(client, name).with_suffix(_SUFFIX).exists()

@@ -135,6 +135,8 @@ class SessionManager:
             self._pool = SandboxPool(
                 self.config.pool_size, start=self._fleet.start, discard=self._discard, task_group=tg
             )
+            if self.config.pool_size:
+                self._pool.preimport = await self._saved.pool_hint()
             self._pool.fill()
             if self.config.idle_ttl > 0:
                 tg.start_soon(self._reap_idle)
@@ -449,7 +451,9 @@ class SessionManager:
                         await self._saved.make_room(sess)
                 except SessionLimitExceeded as exc:
                     return unavailable(sess.name, str(exc), notices)
-            taken = await self._take(sess.name, start_by, notices)
+            # A sandbox started for this session imports what its saved state needs at once.
+            hint = await self._saved.hint(sess.client, sess.name)
+            taken = await self._take(sess.name, start_by, notices, hint)
             if isinstance(taken, ExecutionResult):
                 return taken
             if self._closed_by_client(sess):  # the client went away while its sandbox started
@@ -467,14 +471,14 @@ class SessionManager:
         return sess.live
 
     async def _take(
-        self, name: str, start_by: float, notices: list[str]
+        self, name: str, start_by: float, notices: list[str], preimport: tuple[str, ...] = ()
     ) -> LiveSandbox | ExecutionResult:
         assert self._pool is not None
         try:
             with anyio.move_on_at(start_by):
                 for attempt in range(1, START_ATTEMPTS + 1):
                     try:
-                        live = await self._pool.take()
+                        live = await self._pool.take(preimport)
                     except SandboxStartError as exc:
                         # The failed start may not even be this caller's: a warm-pool refill
                         # killed from outside hands its error to whoever waits first.

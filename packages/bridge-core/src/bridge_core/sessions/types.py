@@ -98,6 +98,10 @@ class SessionConfig:
     start_timeout: float = 60.0
     """Seconds a sandbox gets to start (or to come from the warm pool) when a call needs one;
     not part of the call's timeout, which is the code's own time."""
+    pool_preimport: bool = False
+    """Warm-pool sandboxes import the modules the saved sessions' states name, before any
+    session claims them: only for a bridge with one client (stdio), whose pool serves no one
+    else (see docs/decisions.md)."""
     image_advice: str = ""
     """What to do when the image's sandbox client speaks no protocol version of this bridge
     (which image to pull or rebuild); the server fills it from its release record."""
