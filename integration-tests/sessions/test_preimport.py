@@ -18,7 +18,10 @@ pytestmark = pytest.mark.anyio
 # fractions is in every image and not loaded by the sandbox client: a pickled Fraction names it.
 SAVE = "from fractions import Fraction\nf = Fraction(1, 3)"
 LOADED = "import sys; 'fractions' in sys.modules"
-HINT_FILE = "open('/run/bridge/preimport').read() if __import__('os').path.exists('/run/bridge/preimport') else ''"
+HINT_FILE = (
+    "open('/run/bridge/preimport').read() "
+    "if __import__('os').path.exists('/run/bridge/preimport') else ''"
+)
 
 
 def _manager(

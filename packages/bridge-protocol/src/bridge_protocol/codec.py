@@ -99,12 +99,49 @@ class FrameDecoder:
         self._header = bytearray()
         self._body = bytearray()
         self._expected: int | None = None
+        self._direct: bytearray | None = None
+        """The body being received in place (see :meth:`body_target`), ``_filled`` bytes of it."""
+        self._filled = 0
         self._failed = False
 
     @property
     def buffered(self) -> int:
         """Bytes held waiting for the rest of a frame (prefix bytes included)."""
-        return len(self._header) + len(self._body)
+        return len(self._header) + len(self._body) + self._filled
+
+    def body_target(self, at_least: int) -> memoryview | None:
+        """Where the rest of the current frame's body goes, when at least ``at_least`` bytes of
+        it are still to come (else None): a reader receives into it directly (``recv_into``)
+        and reports with :meth:`body_received`, instead of staging the bytes and feeding them.
+
+        The buffer is the declared length of a frame whose prefix was already checked against
+        ``max_frame_size``: what it holds is bounded as with :meth:`feed`. It is not allocated
+        before at least ``at_least`` body bytes are due.
+        """
+        if self._failed or self._expected is None:
+            return None
+        expected = self._expected
+        if self._direct is None:
+            if expected - len(self._body) < at_least:
+                return None
+            direct = bytearray(expected)
+            self._filled = len(self._body)
+            direct[: self._filled] = self._body
+            self._direct, self._body = direct, bytearray()
+        return memoryview(self._direct)[self._filled :]
+
+    def body_received(self, size: int) -> list[tuple[Message, int]]:
+        """``size`` more bytes were written into the last :meth:`body_target`: the message
+        they complete, with its frame size (or none yet). Raises like :meth:`feed_frames`."""
+        if self._failed:
+            raise MalformedFrame("decoder already failed; the stream is out of sync")
+        if self._direct is None or not 0 <= size <= len(self._direct) - self._filled:
+            raise ValueError("body_received() without a body_target() of that size")
+        try:
+            return self._advance(size)
+        except ProtocolError:
+            self._failed = True
+            raise
 
     @property
     def failed(self) -> bool:
@@ -137,12 +174,17 @@ class FrameDecoder:
             if self._expected is None:
                 got = f"{len(self._header)} of the {HEADER_SIZE} length-prefix bytes"
             else:
-                got = f"{len(self._body)} of {self._expected} body bytes"
+                got = f"{len(self._body) + self._filled} of {self._expected} body bytes"
             raise MalformedFrame(f"stream ended inside a frame: got {got}")
 
     def _feed(self, view: memoryview) -> list[tuple[Message, int]]:
         messages: list[tuple[Message, int]] = []
         pos, end = 0, len(view)
+        if (direct := self._direct) is not None and end:  # a body being received in place
+            take = min(len(direct) - self._filled, end)
+            direct[self._filled : self._filled + take] = view[:take]
+            pos = take
+            messages.extend(self._advance(take))
         while pos < end:
             if self._expected is None:
                 take = min(HEADER_SIZE - len(self._header), end - pos)
@@ -165,12 +207,24 @@ class FrameDecoder:
                 if len(self._body) < expected:
                     break
                 body, self._body = self._body, bytearray()
-            self._expected = None
-            check_item_count(body, self.max_items)
-            untrusted = loads_untrusted(body, max_depth=self.max_depth)
-            message = message_from_untrusted(untrusted, accept=self.accept)
-            messages.append((message, HEADER_SIZE + expected))
+            messages.append(self._complete(body))
         return messages
+
+    def _advance(self, size: int) -> list[tuple[Message, int]]:
+        assert self._direct is not None
+        self._filled += size
+        if self._filled < len(self._direct):
+            return []
+        body, self._direct, self._filled = self._direct, None, 0
+        return [self._complete(body)]
+
+    def _complete(self, body: bytearray | memoryview) -> tuple[Message, int]:
+        """Decode a whole body (its frame's prefix was read): the message and its frame size."""
+        self._expected = None
+        check_item_count(body, self.max_items)
+        untrusted = loads_untrusted(body, max_depth=self.max_depth)
+        message = message_from_untrusted(untrusted, accept=self.accept)
+        return message, HEADER_SIZE + len(body)
 
     def _check_length(self, length: int) -> int:
         if length > self.max_frame_size:

@@ -33,6 +33,7 @@ from bridge_protocol import (
     Result,
     Shutdown,
 )
+from bridge_protocol.hints import HEAD_SIZE
 
 from bridge_sandbox_client._calls import CallRegistry, PendingCall
 from bridge_sandbox_client._capture import OutputCapture
@@ -68,7 +69,7 @@ MAX_RESTORE_BYTES = 2 * 1024 * 1024 * 1024
 class _RestoreJob:
     __slots__ = ("data", "restore_id")
 
-    def __init__(self, restore_id: str, data: bytearray) -> None:
+    def __init__(self, restore_id: str, data: bytes) -> None:
         self.restore_id = restore_id
         self.data = data
 
@@ -106,7 +107,9 @@ class SandboxClient:
         self._host_gone = host_gone
         channel.on_broken = self._channel_broken
         self._inbox: Inbox[_Job] = Inbox()
-        self._restoring: tuple[str, bytearray] | None = None
+        self._restoring: tuple[str, list[bytes]] | None = None
+        """The state being received: its id and its chunks (joined once, at its last)."""
+        self._restoring_bytes = 0
         self._hinted = False
         """Whether the state being received has had its hint read (or has none)."""
         self._durable = False
@@ -261,21 +264,26 @@ class SandboxClient:
 
     def _receive_restore(self, message: Restore) -> None:
         if self._restoring is None or self._restoring[0] != message.restore_id:
-            self._restoring = (message.restore_id, bytearray())
+            self._restoring = (message.restore_id, [])
+            self._restoring_bytes = 0
             self._hinted = False
-        buffer = self._restoring[1]
-        if len(buffer) + len(message.data) > MAX_RESTORE_BYTES:
+        chunks = self._restoring[1]
+        if self._restoring_bytes + len(message.data) > MAX_RESTORE_BYTES:
             raise ProtocolError(f"a saved state of more than {MAX_RESTORE_BYTES} bytes")
-        buffer += message.data
-        if not self._hinted and (modules := state_hint(buffer)) is not None:
-            # The main thread is idle until the state is whole: it imports what the state needs
-            # meanwhile, while this thread goes on receiving.
-            self._hinted = True
-            if modules and not message.last:
-                self._inbox.put(_Preimport(modules))
+        if message.data:
+            chunks.append(message.data)  # kept as decoded: one copy at the end, not one per frame
+            self._restoring_bytes += len(message.data)
+        if not self._hinted:
+            head = chunks[0] if chunks and len(chunks[0]) >= HEAD_SIZE else b"".join(chunks)
+            if (modules := state_hint(head)) is not None:
+                # The main thread is idle until the state is whole: it imports what the state
+                # needs meanwhile, while this thread goes on receiving.
+                self._hinted = True
+                if modules and not message.last:
+                    self._inbox.put(_Preimport(modules))
         if message.last:
             self._restoring = None
-            self._inbox.put(_RestoreJob(message.restore_id, buffer))
+            self._inbox.put(_RestoreJob(message.restore_id, b"".join(chunks)))
 
     def _interrupt(self, execution_id: str) -> None:
         self.interpreter.interrupt(execution_id)

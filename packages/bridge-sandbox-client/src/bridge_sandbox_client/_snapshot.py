@@ -524,13 +524,17 @@ def restore_state(data: bytes | bytearray, namespace: dict[str, Any]) -> str:
     if start + length > len(data):
         return "it is truncated"
     before = dict(namespace)
-    view = memoryview(data)  # slices without copies (a state can be hundreds of MB)
+    # A bytes state is read where it is (BytesIO shares it): no copy of hundreds of MB.
+    stream = io.BytesIO(data)
+    stream.seek(start)
     try:
-        values = _Unpickler(io.BytesIO(view[start : start + length]), namespace).load()
+        values = _Unpickler(stream, namespace).load()
         if not isinstance(values, dict):
             raise pickle.UnpicklingError(f"expected a dict of names, got {type(values).__name__}")
+        if stream.tell() != start + length:
+            raise pickle.UnpicklingError("the pickle does not end where its length says")
         namespace.update(values)
-        with tarfile.open(fileobj=io.BytesIO(view[start + length :]), mode="r|") as tar:
+        with tarfile.open(fileobj=stream, mode="r|") as tar:
             tar.extractall(TMP, filter="tar")
     except Exception as exc:
         namespace.clear()

@@ -54,7 +54,7 @@ class StdioPipes:
         self._wait_readable()
         return os.read(self._read_fd, size)
 
-    def recv_into(self, buffer: bytearray) -> int:
+    def recv_into(self, buffer: bytearray | memoryview) -> int:
         self._wait_readable()
         return os.readv(self._read_fd, [buffer])
 
