@@ -40,7 +40,12 @@ def _receive(decoder: FrameDecoder, data: bytes, piece: int) -> list[object]:
 
 @pytest.mark.parametrize("piece", [1000, 65_536, 300_001, 5_000_000])
 def test_restore_frames_received_in_place_decode_as_when_fed(piece: int) -> None:
-    frames = [Restore("r", data=STATE), Ping(1), Restore("r", data=STATE[:10]), Restore("r", last=True)]
+    frames = [
+        Restore("r", data=STATE),
+        Ping(1),
+        Restore("r", data=STATE[:10]),
+        Restore("r", last=True),
+    ]
     data = b"".join(encode(message) for message in frames)
     decoder = FrameDecoder(accept=HOST_TO_SANDBOX)
     assert _receive(decoder, data, piece) == frames
@@ -54,7 +59,8 @@ def test_no_buffer_is_made_for_a_body_not_due_or_too_short() -> None:
     decoder.feed(struct.pack(">I", 1000))
     assert decoder.body_target(1001) is None  # less than asked for is due
     target = decoder.body_target(1000)
-    assert target is not None and len(target) == 1000
+    assert target is not None
+    assert len(target) == 1000
 
 
 def test_a_declared_length_past_the_limit_is_refused_before_any_buffer() -> None:
@@ -76,7 +82,8 @@ def test_a_hostile_body_received_in_place_is_refused_and_the_decoder_stays_faile
         decoder = FrameDecoder(accept=HOST_TO_SANDBOX)
         decoder.feed(struct.pack(">I", len(body)) + body[:100])
         target = decoder.body_target(1024)
-        assert target is not None and len(target) == len(body) - 100
+        assert target is not None
+        assert len(target) == len(body) - 100
         target[:] = body[100:]
         with pytest.raises(ProtocolError):
             decoder.body_received(len(target))
