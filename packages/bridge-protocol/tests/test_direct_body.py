@@ -12,6 +12,7 @@ from bridge_protocol import (
     FrameDecoder,
     FrameTooLarge,
     MalformedFrame,
+    Message,
     Ping,
     ProtocolError,
     Restore,
@@ -40,7 +41,7 @@ def _receive(decoder: FrameDecoder, data: bytes, piece: int) -> list[object]:
 
 @pytest.mark.parametrize("piece", [1000, 65_536, 300_001, 5_000_000])
 def test_restore_frames_received_in_place_decode_as_when_fed(piece: int) -> None:
-    frames = [
+    frames: list[Message] = [
         Restore("r", data=STATE),
         Ping(1),
         Restore("r", data=STATE[:10]),
