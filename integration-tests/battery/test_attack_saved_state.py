@@ -180,3 +180,51 @@ async def test_a_state_whose_hint_names_anything_still_loads_and_only_in_its_san
     assert payload_of(crashed)["status"] == "crashed"
     assert text_of(back).endswith("('yes', 6291456)"), text_of(back)
     assert any("restored from its state" in notice for notice in payload_of(back)["notices"])
+
+
+FORGED_HEAD = """
+import gc, io, pickle, struct, tarfile
+(client,) = [o for o in gc.get_objects() if type(o).__name__ == "SandboxClient"]
+client.snapshots.take = lambda *args: None  # the forged state stays the saved one
+data = pickle.dumps({"kept": "yes"}, protocol=5)
+hint = HINT
+tar = io.BytesIO()
+tarfile.open(fileobj=tar, mode="w|").close()
+state = (b"MCPSNAP2" + struct.pack(">H", len(hint)) + hint + struct.pack(">Q", len(data)) + data
+         + tar.getvalue())
+sock.sendall(encode(Snapshot("s-forged", data=state, last=True)))
+'forged'
+"""
+PREIMPORTED = (
+    "import os; p = '/run/bridge/preimport'; kept, open(p).read() if os.path.exists(p) else None"
+)
+
+
+@pytest.mark.parametrize(
+    ("hint", "passed_on"),
+    [
+        (b"fractions\nstatistics", True),
+        (b"fractions\n../../etc/passwd", False),
+        (b"fractions\nos.path", False),
+        (b"fractions\n--help", False),
+        (b"\n".join(b"m%d" % n for n in range(65)), False),
+    ],
+)
+async def test_the_bridge_passes_on_a_states_module_hint_only_when_every_name_is_plain(
+    tmp_path: Path, sandbox_image: str, hint: bytes, passed_on: bool
+) -> None:
+    # The bridge reads a saved state's head (never its pickle) to name its modules to the next
+    # sandbox of the session before it starts, and to a one-client bridge's warm pool: a head
+    # forged by the sandbox with anything but plain module names within the limits is dropped
+    # whole, so nothing the sandbox chose but such names reaches another sandbox's start.
+    async with open_bridge(tmp_path) as bridge:
+        forged = await bridge.run(CHANNEL + FORGED_HEAD.replace("HINT", repr(hint)), timeout=60)
+    assert code_text(forged) == "'forged'"
+    # Another session takes the warm sandbox: the forged state stays the saved one.
+    async with open_bridge(tmp_path, env={"MCP_BRIDGE_POOL_SIZE": "1"}) as bridge:
+        pooled = await bridge.run("import sys; 'fractions' in sys.modules", session="other")
+    async with open_bridge(tmp_path, env={"MCP_BRIDGE_POOL_SIZE": "0"}) as bridge:
+        back = await bridge.run(PREIMPORTED)
+    named = hint.decode() if passed_on else None
+    assert text_of(back).endswith(repr(("yes", named))), text_of(back)
+    assert text_of(pooled).endswith(repr(passed_on)), text_of(pooled)
