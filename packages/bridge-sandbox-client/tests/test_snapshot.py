@@ -9,6 +9,7 @@ import io
 import pickle
 import queue
 import struct
+import sys
 import tarfile
 import threading
 from pathlib import Path
@@ -20,6 +21,7 @@ from bridge_sandbox_client import _snapshot
 from bridge_sandbox_client._preimport import (
     MAX_HINT_BYTES,
     MAX_HINT_MODULES,
+    EarlyImports,
     decode_hint,
     encode_hint,
 )
@@ -214,3 +216,22 @@ def test_a_snapshot_taken_while_the_last_one_is_forwarded_follows_it_whole(tmp: 
     assert first.endswith("-1")  # the one taken first comes first, and whole
     assert order[-1].endswith("-2")
     assert order == [first] * order.count(first) + [order[-1]] * (len(order) - order.count(first))
+
+
+def test_the_modules_named_before_start_are_read_bounded_and_imported_by_a_thread(
+    tmp_path: Path,
+) -> None:
+    named = tmp_path / "preimport"
+    named.write_bytes(b"colorsys\n../x\nos.path\nno_such_module_here")
+    early = EarlyImports(str(named))
+    assert early.modules == ["colorsys", "no_such_module_here"]
+    sys.modules.pop("colorsys", None)
+    early.start()
+    errors = early.join()
+    assert "colorsys" in sys.modules
+    assert len(errors) == 1
+    assert "no_such_module_here" in errors[0]
+    named.write_bytes(b"colorsys\n" * 300)  # past the size limit: nothing at all
+    assert EarlyImports(str(named)).modules == []
+    assert EarlyImports(str(tmp_path / "absent")).modules == []
+    assert EarlyImports(str(tmp_path / "absent")).join() == []  # nothing started: no wait
