@@ -5,9 +5,11 @@
    also waits for the previous call's snapshot); ``x = 1`` again leaves the state unchanged
    (announced, not written), so ``x = n`` measures a state that changes at every call;
 2. the first call after a bridge restart (a new manager on the same state dir): a small session,
-   and one holding ~50 MB of numpy/pandas data, against a new empty session; without a warm pool
-   (the container start is part of it) and with one (how a restarted bridge serves its first
-   call: the pool fills at start, the restore needs no container start);
+   one holding ~50 MB of numpy/pandas data, and ~50 MB of bytes (the transfer alone, nothing to
+   import), against a new empty session; without a warm pool (the container start is part of
+   it) and with one (how a restarted bridge serves its first call: the pool fills at start, the
+   restore needs no container start), as a stdio bridge's pool (it imports what the saved
+   sessions name) and as an HTTP bridge's (it imports nothing ahead);
 3. disk per saved session, for both.
 
 Usage: ``hatch run bench:python bench/durable_sessions.py [--warm N] [--image IMAGE]
@@ -47,11 +49,13 @@ BYTES = "import os\nb = os.urandom(48 * 2**20)\nlen(b)"
 SMALL = "x = 1\ndef f(n):\n    return n + x\nimport json\nopen('/tmp/note', 'w').write('hi')"
 
 
-def _manager(runtime: RuntimeBackend, state: Path, image: str, *, durable: bool, pool: int = 0
-             ) -> SessionManager:  # fmt: skip
-    # pool_preimport as a stdio bridge (one client) runs: its warm pool imports what the saved
-    # sessions' states name.
-    config = SessionConfig(image=image, pool_size=pool, max_timeout=900.0, pool_preimport=True)
+def _manager(runtime: RuntimeBackend, state: Path, image: str, *, durable: bool, pool: int = 0,
+             one_client: bool = True) -> SessionManager:  # fmt: skip
+    # A stdio bridge (one client): its warm pool imports what the saved sessions' states name;
+    # an HTTP bridge's pool does not (one_client False).
+    config = SessionConfig(
+        image=image, pool_size=pool, max_timeout=900.0, pool_preimport=one_client
+    )
     store = SessionStore(state, StoreSettings(name="bench")) if durable else None
     return SessionManager(
         config, runtime=runtime, gateway=NullGateway(), state_dir=state, store=store
@@ -88,10 +92,12 @@ async def _save(runtime: RuntimeBackend, state: Path, image: str, code: str) -> 
 
 
 async def _restore(runtime: RuntimeBackend, state: Path, image: str, check: str | None,
-                   pool: int) -> float:  # fmt: skip
+                   pool: int, one_client: bool = True) -> float:  # fmt: skip
     """Time to the first result of a new bridge (manager): the saved session ``s`` restored
     (``check`` runs in it), or a new empty session (``check`` None, nothing saved)."""
-    async with _manager(runtime, state, image, durable=check is not None, pool=pool) as manager:
+    async with _manager(
+        runtime, state, image, durable=check is not None, pool=pool, one_client=one_client
+    ) as manager:
         if pool:
             with anyio.fail_after(120):
                 await manager.wait_warm()
@@ -105,6 +111,9 @@ async def _restore(runtime: RuntimeBackend, state: Path, image: str, check: str 
     return took
 
 
+HTTP_POOL = 2
+"""A warm pool of one whose sandboxes import nothing ahead (an HTTP bridge's)."""
+POOLS = (0, 1, HTTP_POOL)
 WARM_PAUSE = 2.0
 """Seconds between the warm pool's sandbox being connected and the first call (outside the
 measure): the imports a one-client bridge's pool does for its saved sessions end meanwhile."""
@@ -127,16 +136,17 @@ async def _restores(runtime: RuntimeBackend, root: Path, images: list[str], roun
     took: dict[tuple[str, str, int], list[float]] = {}
     fresh = itertools.count()
     for _ in range(rounds):
-        for pool in (0, 1):
+        for pool in POOLS:
             for i, image in enumerate(images):
                 for c, (label, _, check) in enumerate(cases):
                     # A new empty session: a fresh state dir each time, nothing to restore.
                     state = root / (f"r{i}-{c}" if check else f"e{next(fresh)}")
                     took.setdefault((image, label, pool), []).append(
-                        await _restore(runtime, state, image, check, pool)
+                        await _restore(runtime, state, image, check, min(pool, 1),
+                                       one_client=pool != HTTP_POOL)  # fmt: skip
                     )
     print(f"first call after a restart (median of {rounds})")
-    header = "".join(f" {'pool 0':>9} {'pool 1':>9}" for _ in images)
+    header = "".join(f" {'pool 0':>9} {'pool 1':>9} {'1 (HTTP)':>9}" for _ in images)
     print(f"  {'':42}{header} {'disk':>11}")
     for i, image in enumerate(images):
         print(f"  image {i + 1}: {image}")
@@ -144,7 +154,7 @@ async def _restores(runtime: RuntimeBackend, root: Path, images: list[str], roun
         row = "".join(
             f" {statistics.median(took[image, label, pool]) * 1000:7.0f}ms"
             for image in images
-            for pool in (0, 1)
+            for pool in POOLS
         )
         size = sizes.get((images[0], label))
         disk = "-" if size is None else (
