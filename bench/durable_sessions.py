@@ -141,9 +141,11 @@ async def _restores(runtime: RuntimeBackend, root: Path, images: list[str], roun
                 for c, (label, _, check) in enumerate(cases):
                     # A new empty session: a fresh state dir each time, nothing to restore.
                     state = root / (f"r{i}-{c}" if check else f"e{next(fresh)}")
+                    one_client = pool != HTTP_POOL
                     took.setdefault((image, label, pool), []).append(
-                        await _restore(runtime, state, image, check, min(pool, 1),
-                                       one_client=pool != HTTP_POOL)  # fmt: skip
+                        await _restore(
+                            runtime, state, image, check, min(pool, 1), one_client=one_client
+                        )
                     )
     print(f"first call after a restart (median of {rounds})")
     header = "".join(f" {'pool 0':>9} {'pool 1':>9} {'1 (HTTP)':>9}" for _ in images)
