@@ -24,7 +24,7 @@ from functools import partial
 from typing import NoReturn
 
 from bridge_protocol import ProtocolError
-from bridge_protocol.paths import SANDBOX_CHANNEL_SOCKET
+from bridge_protocol.paths import PREIMPORT_FILE_NAME, SANDBOX_CHANNEL_SOCKET
 
 from bridge_sandbox_client import __version__
 from bridge_sandbox_client._channel import Channel, Refused, signals_deferred
@@ -81,7 +81,10 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     # Modules the host named for the state this sandbox will restore: imported while it connects
     # and the state arrives (a thread; the client waits for it before it runs anything).
     # Signals stay with the main thread; matplotlib must find its backend set when it loads.
-    early = EarlyImports()
+    # The file is beside the channel's socket (none over stdio: no shared directory).
+    early = EarlyImports(
+        None if args.stdio else os.path.join(os.path.dirname(args.socket), PREIMPORT_FILE_NAME)
+    )
     if early.modules:
         configure_matplotlib()
         with signals_deferred():

@@ -62,8 +62,8 @@ class EarlyImports:
     import is ever half done under user code or a snapshot's ``fork()``.
     """
 
-    def __init__(self, path: str = SANDBOX_PREIMPORT_FILE) -> None:
-        self.modules = _read_names(path)
+    def __init__(self, path: str | None = SANDBOX_PREIMPORT_FILE) -> None:
+        self.modules = _read_names(path) if path is not None else []
         self.errors: list[str] = []
         self._thread: threading.Thread | None = None
 

@@ -79,6 +79,7 @@ class LocalBackend:
         listener: SocketListener | None = None
         process: Process | None = None
         try:
+            channel.write_preimport(spec.preimport)
             listener = await channel.listen()
             process = await self._spawn(channel)
             child = process.pid
