@@ -20,6 +20,7 @@ from starlette.middleware import Middleware
 
 from mcp_code_execution_mode._clients import RefuseAnonymousStateless
 from mcp_code_execution_mode._malformed import AnswerMalformed
+from mcp_code_execution_mode._serving import serve_streams
 from mcp_code_execution_mode._stdio import stdio_transport
 from mcp_code_execution_mode.server import Executor, ExecutorFactory, create_server
 from mcp_code_execution_mode.settings import Settings
@@ -63,8 +64,7 @@ async def serve_stdio(settings: Settings, executor_factory: ExecutorFactory) -> 
         async with stdio_transport() as streams:
             if streams is not None:
                 read, write = streams
-                answered = AnswerMalformed(read, write)
-                await server.run(answered, write, server.create_initialization_options())
+                await serve_streams(server, read, write, server.create_initialization_options())
                 return
         async with stdio_server() as (sdk_read, sdk_write):  # stdin cannot be polled
             answered = AnswerMalformed(sdk_read, sdk_write)
