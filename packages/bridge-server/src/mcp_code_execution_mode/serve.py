@@ -56,15 +56,19 @@ async def _until_signal(main: Callable[[], Awaitable[None]]) -> None:
         tg.cancel_scope.cancel()
 
 
-async def serve_stdio(settings: Settings, executor_factory: ExecutorFactory) -> None:
-    """Serve one client over stdin/stdout."""
+async def serve_stdio(
+    settings: Settings, executor_factory: ExecutorFactory, *, fast_path: bool = True
+) -> None:
+    """Serve one client over stdin/stdout (``fast_path=False``: every message through the SDK's
+    server loop, as the reference the fast path is compared with)."""
     server = create_server(settings, executor_factory)
 
     async def main() -> None:
         async with stdio_transport() as streams:
             if streams is not None:
                 read, write = streams
-                await serve_streams(server, read, write, server.create_initialization_options())
+                options = server.create_initialization_options()
+                await serve_streams(server, read, write, options, fast_path=fast_path)
                 return
         async with stdio_server() as (sdk_read, sdk_write):  # stdin cannot be polled
             answered = AnswerMalformed(sdk_read, sdk_write)
