@@ -77,7 +77,8 @@ class ScriptedExecutor:
         if code == "roots":
             link: Any = getattr(listener, "client", None)
             roots = await link.list_roots()
-            return ExecutionResult(status="ok", session=name, value=repr([str(r.uri) for r in roots.roots]))
+            uris = [str(root.uri) for root in roots.roots]
+            return ExecutionResult(status="ok", session=name, value=repr(uris))
         if code == "boom":
             raise RuntimeError("boom")
         if code == "refused":

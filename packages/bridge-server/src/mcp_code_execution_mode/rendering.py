@@ -153,7 +153,11 @@ def _bridge_text(result: ExecutionResult, payload: dict[str, Any]) -> str:
 
 def _image_blocks(result: ExecutionResult) -> list[dict[str, Any]]:
     return [
-        {"data": base64.b64encode(image.data).decode("ascii"), "mimeType": image.mime, "type": "image"}
+        {
+            "data": base64.b64encode(image.data).decode("ascii"),
+            "mimeType": image.mime,
+            "type": "image",
+        }
         for image in result.images
     ]
 
