@@ -20,7 +20,7 @@ import mcp_types as types
 import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
-from mcp import ClientSession, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
@@ -267,3 +267,18 @@ async def test_a_failing_executor_is_an_error_result_and_the_server_keeps_servin
     assert failed.is_error is True
     assert "RuntimeError: boom" in _text(failed)
     assert _text(after) == "'after'"
+
+
+async def test_a_client_of_the_2026_protocol_is_served_by_the_sdk_alone() -> None:
+    # mcp.Client in auto mode opens with the 2026-07-28 per-request envelope, no handshake.
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[str(SERVER), "fast"],
+        env={**os.environ, "PYTHONPATH": PYTHONPATH},
+    )
+    async with Client(params, mode="auto") as session:
+        with anyio.fail_after(30):
+            result = await session.call_tool("run_python", {"code": "1+1"})
+            taken = await session.call_tool("run_python", {"code": "taken?"})
+    assert _text(result) == "'1+1'"
+    assert _text(taken) == "[]"
