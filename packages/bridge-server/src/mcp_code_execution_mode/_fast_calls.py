@@ -75,11 +75,10 @@ _TRANSPORT = TransportContext(kind="jsonrpc", can_send_request=True)
 
 
 class _NotJSON(ValueError):
-    pass
+    """A line with ``NaN`` or ``Infinity``: not JSON, left to the SDK (whose parser takes them)."""
 
 
 def _refuse_constant(name: str) -> Any:
-    # NaN and Infinity are not JSON; the SDK's parser refuses them, so the SDK must answer.
     raise _NotJSON(name)
 
 
