@@ -144,7 +144,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", default=DEFAULT_IMAGE)
     parser.add_argument("--warm", type=int, default=200, help="rounds of the warm measurement")
-    parser.add_argument("--restores", type=int, default=3, help="rounds of the restore measures")
+    parser.add_argument("--restores", type=int, default=3, help="rounds of the restore measures (0: none)")
     parser.add_argument("--compare", help="a second image whose restores are measured too")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-durable-") as tmp:
@@ -170,7 +170,8 @@ async def main() -> None:
                                       pause=pause, changing=changing)  # fmt: skip
                 print(f"  {label:42} {_p(samples, 0.5):7.2f}ms {_p(samples, 0.99):7.2f}ms")
             images = [args.image] + ([args.compare] if args.compare else [])
-            await _restores(runtime, root, images, args.restores)
+            if args.restores:  # 0: the warm rows only
+                await _restores(runtime, root, images, args.restores)
         finally:
             await runtime.aclose()
 
