@@ -157,6 +157,8 @@ class DurableLink:
         self._held_bytes = 0
         self._saved = False
         """Whether the last snapshot that ended was committed (an unchanged one keeps it)."""
+        self._meta: tuple[str, ...] | None = None
+        """The unsaved names of the metadata this link's last commit wrote (None: not known)."""
         self._kept_at = 0.0
         self._restore: tuple[str, anyio.Event, list[str]] | None = None
 
@@ -191,10 +193,14 @@ class DurableLink:
         self._writer, self._held = None, None
         error = message.error
         if not error and (writer is not None or kept is not None):
-            error = await anyio.to_thread.run_sync(self._save, writer, kept, message.unsaved)
+            same_meta = self._meta == message.unsaved
+            error = await anyio.to_thread.run_sync(
+                self._save, writer, kept, message.unsaved, same_meta
+            )
         elif writer is not None:
             writer.abort()  # the saving child failed after its first frames
         self._saved = not error
+        self._meta = None if error else message.unsaved
         self._kept_at = time.monotonic()
         self._settle(error, message.unsaved)
 
@@ -237,6 +243,7 @@ class DurableLink:
         restore): what it saves from now on is the session's."""
         self.epoch = self.store.epoch(self.client, self.name)
         self._saved = False  # a state it sent before (forged: too early) is gone: never vouched
+        self._meta = None
 
     def _start_writer(self, held: list[bytes]) -> StateWriter:
         writer = self.store.writer(self.client, self.name, self.epoch)
@@ -245,13 +252,17 @@ class DurableLink:
         return writer
 
     def _save(
-        self, writer: StateWriter | None, held: list[bytes] | None, unsaved: tuple[str, ...]
+        self,
+        writer: StateWriter | None,
+        held: list[bytes] | None,
+        unsaved: tuple[str, ...],
+        same_meta: bool,
     ) -> str:
         """Write what is held (if anything), commit; "" or why not (blocking: in a thread)."""
         try:
             if writer is None:
                 writer = self._start_writer(held or [])
-            return writer.commit(unsaved)
+            return writer.commit(unsaved, same_meta=same_meta)
         except OSError as exc:
             if writer is not None:
                 writer.abort()
