@@ -3,7 +3,8 @@
 1. a warm ``x = 1`` call, sessions not saved vs saved: p50/p99 time to the result (the snapshot
    runs after the result; the next call starts once it is on disk), and back to back (each call
    also waits for the previous call's snapshot); ``x = 1`` again leaves the state unchanged
-   (announced, not written), so ``x = n`` measures a state that changes at every call;
+   (announced, not written), so ``x = n`` measures a state that changes at every call; with the
+   CPU this process (the bridge's session manager) spent per call;
 2. the first call after a bridge restart (a new manager on the same state dir): a small session,
    and one holding ~50 MB of numpy/pandas data, against a new empty session; without a warm pool
    (the container start is part of it) and with one (how a restarted bridge serves its first
@@ -60,10 +61,12 @@ def _p(samples: list[float], q: float) -> float:
 
 
 async def _warm(runtime: RuntimeBackend, state: Path, image: str, rounds: int, *, durable: bool,
-                pause: bool, changing: bool) -> list[float]:  # fmt: skip
+                pause: bool, changing: bool) -> tuple[list[float], float]:  # fmt: skip
+    """The time of each call, and the CPU this process (the bridge) spent per call."""
     samples = []
     async with _manager(runtime, state, image, durable=durable) as manager:
         await manager.execute(SMALL)
+        cpu = time.process_time()
         for n in range(rounds):
             if pause:
                 await anyio.sleep(0.3)  # outside the measure: the snapshot is done by then
@@ -71,7 +74,8 @@ async def _warm(runtime: RuntimeBackend, state: Path, image: str, rounds: int, *
             result = await manager.execute(f"x = {n}" if changing else "x = 1")
             samples.append(time.perf_counter() - began)
             assert result.ok, result
-    return samples
+        cpu = time.process_time() - cpu
+    return samples, cpu / rounds
 
 
 async def _save(runtime: RuntimeBackend, state: Path, image: str, code: str) -> int:
@@ -144,7 +148,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", default=DEFAULT_IMAGE)
     parser.add_argument("--warm", type=int, default=200, help="rounds of the warm measurement")
-    parser.add_argument("--restores", type=int, default=3, help="rounds of the restore measures (0: none)")
+    parser.add_argument(
+        "--restores", type=int, default=3, help="rounds of the restore measures (0: none)"
+    )
     parser.add_argument("--compare", help="a second image whose restores are measured too")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-durable-") as tmp:
@@ -152,7 +158,8 @@ async def main() -> None:
         runtime = await PodmanBackend.connect(state_dir=root / "runtime")
         try:
             print(f"image {args.image}, {args.warm} warm rounds")
-            print(f"{'warm call x = 1 (x = n: the state changes)':44} {'p50':>9} {'p99':>9}")
+            print(f"{'warm call x = 1 (x = n: the state changes)':44} {'p50':>9} {'p99':>9} "
+                  f"{'bridge CPU/call':>16}")  # fmt: skip
             for label, durable, pause, changing in (
                 ()
                 if not args.warm
@@ -166,9 +173,10 @@ async def main() -> None:
                 )
             ):
                 state = root / f"warm-{durable}-{pause}-{changing}"
-                samples = await _warm(runtime, state, args.image, args.warm, durable=durable,
-                                      pause=pause, changing=changing)  # fmt: skip
-                print(f"  {label:42} {_p(samples, 0.5):7.2f}ms {_p(samples, 0.99):7.2f}ms")
+                samples, cpu = await _warm(runtime, state, args.image, args.warm, durable=durable,
+                                           pause=pause, changing=changing)  # fmt: skip
+                print(f"  {label:42} {_p(samples, 0.5):7.2f}ms {_p(samples, 0.99):7.2f}ms "
+                      f"{cpu * 1000:14.2f}ms")  # fmt: skip
             images = [args.image] + ([args.compare] if args.compare else [])
             if args.restores:  # 0: the warm rows only
                 await _restores(runtime, root, images, args.restores)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from bridge_protocol import UNCHANGED_SNAPSHOT_PREFIX, Snapshot
-from bridge_sandbox_client import _snapshot, _tmpfiles
+from bridge_sandbox_client import _tmpfiles
 from bridge_sandbox_client._preimport import (
     MAX_HINT_BYTES,
     MAX_HINT_MODULES,
@@ -101,7 +101,7 @@ def test_a_file_rewritten_with_the_same_size_and_times_is_saved_anew(tmp: Path) 
     note = tmp / "note.bin"
     note.write_bytes(b"first")
     host = Host()
-    first, _ = host.snapshot({"x": 1})
+    host.snapshot({"x": 1})
     times = note.stat()
     note.write_bytes(b"secnd")
     os.utime(note, ns=(times.st_atime_ns, times.st_mtime_ns))
@@ -164,8 +164,10 @@ def test_the_inline_tar_is_byte_for_byte_what_tarfile_writes(tmp: Path) -> None:
     (tmp / "hard").unlink()
     os.link(tmp / "block", tmp / "hard2")
     assert small.tar(INLINE_LIMIT) == _tarfile_bytes()
-    names = tarfile.open(fileobj=io.BytesIO(small.tar(INLINE_LIMIT))).getnames()
-    assert ".matplotlib" not in names and "d/moved.txt" in names
+    with tarfile.open(fileobj=io.BytesIO(small.tar(INLINE_LIMIT))) as tar:
+        names = tar.getnames()
+    assert ".matplotlib" not in names
+    assert "d/moved.txt" in names
 
 
 def test_the_inline_tar_refuses_a_large_tmp_before_reading_it(tmp: Path) -> None:

@@ -193,7 +193,9 @@ async def test_a_changed_state_with_the_same_unsaved_names_dates_its_metadata_in
     meta = _meta(link)
     inode = meta.stat().st_ino
     os.utime(meta, (1, 1))  # as if saved long ago
-    await _snapshot(link, Snapshot("s-1-2", data=STATE + b"!", last=True, unsaved=("f (file): no",)))
+    await _snapshot(
+        link, Snapshot("s-1-2", data=STATE + b"!", last=True, unsaved=("f (file): no",))
+    )
     assert meta.stat().st_ino == inode
     saved = link.store.saved(None, "default")
     assert saved is not None
@@ -209,7 +211,9 @@ async def test_a_changed_state_with_the_same_unsaved_names_dates_its_metadata_in
 async def test_metadata_missing_at_a_commit_is_written_again(link: DurableLink) -> None:
     await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True, unsaved=("f (file): no",)))
     _meta(link).unlink()
-    await _snapshot(link, Snapshot("s-1-2", data=STATE + b"!", last=True, unsaved=("f (file): no",)))
+    await _snapshot(
+        link, Snapshot("s-1-2", data=STATE + b"!", last=True, unsaved=("f (file): no",))
+    )
     saved = link.store.saved(None, "default")
     assert saved is not None
     assert saved.unsaved == ("f (file): no",)

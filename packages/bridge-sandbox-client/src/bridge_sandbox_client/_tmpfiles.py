@@ -20,7 +20,7 @@ import pwd
 import stat
 import tarfile
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 __all__ = ["MAX_ENTRIES", "SKIPPED", "TMP", "Capped", "SmallTar", "TooLarge", "write_tar"]
 
@@ -31,7 +31,7 @@ MAX_ENTRIES = 256
 """Most ``/tmp`` entries an inline save walks before leaving the state to a child."""
 MAX_NAMES = 64
 """User and group names remembered (files in ``/tmp`` have a handful of owners at most)."""
-_FORMAT = tarfile.DEFAULT_FORMAT
+_FORMAT: Literal[0, 1, 2] = tarfile.DEFAULT_FORMAT
 _ERRORS = "surrogateescape"
 """What ``tarfile.open(mode="w|")`` writes with (its defaults): the same bytes either way."""
 
