@@ -218,3 +218,19 @@ async def test_metadata_missing_at_a_commit_is_written_again(link: DurableLink) 
     assert saved is not None
     assert saved.unsaved == ("f (file): no",)
     assert link.notices[0].startswith(f"session {'default'!r}: these names could not be saved")
+
+
+async def test_an_unchanged_state_with_a_new_unsaved_name_records_it_for_the_restore(
+    link: DurableLink,
+) -> None:
+    # Before: binding an open file leaves the pickle byte for byte the same, so the snapshot was
+    # "unchanged" and the saved metadata kept the old list: the notice after a restore did not
+    # name the file that was lost.
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    unsaved = ("fh (TextIOWrapper): cannot pickle",)
+    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True, unsaved=unsaved))
+    saved = link.store.saved(None, "default")
+    assert saved is not None
+    assert saved.unsaved == unsaved
+    assert "fh (TextIOWrapper)" in link.notices[0]
+    assert "could not be saved and would not survive" in link.notices[0]

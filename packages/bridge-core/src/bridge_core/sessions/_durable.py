@@ -221,7 +221,23 @@ class DurableLink:
             if (now := time.monotonic()) - self._kept_at > every:
                 self._kept_at = now  # in use: retention counts from now
                 await anyio.to_thread.run_sync(self.store.keep, self.client, self.name)
+            if message.unsaved != self._meta:
+                # The same bytes with another name left out (an open file bound, say): the
+                # notice after a restore must name what is missing now.
+                error = await anyio.to_thread.run_sync(self._describe, message.unsaved)
         self._settle(error, message.unsaved)
+
+    def _describe(self, unsaved: tuple[str, ...]) -> str:
+        """Record ``unsaved`` for the state saved last; "" or why not (blocking: in a thread)."""
+        try:
+            if not self.store.describe(self.client, self.name, self.epoch, unsaved):
+                self._saved = False
+                return "the state it is the same as is no longer saved"
+        except OSError as exc:
+            self._meta = None
+            return f"the state's names could not be written: {exc.strerror or exc}"
+        self._meta = unsaved
+        return ""
 
     def _settle(self, error: str, unsaved: tuple[str, ...]) -> None:
         """A snapshot ended: say what the next execution should know, and let it run."""

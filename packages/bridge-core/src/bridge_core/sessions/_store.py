@@ -227,6 +227,20 @@ class SessionStore:
         with contextlib.suppress(OSError):
             os.utime(self._base(client, name).with_suffix(_SUFFIX))
 
+    def describe(
+        self, client: str | None, name: str, epoch: Epoch, unsaved: tuple[str, ...]
+    ) -> bool:
+        """Record ``unsaved`` for the saved state of ``client``'s session ``name``, whose bytes
+        are unchanged; False when there is none (deleted since ``epoch``, or never saved)."""
+        base = self._base(client, name)
+        with self._budget:
+            if self._outdated(epoch) or not base.with_suffix(_SUFFIX).exists():
+                return False
+        # A reset between the check and the write leaves metadata without a state: never read
+        # (a state is found by its own file) and swept at the next start.
+        _write_meta(base, unsaved)
+        return True
+
     def delete(self, client: str | None, name: str) -> None:
         base = self._base(client, name)
         with self._budget:
@@ -313,6 +327,18 @@ def _bump(deletions: Counter[str], key: str) -> None:
     """Count a deletion of ``key`` if a state of it may be in flight (an epoch was taken)."""
     if key in deletions:
         deletions[key] += 1
+
+
+def _write_meta(base: Path, unsaved: tuple[str, ...], forked_from: str = "") -> None:
+    # Written by the host only; a state the session saves itself has no origin any more. When
+    # the state was saved is the metadata's mtime (every commit writes or dates it), not the
+    # state's: using a state refreshes the state's mtime (retention counts from its last use).
+    meta: dict[str, object] = {
+        "unsaved": [item[:MAX_UNSAVED_CHARS] for item in unsaved[:MAX_UNSAVED_LISTED]],
+    }
+    if forked_from:
+        meta["forked_from"] = forked_from
+    write_private(base.with_suffix(_META), json.dumps(meta).encode())
 
 
 def _owner_of(path: Path) -> str:
@@ -417,16 +443,7 @@ class StateWriter:
         return True
 
     def _write_meta(self, unsaved: tuple[str, ...], forked_from: str = "") -> None:
-        # Written by the host only; a state the session saves itself has no origin any more.
-        # When the state was saved is the metadata's mtime (every commit writes or dates it),
-        # not the state's: using a state refreshes the state's mtime (retention counts from its
-        # last use).
-        meta: dict[str, object] = {
-            "unsaved": [item[:MAX_UNSAVED_CHARS] for item in unsaved[:MAX_UNSAVED_LISTED]],
-        }
-        if forked_from:
-            meta["forked_from"] = forked_from
-        write_private(self._base.with_suffix(_META), json.dumps(meta).encode())
+        _write_meta(self._base, unsaved, forked_from)
 
     def abort(self) -> None:
         with contextlib.suppress(OSError):
