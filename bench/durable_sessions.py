@@ -12,11 +12,12 @@
 3. disk per saved session, for both.
 
 Usage: ``hatch run bench:python bench/durable_sessions.py [--warm N] [--image IMAGE]
-[--restores N] [--compare IMAGE]`` (the image must contain cloudpickle and the durable sandbox
-client; the 50 MB case needs the standard image's numpy and pandas). ``--compare`` measures the
+[--restores N] [--compare IMAGE] [--back-to-back]`` (the image must contain cloudpickle and the
+durable sandbox client; the 50 MB case needs the standard image's numpy and pandas). ``--compare`` measures the
 restores of a second image too, alternating the two (each figure is a median of ``--restores``
-runs), so a change is measured side by side under the same load. Prints figures side by side;
-asserts nothing.
+runs), so a change is measured side by side under the same load; ``--restores 0`` skips them, and
+``--back-to-back`` keeps only the warm rows without pauses (many rounds in little time). Prints
+figures side by side; asserts nothing.
 """
 
 from __future__ import annotations
@@ -152,6 +153,9 @@ async def main() -> None:
         "--restores", type=int, default=3, help="rounds of the restore measures (0: none)"
     )
     parser.add_argument("--compare", help="a second image whose restores are measured too")
+    parser.add_argument(
+        "--back-to-back", action="store_true", help="only the back-to-back warm rows (no pauses)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-durable-") as tmp:
         root = Path(tmp)
@@ -172,6 +176,8 @@ async def main() -> None:
                     ("x = n saved, back to back", True, False, True),
                 )
             ):
+                if pause and args.back_to_back:
+                    continue
                 state = root / f"warm-{durable}-{pause}-{changing}"
                 samples, cpu = await _warm(runtime, state, args.image, args.warm, durable=durable,
                                            pause=pause, changing=changing)  # fmt: skip
