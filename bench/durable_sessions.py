@@ -13,11 +13,11 @@
 
 Usage: ``hatch run bench:python bench/durable_sessions.py [--warm N] [--image IMAGE]
 [--restores N] [--compare IMAGE] [--back-to-back]`` (the image must contain cloudpickle and the
-durable sandbox client; the 50 MB case needs the standard image's numpy and pandas). ``--compare`` measures the
-restores of a second image too, alternating the two (each figure is a median of ``--restores``
-runs), so a change is measured side by side under the same load; ``--restores 0`` skips them, and
-``--back-to-back`` keeps only the warm rows without pauses (many rounds in little time). Prints
-figures side by side; asserts nothing.
+durable sandbox client; the 50 MB case needs the standard image's numpy and pandas).
+``--compare`` measures the restores of a second image too, alternating the two (each figure is a
+median of ``--restores`` runs), so a change is measured side by side under the same load;
+``--restores 0`` skips them, and ``--back-to-back`` keeps only the warm rows without pauses (many
+rounds in little time). Prints figures side by side; asserts nothing.
 """
 
 from __future__ import annotations
