@@ -6,8 +6,8 @@ the result is sent: pickled with cloudpickle and ``/tmp`` tarred into memory (se
 capped at :data:`INLINE_LIMIT` (numpy and pandas buffers are counted before they are copied), and
 sent in one ``Snapshot`` frame, or, when its bytes equal those of the last state sent (compared,
 not hashed: the last one is kept), as an "unchanged" snapshot with no data. That costs a fraction
-of a millisecond, far less than a fork. It is only tried while no
-thread of user code runs (a thread could change the namespace while it is pickled).
+of a millisecond, far less than a fork. It is only tried while no thread of user code runs (a
+thread could change the namespace while it is pickled).
 
 A larger state, or one with user threads running, is saved without holding up the next
 execution: the main thread ``os.fork()``\\ s (copy-on-write) and goes back to its inbox; the child
