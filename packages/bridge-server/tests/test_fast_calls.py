@@ -282,3 +282,13 @@ async def test_a_client_of_the_2026_protocol_is_served_by_the_sdk_alone() -> Non
             taken = await session.call_tool("run_python", {"code": "taken?"})
     assert _text(result) == "'1+1'"
     assert _text(taken) == "[]"
+
+
+def test_an_sdk_without_the_parts_of_the_fast_path_leaves_every_call_to_the_sdk(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcp_code_execution_mode import serve
+
+    monkeypatch.setitem(sys.modules, "mcp_code_execution_mode._serving", None)  # import fails
+    assert serve._fast_serving() is None
+    assert "fast path off" in caplog.text

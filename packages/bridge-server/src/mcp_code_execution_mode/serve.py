@@ -20,7 +20,6 @@ from starlette.middleware import Middleware
 
 from mcp_code_execution_mode._clients import RefuseAnonymousStateless
 from mcp_code_execution_mode._malformed import AnswerMalformed
-from mcp_code_execution_mode._serving import serve_streams
 from mcp_code_execution_mode._stdio import stdio_transport
 from mcp_code_execution_mode.server import Executor, ExecutorFactory, create_server
 from mcp_code_execution_mode.settings import Settings
@@ -56,6 +55,18 @@ async def _until_signal(main: Callable[[], Awaitable[None]]) -> None:
         tg.cancel_scope.cancel()
 
 
+def _fast_serving() -> Callable[..., Awaitable[None]] | None:
+    """The fast path's server loop, or None when this SDK's internal parts it is built from are
+    not there (``mcp>=2.3,<3`` lets a user install an SDK release the fast path was never
+    tested with): the SDK's own loop then serves every call, only slower."""
+    try:
+        from mcp_code_execution_mode._serving import serve_streams
+    except ImportError as exc:
+        logger.warning("run_python fast path off (this MCP SDK lacks %s): the SDK serves calls", exc)
+        return None
+    return serve_streams
+
+
 async def serve_stdio(
     settings: Settings, executor_factory: ExecutorFactory, *, fast_path: bool = True
 ) -> None:
@@ -68,7 +79,11 @@ async def serve_stdio(
             if streams is not None:
                 read, write = streams
                 options = server.create_initialization_options()
-                await serve_streams(server, read, write, options, fast_path=fast_path)
+                serve_streams = _fast_serving() if fast_path else None
+                if serve_streams is not None:
+                    await serve_streams(server, read, write, options, fast_path=True)
+                else:
+                    await server.run(AnswerMalformed(read, write), write, options)
                 return
         async with stdio_server() as (sdk_read, sdk_write):  # stdin cannot be polled
             answered = AnswerMalformed(sdk_read, sdk_write)
