@@ -62,7 +62,7 @@ def _fast_serving() -> Callable[..., Awaitable[None]] | None:
     try:
         from mcp_code_execution_mode._serving import serve_streams
     except ImportError as exc:
-        logger.warning("run_python fast path off (this MCP SDK lacks %s): the SDK serves calls", exc)
+        logger.warning("run_python fast path off (this MCP SDK lacks %s): the SDK serves", exc)
         return None
     return serve_streams
 
