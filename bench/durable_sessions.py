@@ -3,7 +3,8 @@
 1. a warm ``x = 1`` call, sessions not saved vs saved: p50/p99 time to the result (the snapshot
    runs after the result; the next call starts once it is on disk), and back to back (each call
    also waits for the previous call's snapshot); ``x = 1`` again leaves the state unchanged
-   (announced, not written), so ``x = n`` measures a state that changes at every call;
+   (announced, not written), so ``x = n`` measures a state that changes at every call; with the
+   CPU this process (the bridge's session manager) spent per call;
 2. the first call after a bridge restart (a new manager on the same state dir): a small session,
    one holding ~50 MB of numpy/pandas data, and ~50 MB of bytes (the transfer alone, nothing to
    import), against a new empty session; without a warm pool (the container start is part of
@@ -13,11 +14,12 @@
 3. disk per saved session, for both.
 
 Usage: ``hatch run bench:python bench/durable_sessions.py [--warm N] [--image IMAGE]
-[--restores N] [--compare IMAGE]`` (the image must contain cloudpickle and the durable sandbox
-client; the 50 MB case needs the standard image's numpy and pandas). ``--compare`` measures the
-restores of a second image too, alternating the two (each figure is a median of ``--restores``
-runs), so a change is measured side by side under the same load. Prints figures side by side;
-asserts nothing.
+[--restores N] [--compare IMAGE] [--back-to-back]`` (the image must contain cloudpickle and the
+durable sandbox client; the 50 MB case needs the standard image's numpy and pandas).
+``--compare`` measures the restores of a second image too, alternating the two (each figure is a
+median of ``--restores`` runs), so a change is measured side by side under the same load;
+``--restores 0`` skips them, and ``--back-to-back`` keeps only the warm rows without pauses (many
+rounds in little time). Prints figures side by side; asserts nothing.
 """
 
 from __future__ import annotations
@@ -68,10 +70,12 @@ def _p(samples: list[float], q: float) -> float:
 
 
 async def _warm(runtime: RuntimeBackend, state: Path, image: str, rounds: int, *, durable: bool,
-                pause: bool, changing: bool) -> list[float]:  # fmt: skip
+                pause: bool, changing: bool) -> tuple[list[float], float]:  # fmt: skip
+    """The time of each call, and the CPU this process (the bridge) spent per call."""
     samples = []
     async with _manager(runtime, state, image, durable=durable) as manager:
         await manager.execute(SMALL)
+        cpu = time.process_time()
         for n in range(rounds):
             if pause:
                 await anyio.sleep(0.3)  # outside the measure: the snapshot is done by then
@@ -79,7 +83,8 @@ async def _warm(runtime: RuntimeBackend, state: Path, image: str, rounds: int, *
             result = await manager.execute(f"x = {n}" if changing else "x = 1")
             samples.append(time.perf_counter() - began)
             assert result.ok, result
-    return samples
+        cpu = time.process_time() - cpu
+    return samples, cpu / rounds
 
 
 async def _save(runtime: RuntimeBackend, state: Path, image: str, code: str) -> int:
@@ -168,15 +173,21 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", default=DEFAULT_IMAGE)
     parser.add_argument("--warm", type=int, default=200, help="rounds of the warm measurement")
-    parser.add_argument("--restores", type=int, default=3, help="rounds of the restore measures")
+    parser.add_argument(
+        "--restores", type=int, default=3, help="rounds of the restore measures (0: none)"
+    )
     parser.add_argument("--compare", help="a second image whose restores are measured too")
+    parser.add_argument(
+        "--back-to-back", action="store_true", help="only the back-to-back warm rows (no pauses)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-durable-") as tmp:
         root = Path(tmp)
         runtime = await PodmanBackend.connect(state_dir=root / "runtime")
         try:
             print(f"image {args.image}, {args.warm} warm rounds")
-            print(f"{'warm call x = 1 (x = n: the state changes)':44} {'p50':>9} {'p99':>9}")
+            print(f"{'warm call x = 1 (x = n: the state changes)':44} {'p50':>9} {'p99':>9} "
+                  f"{'bridge CPU/call':>16}")  # fmt: skip
             for label, durable, pause, changing in (
                 ()
                 if not args.warm
@@ -189,12 +200,16 @@ async def main() -> None:
                     ("x = n saved, back to back", True, False, True),
                 )
             ):
+                if pause and args.back_to_back:
+                    continue
                 state = root / f"warm-{durable}-{pause}-{changing}"
-                samples = await _warm(runtime, state, args.image, args.warm, durable=durable,
-                                      pause=pause, changing=changing)  # fmt: skip
-                print(f"  {label:42} {_p(samples, 0.5):7.2f}ms {_p(samples, 0.99):7.2f}ms")
+                samples, cpu = await _warm(runtime, state, args.image, args.warm, durable=durable,
+                                           pause=pause, changing=changing)  # fmt: skip
+                print(f"  {label:42} {_p(samples, 0.5):7.2f}ms {_p(samples, 0.99):7.2f}ms "
+                      f"{cpu * 1000:14.2f}ms")  # fmt: skip
             images = [args.image] + ([args.compare] if args.compare else [])
-            await _restores(runtime, root, images, args.restores)
+            if args.restores:  # 0: the warm rows only
+                await _restores(runtime, root, images, args.restores)
         finally:
             await runtime.aclose()
 

@@ -6,6 +6,8 @@ modules it needs (bounded)."""
 from __future__ import annotations
 
 import io
+import mmap
+import os
 import pickle
 import queue
 import struct
@@ -17,7 +19,7 @@ from typing import Any
 
 import pytest
 from bridge_protocol import UNCHANGED_SNAPSHOT_PREFIX, Snapshot
-from bridge_sandbox_client import _snapshot
+from bridge_sandbox_client import _tmpfiles
 from bridge_sandbox_client._preimport import (
     MAX_HINT_BYTES,
     MAX_HINT_MODULES,
@@ -59,7 +61,7 @@ class Host:
 
 @pytest.fixture
 def tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(_snapshot, "TMP", tmp_path)
+    monkeypatch.setattr(_tmpfiles, "TMP", tmp_path)
     return tmp_path
 
 
@@ -94,6 +96,91 @@ def test_the_same_state_again_is_sent_as_unchanged_and_a_change_whole(tmp: Path)
     changed, _ = host.snapshot(namespace)
     assert not changed[0].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
     assert changed[0].data != first[0].data
+
+
+def test_a_file_rewritten_with_the_same_size_and_times_is_saved_anew(tmp: Path) -> None:
+    # A reused tar header must never stand for content: here only the bytes differ.
+    note = tmp / "note.bin"
+    note.write_bytes(b"first")
+    host = Host()
+    host.snapshot({"x": 1})
+    times = note.stat()
+    note.write_bytes(b"secnd")
+    os.utime(note, ns=(times.st_atime_ns, times.st_mtime_ns))
+    again, _ = host.snapshot({"x": 1})
+    assert not again[0].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
+    note.unlink()
+    assert restore_state(again[0].data, {}) == ""
+    assert note.read_bytes() == b"secnd"
+
+
+def test_a_file_written_through_a_shared_mapping_is_saved_anew(tmp: Path) -> None:
+    # On tmpfs a page already written through a mapping takes more writes without any change
+    # of the file's times (measured): the content is read at every save, never assumed.
+    data = tmp / "mapped.bin"
+    data.write_bytes(bytes(4096))
+    host = Host()
+    with data.open("r+b") as file, mmap.mmap(file.fileno(), 4096) as mapping:
+        mapping[:5] = b"first"
+        host.snapshot({"x": 1})
+        mapping[:5] = b"secnd"
+        again, _ = host.snapshot({"x": 1})
+    assert not again[0].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
+    data.unlink()
+    assert restore_state(again[0].data, {}) == ""
+    assert data.read_bytes()[:5] == b"secnd"
+
+
+def _tree(root: Path) -> None:
+    (root / "note.txt").write_text("kept")
+    (root / "empty").write_bytes(b"")
+    (root / "block").write_bytes(b"b" * tarfile.BLOCKSIZE)
+    (root / "d" / "e").mkdir(parents=True)
+    (root / "d" / "e" / "deep.txt").write_text("deep")
+    (root / "d" / ("long-" * 30)).write_text("a name past ustar's 100 characters")
+    (root / "snowman-\u2603").write_text("unicode name")
+    os.symlink("note.txt", root / "link")
+    os.symlink("/nowhere", root / "dangling")
+    os.link(root / "note.txt", root / "hard")
+    os.mkfifo(root / "fifo")
+    os.chmod(root / "empty", 0o600)
+    (root / ".matplotlib").mkdir()  # the image's cache: left out
+    (root / ".matplotlib" / "cache").write_text("not saved")
+
+
+def _tarfile_bytes() -> bytes:
+    out = io.BytesIO()
+    _tmpfiles.write_tar(out)
+    return out.getvalue()
+
+
+def test_the_inline_tar_is_byte_for_byte_what_tarfile_writes(tmp: Path) -> None:
+    _tree(tmp)
+    small = _tmpfiles.SmallTar()
+    assert small.tar(INLINE_LIMIT) == _tarfile_bytes()
+    # Again with headers reused, and after changes of content, mode, names and links.
+    assert small.tar(INLINE_LIMIT) == _tarfile_bytes()
+    (tmp / "note.txt").write_text("changed")
+    os.chmod(tmp / "block", 0o640)
+    (tmp / "d" / "e" / "deep.txt").rename(tmp / "d" / "moved.txt")
+    (tmp / "hard").unlink()
+    os.link(tmp / "block", tmp / "hard2")
+    assert small.tar(INLINE_LIMIT) == _tarfile_bytes()
+    with tarfile.open(fileobj=io.BytesIO(small.tar(INLINE_LIMIT))) as tar:
+        names = tar.getnames()
+    assert ".matplotlib" not in names
+    assert "d/moved.txt" in names
+
+
+def test_the_inline_tar_refuses_a_large_tmp_before_reading_it(tmp: Path) -> None:
+    (tmp / "big").write_bytes(b"x" * (INLINE_LIMIT + 1))
+    with pytest.raises(_tmpfiles.TooLarge):
+        _tmpfiles.SmallTar().tar(INLINE_LIMIT)
+    (tmp / "big").unlink()
+    for n in range(_tmpfiles.MAX_ENTRIES + 1):
+        (tmp / f"f{n}").write_bytes(b"")
+    with pytest.raises(_tmpfiles.TooLarge):
+        _tmpfiles.SmallTar().tar(INLINE_LIMIT)
 
 
 def test_a_large_state_is_saved_by_a_child_and_the_next_small_one_inline_again(

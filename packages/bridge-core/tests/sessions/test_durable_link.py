@@ -176,3 +176,61 @@ async def test_unchanged_after_the_state_was_deleted_by_a_refused_restore_is_not
     link.forgotten()
     await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True))
     assert "could not be saved" in link.notices[0]
+
+
+def _meta(link: DurableLink) -> Path:
+    state = _state(link)
+    assert state is not None
+    return state.with_suffix(".meta")
+
+
+async def test_a_changed_state_with_the_same_unsaved_names_dates_its_metadata_in_place(
+    link: DurableLink,
+) -> None:
+    # Before: every commit replaced the metadata file too (a second rename over a file, which
+    # ext4 pays with a flush); now it is written only when what it says changes.
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True, unsaved=("f (file): no",)))
+    meta = _meta(link)
+    inode = meta.stat().st_ino
+    os.utime(meta, (1, 1))  # as if saved long ago
+    await _snapshot(
+        link, Snapshot("s-1-2", data=STATE + b"!", last=True, unsaved=("f (file): no",))
+    )
+    assert meta.stat().st_ino == inode
+    saved = link.store.saved(None, "default")
+    assert saved is not None
+    assert saved.saved_at > 1  # the second commit's time, read from the metadata
+    assert saved.unsaved == ("f (file): no",)
+    await _snapshot(link, Snapshot("s-1-3", data=STATE, last=True))  # no unsaved names now
+    assert meta.stat().st_ino != inode
+    saved = link.store.saved(None, "default")
+    assert saved is not None
+    assert saved.unsaved == ()
+
+
+async def test_metadata_missing_at_a_commit_is_written_again(link: DurableLink) -> None:
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True, unsaved=("f (file): no",)))
+    _meta(link).unlink()
+    await _snapshot(
+        link, Snapshot("s-1-2", data=STATE + b"!", last=True, unsaved=("f (file): no",))
+    )
+    saved = link.store.saved(None, "default")
+    assert saved is not None
+    assert saved.unsaved == ("f (file): no",)
+    assert link.notices[0].startswith(f"session {'default'!r}: these names could not be saved")
+
+
+async def test_an_unchanged_state_with_a_new_unsaved_name_records_it_for_the_restore(
+    link: DurableLink,
+) -> None:
+    # Before: binding an open file leaves the pickle byte for byte the same, so the snapshot was
+    # "unchanged" and the saved metadata kept the old list: the notice after a restore did not
+    # name the file that was lost.
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    unsaved = ("fh (TextIOWrapper): cannot pickle",)
+    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True, unsaved=unsaved))
+    saved = link.store.saved(None, "default")
+    assert saved is not None
+    assert saved.unsaved == unsaved
+    assert "fh (TextIOWrapper)" in link.notices[0]
+    assert "could not be saved and would not survive" in link.notices[0]

@@ -81,6 +81,35 @@ def test_states_past_the_retention_and_half_written_files_go_when_the_store_open
     store.close()
 
 
+def test_a_state_in_use_keeps_its_metadata_past_the_retention(tmp_path: Path) -> None:
+    # Before: the sweep judged the metadata by its own mtime (its last save), so a state that was
+    # used (restored, or saved unchanged) but not changed for longer than the retention kept its
+    # bytes and lost its unsaved names and its time.
+    store = SessionStore(tmp_path, StoreSettings(retention=60))
+    store.open()
+    writer = store.writer(None, "used")
+    writer.write(b"state")
+    assert writer.commit(("f (file): no",)) == ""
+    saved = store.saved(None, "used")
+    assert saved is not None
+    long_ago = time.time() - 120
+    os.utime(saved.path.with_suffix(".meta"), (long_ago, long_ago))
+    store.touch(saved)  # used now
+    _save(store, b"gone", "old")
+    old = store.saved(None, "old")
+    assert old is not None
+    os.utime(old.path, (long_ago, long_ago))
+    store.close()
+    store.open()
+    kept = store.saved(None, "used")
+    assert kept is not None
+    assert kept.unsaved == ("f (file): no",)
+    assert abs(kept.saved_at - long_ago) < 1
+    assert store.saved(None, "old") is None
+    assert not list(store.root.glob("*.meta"))[1:]  # the old state's went with it
+    store.close()
+
+
 def test_names_are_per_client_and_a_client_s_states_go_with_it(tmp_path: Path) -> None:
     store = SessionStore(tmp_path, StoreSettings())
     store.open()

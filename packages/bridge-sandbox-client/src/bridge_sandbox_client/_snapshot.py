@@ -2,11 +2,12 @@
 execution, and load them back into a fresh sandbox of the same session.
 
 A small state (the kilobytes most sessions hold) is saved by the main thread itself, right after
-the result is sent: pickled with cloudpickle and ``/tmp`` tarred into memory, capped at
-:data:`INLINE_LIMIT` (numpy and pandas buffers are counted before they are copied), and sent in one
-``Snapshot`` frame, or, when its bytes equal the last state sent, as an "unchanged" snapshot with
-no data. That costs a fraction of a millisecond, far less than a fork. It is only tried while no
-thread of user code runs (a thread could change the namespace while it is pickled).
+the result is sent: pickled with cloudpickle and ``/tmp`` tarred into memory (see ``_tmpfiles``),
+capped at :data:`INLINE_LIMIT` (numpy and pandas buffers are counted before they are copied), and
+sent in one ``Snapshot`` frame, or, when its bytes equal those of the last state sent (compared,
+not hashed: the last one is kept), as an "unchanged" snapshot with no data. That costs a fraction
+of a millisecond, far less than a fork. It is only tried while no thread of user code runs (a
+thread could change the namespace while it is pickled).
 
 A larger state, or one with user threads running, is saved without holding up the next
 execution: the main thread ``os.fork()``\\ s (copy-on-write) and goes back to its inbox; the child
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import copyreg
-import hashlib
 import io
 import json
 import os
@@ -37,7 +37,6 @@ import tarfile
 import threading
 import types
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, BinaryIO
 
 import cloudpickle  # type: ignore[import-untyped]
@@ -47,7 +46,9 @@ from bridge_protocol.hints import STATE_MAGIC as MAGIC
 from bridge_protocol.hints import STATE_MAGIC_1 as MAGIC_1
 from bridge_protocol.hints import hint_from_head
 
+from bridge_sandbox_client import _tmpfiles
 from bridge_sandbox_client._preimport import encode_hint
+from bridge_sandbox_client._tmpfiles import Capped, SmallTar, TooLarge, write_tar
 
 __all__ = ["SnapshotTaker", "restore_state", "state_hint"]
 
@@ -63,15 +64,10 @@ worst, and a state found larger is saved by a child from then on, until one is s
 MAX_UNSAVED = 50
 """Unsaved names listed in a snapshot (the host keeps as many; each entry is cut too), so that
 its last frame always fits the channel, whatever names and types user code makes up."""
-INLINE_TMP_ENTRIES = 256
-"""Most ``/tmp`` entries an inline save walks before leaving the state to a child."""
 CHILD_SECONDS = 600
 """A saving child still running after this is killed by its own alarm (it must never linger)."""
 CHILD_NICENESS = 10
 """How much the saving child lowers its CPU priority (raising niceness needs no privilege)."""
-TMP = Path("/tmp")
-SKIPPED_TMP = frozenset({".matplotlib"})
-"""Entries of ``/tmp`` every sandbox gets from its image (caches): not saved."""
 _GLOBALS = "__main__-globals"
 """Persistent id of the session namespace itself: functions and classes defined by user code
 are restored with the live namespace as their globals, not a private copy of it."""
@@ -87,11 +83,7 @@ _OWN_THREADS = "bridge-"
 Send = Callable[[Snapshot], None]
 
 
-class _TooLarge(Exception):
-    """The state passed :data:`INLINE_LIMIT`: a forked child saves it."""
-
-
-class _SessionHooks(_TooLarge):
+class _SessionHooks(TooLarge):
     """A class of the session's own code decides how its objects are pickled: a forked child
     saves the state, so that such code (which may mutate, hang or exit) never runs in the
     process serving the session, whose live objects it would change."""
@@ -133,19 +125,6 @@ def _runs_session_code(cls: type) -> bool:
     except BaseException:  # an odd class: its state is the child's to save
         return True
     return False
-
-
-class _Capped(io.BytesIO):
-    """A buffer that refuses to grow past ``limit`` bytes (raises :class:`_TooLarge`)."""
-
-    def __init__(self, limit: int | None) -> None:
-        super().__init__()
-        self._limit = limit
-
-    def write(self, data: Any) -> int:
-        if self._limit is not None and self.tell() + memoryview(data).nbytes > self._limit:
-            raise _TooLarge
-        return super().write(data)
 
 
 class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
@@ -224,7 +203,7 @@ def _dumps(
     """The pickle of ``values``, and its hint."""
     # Protocol 5: numpy and pandas hand their buffers over uncopied, so a capped buffer refuses
     # a large array before its bytes are copied.
-    buffer = _Capped(limit)
+    buffer = Capped(limit)
     pickler = _Pickler(buffer, namespace, inline=limit is not None)
     pickler.dump(values)
     return buffer.getvalue(), encode_hint(pickler.needed)
@@ -243,12 +222,12 @@ def pickle_namespace(
 ) -> Pickled:
     """The pickle of every saveable name, with ``"name (type): reason"`` for each left out.
 
-    Raises :class:`_TooLarge` past ``limit`` bytes.
+    Raises :class:`TooLarge` past ``limit`` bytes.
     """
     values = _saveable(namespace, skip)
     try:
         return Pickled(*_dumps(values, namespace, limit), [])
-    except _TooLarge:
+    except TooLarge:
         raise
     except Exception:
         pass
@@ -256,7 +235,7 @@ def pickle_namespace(
     for name, value in list(values.items()):
         try:
             _dumps({name: value}, namespace, limit)
-        except _TooLarge:
+        except TooLarge:
             raise
         except Exception as exc:
             del values[name]
@@ -285,31 +264,6 @@ def _type_name(value: Any) -> str:
         return "?"
 
 
-def _write_tmp(out: BinaryIO) -> None:
-    with tarfile.open(fileobj=out, mode="w|") as tar:
-        for entry in sorted(TMP.iterdir()):
-            if entry.name not in SKIPPED_TMP:
-                tar.add(entry, arcname=entry.name)
-
-
-def _tmp_is_small() -> bool:
-    """Whether ``/tmp`` holds at most :data:`INLINE_LIMIT` bytes in a few entries (bounded walk)."""
-    total = entries = 0
-    for root, dirs, files in os.walk(TMP):
-        if root == str(TMP):
-            dirs[:] = [name for name in dirs if name not in SKIPPED_TMP]
-            files = [name for name in files if name not in SKIPPED_TMP]
-        entries += len(dirs) + len(files)
-        if entries > INLINE_TMP_ENTRIES:
-            return False
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, name)).st_size
-        if total > INLINE_LIMIT:
-            return False
-    return True
-
-
 def _user_threads_run() -> bool:
     return any(
         not thread.name.startswith(_OWN_THREADS) and thread is not threading.main_thread()
@@ -318,17 +272,16 @@ def _user_threads_run() -> bool:
 
 
 def inline_state(
-    namespace: dict[str, Any], skip: Callable[[str, Any], bool]
-) -> tuple[bytes, list[str]]:
-    """The saved state, built in this process: raises :class:`_TooLarge` past the limit."""
-    if not _tmp_is_small():
-        raise _TooLarge
-    pickled = pickle_namespace(namespace, skip, INLINE_LIMIT)
-    out = _Capped(INLINE_LIMIT)
-    out.write(pickled.header())
-    out.write(pickled.data)
-    _write_tmp(out)
-    return out.getvalue(), pickled.unsaved
+    namespace: dict[str, Any], skip: Callable[[str, Any], bool], tmp: SmallTar
+) -> tuple[tuple[bytes, bytes, bytes], list[str]]:
+    """The saved state built in this process, in its three parts (the pickle's header, the
+    pickle, the tar of ``/tmp``): raises :class:`TooLarge` past :data:`INLINE_LIMIT` in all."""
+    tar = tmp.tar(INLINE_LIMIT)  # first: walking /tmp is cheaper than pickling
+    pickled = pickle_namespace(namespace, skip, INLINE_LIMIT - len(tar))
+    head = pickled.header()
+    if len(head) + len(pickled.data) + len(tar) > INLINE_LIMIT:
+        raise TooLarge
+    return (head, pickled.data, tar), pickled.unsaved
 
 
 class SnapshotTaker:
@@ -340,8 +293,10 @@ class SnapshotTaker:
         self._sequence = 0
         self._inline = True
         """Whether the next state is tried inline (the last one forked was small, or none was)."""
-        self._digest: bytes | None = None
-        """Digest of the last state sent inline (None: the host's copy is not known to match)."""
+        self._sent: tuple[bytes, bytes, bytes] | None = None
+        """The parts of the last state sent inline (None: the host's copy is not known to
+        match); at most :data:`INLINE_LIMIT` bytes kept."""
+        self._tmp = SmallTar()
         self._forwarder: threading.Thread | None = None
 
     def fork_id(self) -> str:
@@ -372,7 +327,7 @@ class SnapshotTaker:
                 and self._take_inline(namespace, skip, snapshot_id)
             ):
                 return
-        self._digest = None
+        self._sent = None
         try:
             read_fd, write_fd = os.pipe()
         except OSError as exc:
@@ -402,28 +357,27 @@ class SnapshotTaker:
     ) -> bool:
         """Save a small state from this process; False when it is too large for that."""
         try:
-            state, unsaved = inline_state(namespace, skip)
-        except _TooLarge:
+            parts, unsaved = inline_state(namespace, skip, self._tmp)
+        except TooLarge:
             self._inline = False
             return False
         except BaseException as exc:  # user code's __reduce__ may raise anything
-            self._digest = None
+            self._sent = None
             self._fail(snapshot_id, f"the state could not be saved: {describe_error(exc)}")
             return True
-        digest = hashlib.blake2b(state, digest_size=16).digest()
-        if digest == self._digest:
+        if parts == self._sent:  # byte for byte: equal lengths first, then one memcmp each
             message = Snapshot(
                 f"{UNCHANGED_SNAPSHOT_PREFIX}{snapshot_id}", last=True, unsaved=tuple(unsaved)
             )
         else:
-            message = Snapshot(snapshot_id, data=state, last=True, unsaved=tuple(unsaved))
-        self._digest = None
+            message = Snapshot(snapshot_id, data=b"".join(parts), last=True, unsaved=tuple(unsaved))
+        self._sent = None
         try:
             self._send(message)
         except (OSError, ValueError) as exc:
             self._log(f"could not send snapshot {snapshot_id}: {exc}")
             return True
-        self._digest = digest
+        self._sent = parts
         return True
 
     def _fail(self, snapshot_id: str, error: str) -> None:
@@ -483,7 +437,7 @@ def _child(write_fd: int, namespace: dict[str, Any], skip: Callable[[str, Any], 
             out.write(pickled.header())
             out.write(pickled.data)
             del pickled
-            _write_tmp(out)
+            write_tar(out)
         status = 0
     except BaseException:  # the parent reports the exit status
         pass
@@ -535,7 +489,7 @@ def restore_state(data: bytes | bytearray, namespace: dict[str, Any]) -> str:
             raise pickle.UnpicklingError("the pickle does not end where its length says")
         namespace.update(values)
         with tarfile.open(fileobj=stream, mode="r|") as tar:
-            tar.extractall(TMP, filter="tar")
+            tar.extractall(_tmpfiles.TMP, filter="tar")
     except Exception as exc:
         namespace.clear()
         namespace.update(before)

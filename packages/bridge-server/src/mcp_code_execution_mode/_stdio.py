@@ -29,7 +29,7 @@ import logging
 import os
 import stat
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from types import TracebackType
 from typing import Self
@@ -106,15 +106,24 @@ class _Lines:
 class _Requests:
     """The read stream the SDK's server loop iterates (its ``ReadStream`` shape): one parsed
     message per line, read and parsed in the loop's own task. A line that is not a JSON-RPC
-    message comes as the exception, as the SDK's transport yields it."""
+    message comes as the exception, as the SDK's transport yields it.
+
+    ``intercept``, when set, sees each line first and returns True for a line it took over (the
+    ``run_python`` fast path, see ``_fast_calls``); the SDK never sees such a line.
+    """
 
     def __init__(self, fd: int) -> None:
         self._lines = _Lines(fd)
+        self.intercept: Callable[[str], bool] | None = None
 
     async def receive(self) -> SessionMessage | Exception:
-        line = await self._lines.next()
-        if line is None:
-            raise anyio.EndOfStream
+        while True:
+            line = await self._lines.next()
+            if line is None:
+                raise anyio.EndOfStream
+            intercept = self.intercept
+            if intercept is None or not intercept(line):
+                break
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except Exception as exc:  # what the SDK's stdio_server does: hand the error on
@@ -163,10 +172,13 @@ class _Answers:
         task_group.start_soon(self._write_backlog)
 
     async def send(self, item: SessionMessage, /) -> None:
+        json = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        await self.send_line((json + "\n").encode())
+
+    async def send_line(self, data: bytes) -> None:
+        """Write one whole line (``data`` ends with its newline); as :meth:`send`."""
         if self._broken is not None:
             raise anyio.BrokenResourceError from self._broken
-        json = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-        data = (json + "\n").encode()
         written = 0
         if not self._backlog:
             try:
@@ -251,20 +263,23 @@ def _claimed(fd: int, stand_in: int) -> Iterator[int]:
 
 
 @asynccontextmanager
-async def stdio_transport() -> AsyncIterator[tuple[_Requests, _Answers] | None]:
-    """Claim fds 0 and 1 and yield the server's (read, write) streams over them; ``None`` when
-    they cannot be polled (stdin from a regular file or ``/dev/null``), where the SDK's own
-    transport is the right one: it never blocks there."""
-    if not (_pollable(0) and _pollable(1)):
+async def stdio_transport(
+    stdin: int = 0, stdout: int = 1
+) -> AsyncIterator[tuple[_Requests, _Answers] | None]:
+    """Claim fds ``stdin`` and ``stdout`` (0 and 1; tests pass pipes) and yield the server's
+    (read, write) streams over them; ``None`` when they cannot be polled (stdin from a regular
+    file or ``/dev/null``), where the SDK's own transport is the right one: it never blocks
+    there."""
+    if not (_pollable(stdin) and _pollable(stdout)):
         yield None
         return
     null = os.open(os.devnull, os.O_RDONLY)
     try:
-        with _claimed(0, null) as stdin, _claimed(1, 2) as stdout:
+        with _claimed(stdin, null) as private_in, _claimed(stdout, 2) as private_out:
             os.close(null)
             null = -1
             async with anyio.create_task_group() as tg:
-                yield _Requests(stdin), _Answers(stdout, tg)
+                yield _Requests(private_in), _Answers(private_out, tg)
                 tg.cancel_scope.cancel()
     finally:
         if null >= 0:

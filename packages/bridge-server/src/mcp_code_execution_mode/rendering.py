@@ -31,9 +31,19 @@ from bridge_core.sessions import visible_head
 if TYPE_CHECKING:
     from bridge_core.sessions.types import ExecutionResult
 
-__all__ = ["OutputMode", "error_result", "render_result", "structured_payload"]
+__all__ = [
+    "OutputMode",
+    "WireResult",
+    "error_result",
+    "error_wire",
+    "render_result",
+    "render_wire",
+    "structured_payload",
+]
 
 OutputMode = Literal["compact", "toon"]
+WireResult = dict[str, Any]
+"""A ``CallToolResult`` as its JSON object (camelCase keys)."""
 
 _STATUS_LINES = {
     "error": "the code raised an exception",
@@ -141,17 +151,27 @@ def _bridge_text(result: ExecutionResult, payload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _image_contents(result: ExecutionResult) -> list[types.ImageContent]:
+def _image_blocks(result: ExecutionResult) -> list[dict[str, Any]]:
     return [
-        types.ImageContent(
-            type="image", data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime
-        )
+        {
+            "data": base64.b64encode(image.data).decode("ascii"),
+            "mimeType": image.mime,
+            "type": "image",
+        }
         for image in result.images
     ]
 
 
-def render_result(result: ExecutionResult, mode: OutputMode = "compact") -> types.CallToolResult:
-    """Render one execution for the model (see the module docstring for the shape)."""
+def _wire(blocks: list[dict[str, Any]], is_error: bool, payload: dict[str, Any]) -> WireResult:
+    # Keys in the order the SDK's result sieve writes them (its versioned surface models), so
+    # that the sieve leaves this dict as it is and the fast path can write it unchanged
+    # (``_fast_calls`` checks that per protocol version).
+    return {"content": blocks, "isError": is_error, "structuredContent": payload}
+
+
+def render_wire(result: ExecutionResult, mode: OutputMode = "compact") -> WireResult:
+    """Render one execution for the model as the ``CallToolResult`` JSON object (see the module
+    docstring for the shape)."""
     payload = structured_payload(result)
     code = _code_text(result)
     if mode == "toon" and code:
@@ -159,18 +179,27 @@ def render_result(result: ExecutionResult, mode: OutputMode = "compact") -> type
         # TOON pays off only on uniform tables; plain text output is usually shorter as text.
         if len(encoded) < len(code):
             code = encoded
-    blocks = [text for text in (code, _bridge_text(result, payload)) if text]
-    content: list[types.ContentBlock] = [
-        types.TextContent(type="text", text=text) for text in blocks or ["(no output)"]
-    ]
-    content.extend(_image_contents(result))
-    return types.CallToolResult(content=content, structured_content=payload, is_error=not result.ok)
+    texts = [text for text in (code, _bridge_text(result, payload)) if text] or ["(no output)"]
+    blocks = [{"text": text, "type": "text"} for text in texts]
+    blocks.extend(_image_blocks(result))
+    return _wire(blocks, not result.ok, payload)
+
+
+def error_wire(message: str, *, kind: str = "InvalidArguments") -> WireResult:
+    """An ``isError`` result the model should read (bad arguments, bridge-side failure), as the
+    ``CallToolResult`` JSON object."""
+    return _wire(
+        [{"text": message, "type": "text"}],
+        True,
+        {"status": "error", "error": {"type": kind, "message": message}},
+    )
+
+
+def render_result(result: ExecutionResult, mode: OutputMode = "compact") -> types.CallToolResult:
+    """:func:`render_wire` as the SDK's model."""
+    return types.CallToolResult.model_validate(render_wire(result, mode))
 
 
 def error_result(message: str, *, kind: str = "InvalidArguments") -> types.CallToolResult:
-    """An ``isError`` result the model should read (bad arguments, bridge-side failure)."""
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=message)],
-        structured_content={"status": "error", "error": {"type": kind, "message": message}},
-        is_error=True,
-    )
+    """:func:`error_wire` as the SDK's model."""
+    return types.CallToolResult.model_validate(error_wire(message, kind=kind))

@@ -55,16 +55,35 @@ async def _until_signal(main: Callable[[], Awaitable[None]]) -> None:
         tg.cancel_scope.cancel()
 
 
-async def serve_stdio(settings: Settings, executor_factory: ExecutorFactory) -> None:
-    """Serve one client over stdin/stdout."""
+def _fast_serving() -> Callable[..., Awaitable[None]] | None:
+    """The fast path's server loop, or None when this SDK's internal parts it is built from are
+    not there (``mcp>=2.3,<3`` lets a user install an SDK release the fast path was never
+    tested with): the SDK's own loop then serves every call, only slower."""
+    try:
+        from mcp_code_execution_mode._serving import serve_streams
+    except ImportError as exc:
+        logger.warning("run_python fast path off (this MCP SDK lacks %s): the SDK serves", exc)
+        return None
+    return serve_streams
+
+
+async def serve_stdio(
+    settings: Settings, executor_factory: ExecutorFactory, *, fast_path: bool = True
+) -> None:
+    """Serve one client over stdin/stdout (``fast_path=False``: every message through the SDK's
+    server loop, as the reference the fast path is compared with)."""
     server = create_server(settings, executor_factory)
 
     async def main() -> None:
         async with stdio_transport() as streams:
             if streams is not None:
                 read, write = streams
-                answered = AnswerMalformed(read, write)
-                await server.run(answered, write, server.create_initialization_options())
+                options = server.create_initialization_options()
+                serve_streams = _fast_serving() if fast_path else None
+                if serve_streams is not None:
+                    await serve_streams(server, read, write, options, fast_path=True)
+                else:
+                    await server.run(AnswerMalformed(read, write), write, options)
                 return
         async with stdio_server() as (sdk_read, sdk_write):  # stdin cannot be polled
             answered = AnswerMalformed(sdk_read, sdk_write)

@@ -8,10 +8,10 @@ keeps an upstream client's task group out of a request handler's cancel scope.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import mcp_types as types
 from bridge_core import tracing
@@ -32,7 +32,7 @@ from mcp_code_execution_mode._guides import (
     WORKFLOW_PROMPT_NAME,
     WORKFLOW_PROMPT_TEXT,
 )
-from mcp_code_execution_mode.rendering import OutputMode, error_result, render_result
+from mcp_code_execution_mode.rendering import OutputMode, WireResult, error_wire, render_wire
 from mcp_code_execution_mode.settings import Settings
 from mcp_code_execution_mode.tool import (
     TOOL_NAME,
@@ -45,7 +45,14 @@ if TYPE_CHECKING:  # the protocol and the session types load with the executor, 
     from bridge_core.sessions.types import ExecutionListener, ExecutionResult
     from bridge_protocol import Stream
 
-__all__ = ["SERVER_NAME", "BridgeState", "Executor", "ExecutorFactory", "create_server"]
+__all__ = [
+    "SERVER_NAME",
+    "BridgeState",
+    "Executor",
+    "ExecutorFactory",
+    "RunPythonHandler",
+    "create_server",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -158,36 +165,40 @@ class _ProgressRelay:
             logger.debug("progress notifications stopped: %r", exc)
 
 
-def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Server[BridgeState]:
-    """Build the MCP server. ``executor_factory`` is entered once, in the lifespan."""
+class RunPythonHandler:
+    """The ``tools/call`` handler: the SDK calls it with typed params (``__call__``); the stdio
+    fast path (``_fast_calls``) calls :meth:`answer` with the request's own JSON values. Either
+    way the same code runs and the same ``CallToolResult`` object comes out."""
 
-    @asynccontextmanager
-    async def lifespan(_server: Server[BridgeState]) -> AsyncIterator[BridgeState]:
-        async with executor_factory() as executor:
-            yield BridgeState(executor=executor, settings=settings)
+    def __init__(self, max_timeout: float, mode: OutputMode) -> None:
+        self._max_timeout = max_timeout
+        self._mode: OutputMode = mode
 
-    tool = run_python_tool()
-    mode: OutputMode = "toon" if settings.output_mode == "toon" else "compact"
-
-    async def list_tools(
-        ctx: ServerRequestContext[BridgeState], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[tool])
-
-    async def call_tool(
-        ctx: ServerRequestContext[BridgeState], params: types.CallToolRequestParams
+    async def __call__(
+        self, ctx: ServerRequestContext[BridgeState], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        if params.name != TOOL_NAME:
-            return error_result(f"unknown tool {params.name!r}: this server has only {TOOL_NAME}")
+        wire = await self.answer(ctx, params.name, params.arguments, params.meta)
+        return types.CallToolResult.model_validate(wire)
+
+    async def answer(
+        self,
+        ctx: ServerRequestContext[BridgeState],
+        name: str,
+        arguments: dict[str, Any] | None,
+        meta: Mapping[str, Any] | None,
+    ) -> WireResult:
+        """The result of one call as its JSON object; every failure is an ``isError`` result."""
+        if name != TOOL_NAME:
+            return error_wire(f"unknown tool {name!r}: this server has only {TOOL_NAME}")
         try:
-            args = parse_arguments(params.arguments, max_timeout=settings.max_timeout)
+            args = parse_arguments(arguments, max_timeout=self._max_timeout)
         except InvalidArguments as exc:
-            return error_result(str(exc))
+            return error_wire(str(exc))
         client = None  # stdio: the bridge's only client
         if ctx.request is not None:  # streamable HTTP: sessions belong to the client that asks
             client = request_client(ctx.request.scope, ctx.request.headers)
             if client is None:
-                return error_result(
+                return error_wire(
                     "this HTTP request has no MCP session and no authentication, so no session "
                     "can belong to it: connect with the initialize handshake, or use a token"
                 )
@@ -205,21 +216,38 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
                 listener=_ProgressRelay(ctx, RequestLink(ctx, client)),
                 client=client,
             )
-            result = await tracing.traced_execution(
-                execution, session=args.session, carrier=params.meta
-            )
+            result = await tracing.traced_execution(execution, session=args.session, carrier=meta)
         except ValueError as exc:
-            return error_result(str(exc))
+            return error_wire(str(exc))
         except BridgeError as exc:  # e.g. SessionLimitExceeded: the message names the setting
-            return error_result(str(exc), kind=type(exc).__name__)
+            return error_wire(str(exc), kind=type(exc).__name__)
         except Exception as exc:  # top-level handler: the bridge must stay up for the next call
             logger.exception("run_python failed inside the bridge")
-            return error_result(
+            return error_wire(
                 f"the bridge failed to run this code ({type(exc).__name__}: {exc}); "
                 "the session may have been reset",
                 kind="BridgeError",
             )
-        return render_result(result, mode)
+        return render_wire(result, self._mode)
+
+
+def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Server[BridgeState]:
+    """Build the MCP server. ``executor_factory`` is entered once, in the lifespan."""
+
+    @asynccontextmanager
+    async def lifespan(_server: Server[BridgeState]) -> AsyncIterator[BridgeState]:
+        async with executor_factory() as executor:
+            yield BridgeState(executor=executor, settings=settings)
+
+    tool = run_python_tool()
+    mode: OutputMode = "toon" if settings.output_mode == "toon" else "compact"
+
+    async def list_tools(
+        ctx: ServerRequestContext[BridgeState], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[tool])
+
+    call_tool = RunPythonHandler(settings.max_timeout, mode)
 
     async def list_resources(
         ctx: ServerRequestContext[BridgeState], params: types.PaginatedRequestParams | None

@@ -157,6 +157,8 @@ class DurableLink:
         self._held_bytes = 0
         self._saved = False
         """Whether the last snapshot that ended was committed (an unchanged one keeps it)."""
+        self._meta: tuple[str, ...] | None = None
+        """The unsaved names of the metadata this link's last commit wrote (None: not known)."""
         self._kept_at = 0.0
         self._restore: tuple[str, anyio.Event, list[str]] | None = None
 
@@ -191,10 +193,14 @@ class DurableLink:
         self._writer, self._held = None, None
         error = message.error
         if not error and (writer is not None or kept is not None):
-            error = await anyio.to_thread.run_sync(self._save, writer, kept, message.unsaved)
+            same_meta = self._meta == message.unsaved
+            error = await anyio.to_thread.run_sync(
+                self._save, writer, kept, message.unsaved, same_meta
+            )
         elif writer is not None:
             writer.abort()  # the saving child failed after its first frames
         self._saved = not error
+        self._meta = None if error else message.unsaved
         self._kept_at = time.monotonic()
         self._settle(error, message.unsaved)
 
@@ -215,7 +221,23 @@ class DurableLink:
             if (now := time.monotonic()) - self._kept_at > every:
                 self._kept_at = now  # in use: retention counts from now
                 await anyio.to_thread.run_sync(self.store.keep, self.client, self.name)
+            if message.unsaved != self._meta:
+                # The same bytes with another name left out (an open file bound, say): the
+                # notice after a restore must name what is missing now.
+                error = await anyio.to_thread.run_sync(self._describe, message.unsaved)
         self._settle(error, message.unsaved)
+
+    def _describe(self, unsaved: tuple[str, ...]) -> str:
+        """Record ``unsaved`` for the state saved last; "" or why not (blocking: in a thread)."""
+        try:
+            if not self.store.describe(self.client, self.name, self.epoch, unsaved):
+                self._saved = False
+                return "the state it is the same as is no longer saved"
+        except OSError as exc:
+            self._meta = None
+            return f"the state's names could not be written: {exc.strerror or exc}"
+        self._meta = unsaved
+        return ""
 
     def _settle(self, error: str, unsaved: tuple[str, ...]) -> None:
         """A snapshot ended: say what the next execution should know, and let it run."""
@@ -237,6 +259,7 @@ class DurableLink:
         restore): what it saves from now on is the session's."""
         self.epoch = self.store.epoch(self.client, self.name)
         self._saved = False  # a state it sent before (forged: too early) is gone: never vouched
+        self._meta = None
 
     def _start_writer(self, held: list[bytes]) -> StateWriter:
         writer = self.store.writer(self.client, self.name, self.epoch)
@@ -245,13 +268,17 @@ class DurableLink:
         return writer
 
     def _save(
-        self, writer: StateWriter | None, held: list[bytes] | None, unsaved: tuple[str, ...]
+        self,
+        writer: StateWriter | None,
+        held: list[bytes] | None,
+        unsaved: tuple[str, ...],
+        same_meta: bool,
     ) -> str:
         """Write what is held (if anything), commit; "" or why not (blocking: in a thread)."""
         try:
             if writer is None:
                 writer = self._start_writer(held or [])
-            return writer.commit(unsaved)
+            return writer.commit(unsaved, same_meta=same_meta)
         except OSError as exc:
             if writer is not None:
                 writer.abort()
