@@ -31,8 +31,6 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from bridge_protocol.hints import HEAD_SIZE, MAX_HINT_MODULES, hint_from_head
-
 from bridge_core.private_files import private_dir, write_private
 
 __all__ = ["Epoch", "SavedState", "SessionStore", "StateWriter", "StoreSettings"]
@@ -219,28 +217,20 @@ class SessionStore:
         """The modules the saved state of ``client``'s session ``name`` names at its head (the
         sandbox wrote them: a hint past the limits or with anything but plain module names is
         dropped whole); () when none. Only those bytes are read, never the pickle after them."""
-        try:
-            with open(self._base(client, name).with_suffix(_SUFFIX), "rb") as file:
-                head = file.read(HEAD_SIZE)
-        except OSError:
-            return ()
-        return tuple(hint_from_head(head, strict=True) or ())
+        return tuple(_hint_of(self._base(client, name).with_suffix(_SUFFIX)))
 
     def recent_hints(self, client: str | None, states: int) -> tuple[str, ...]:
         """The hints of ``client``'s ``states`` most recently used saved states, merged (each
         module once, at most :data:`~bridge_protocol.hints.MAX_HINT_MODULES`)."""
+        from bridge_protocol.hints import MAX_HINT_MODULES  # see _hint_of
+
         dated = []
         for entry in self.root.glob(f"{self._owner(client)}-*{_SUFFIX}"):
             with contextlib.suppress(OSError):
                 dated.append((entry.stat().st_mtime, entry))
         merged: dict[str, None] = {}
         for _, entry in sorted(dated, reverse=True)[:states]:
-            try:
-                with open(entry, "rb") as file:
-                    head = file.read(HEAD_SIZE)
-            except OSError:
-                continue
-            for module in hint_from_head(head, strict=True) or ():
+            for module in _hint_of(entry):
                 merged.setdefault(module)
         return tuple(merged)[:MAX_HINT_MODULES]
 
@@ -483,3 +473,19 @@ class StateWriter:
         if not self._done:  # its bytes leave the budget once
             self._done = True
             self._store._release(self._base.with_suffix(_SUFFIX), self.size)
+
+
+# The hint rules live with the state format in bridge_protocol, imported on first use: the
+# protocol's codec and message types are not loaded before a bridge answers ``initialize``.
+
+
+def _hint_of(path: Path) -> list[str]:
+    """The strict hint at the head of the state at ``path`` ([] when none or unreadable)."""
+    from bridge_protocol.hints import HEAD_SIZE, hint_from_head
+
+    try:
+        with open(path, "rb") as file:
+            head = file.read(HEAD_SIZE)
+    except OSError:
+        return []
+    return hint_from_head(head, strict=True) or []
