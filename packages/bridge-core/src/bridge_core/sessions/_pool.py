@@ -79,18 +79,24 @@ class SandboxPool:
             await self._stocked.wait()
 
     def fill(self) -> None:
-        """Start sandboxes until ``target`` are ready or starting (plus one per waiter)."""
+        """Start sandboxes until ``target`` are ready or starting, or one per waiter if more.
+
+        A start already under way serves the first waiter; the pool is topped up again when it
+        hands a sandbox to a waiter (:meth:`_deliver`), not meanwhile: on a small machine a
+        second container start at the same time slows the one the caller waits for.
+        """
         if self.closed:
             return
-        needed = len(self._waiters) + self.target - len(self._ready) - self._starting
+        needed = max(len(self._waiters), self.target - len(self._ready)) - self._starting
         for _ in range(max(0, needed)):
             self._starting += 1
             self._tg.start_soon(self._start_one)
 
     async def take(self, preimport: Preimport = ()) -> LiveSandbox:
         """A connected sandbox: a warm one if any, else one started now; with ``preimport``
-        (the modules a session's saved state needs), one started for this caller alone, which
-        imports them as it starts, and goes to no one else.
+        (the modules a session's saved state needs) that the pool's own sandboxes do not
+        import, one started for this caller alone, which imports them as it starts, and goes to
+        no one else.
 
         Raises the start's :class:`~bridge_core.errors.BridgeError` (e.g. RuntimeUnavailable).
         """
@@ -103,7 +109,10 @@ class SandboxPool:
             logger.info("warm sandbox %s died while idle: %s", live.name, live.failure_reason)
             self._discard(live)
         self.misses += 1
-        if preimport and not self.closed:
+        # A pool sandbox imports self.preimport as it starts: when that covers what this caller
+        # needs, waiting for the pool's next start is never slower than a start of its own (and
+        # does not put a second container start, importing the same modules, on the machine).
+        if preimport and not self.closed and not set(preimport) <= set(self.preimport):
             return await self._take_own(preimport)
         waiter = _Waiter(anyio.Event())
         self._waiters.append(waiter)
@@ -182,6 +191,7 @@ class SandboxPool:
             waiter = self._waiters.popleft()
             waiter.sandbox = live
             waiter.event.set()
+            self.fill()
             return
         if not self.closed and len(self._ready) < self.target and live.alive:
             self._ready.append(live)
