@@ -48,6 +48,9 @@ BIG = (
 )
 BYTES = "import os\nb = os.urandom(48 * 2**20)\nlen(b)"
 """~50 MB restored without a module to import: the transfer's floor."""
+LARGE_ROUNDS = 20
+"""Calls of the ~24 MB rows (each saved call takes a fraction of a second)."""
+LARGE = "import numpy as np\nbig = np.arange(3_000_000)"
 SMALL = "x = 1\ndef f(n):\n    return n + x\nimport json\nopen('/tmp/note', 'w').write('hi')"
 
 
@@ -70,11 +73,13 @@ def _p(samples: list[float], q: float) -> float:
 
 
 async def _warm(runtime: RuntimeBackend, state: Path, image: str, rounds: int, *, durable: bool,
-                pause: bool, changing: bool) -> tuple[list[float], float]:  # fmt: skip
-    """The time of each call, and the CPU this process (the bridge) spent per call."""
+                pause: bool, changing: bool, large: bool = False
+                ) -> tuple[list[float], float]:  # fmt: skip
+    """The time of each call, and the CPU this process (the bridge) spent per call; ``large``:
+    the session also holds ~24 MB of numpy data (saved by a forked child, whole, every time)."""
     samples = []
     async with _manager(runtime, state, image, durable=durable) as manager:
-        await manager.execute(SMALL)
+        await manager.execute(SMALL + ("\n" + LARGE if large else ""), timeout=600)
         cpu = time.process_time()
         for n in range(rounds):
             if pause:
@@ -198,13 +203,18 @@ async def main() -> None:
                     ("saved, back to back", True, False, False),
                     ("x = n saved, time to result", True, True, True),
                     ("x = n saved, back to back", True, False, True),
+                    ("~24 MB state, not saved, back to back", False, False, False),
+                    ("~24 MB state saved, back to back", True, False, False),
                 )
             ):
                 if pause and args.back_to_back:
                     continue
                 state = root / f"warm-{durable}-{pause}-{changing}"
-                samples, cpu = await _warm(runtime, state, args.image, args.warm, durable=durable,
-                                           pause=pause, changing=changing)  # fmt: skip
+                large = label.startswith("~24 MB")
+                rounds = min(args.warm, LARGE_ROUNDS) if large else args.warm
+                state = state.with_name(state.name + ("-large" if large else ""))
+                samples, cpu = await _warm(runtime, state, args.image, rounds, durable=durable,
+                                           pause=pause, changing=changing, large=large)  # fmt: skip
                 print(f"  {label:42} {_p(samples, 0.5):7.2f}ms {_p(samples, 0.99):7.2f}ms "
                       f"{cpu * 1000:14.2f}ms")  # fmt: skip
             images = [args.image] + ([args.compare] if args.compare else [])
