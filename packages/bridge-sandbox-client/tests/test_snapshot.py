@@ -183,9 +183,7 @@ def test_the_inline_tar_refuses_a_large_tmp_before_reading_it(tmp: Path) -> None
         _tmpfiles.SmallTar().tar(INLINE_LIMIT)
 
 
-def _swapped_after_the_walk(
-    monkeypatch: pytest.MonkeyPatch, swap: Any
-) -> None:
+def _swapped_after_the_walk(monkeypatch: pytest.MonkeyPatch, swap: Any) -> None:
     """/tmp changes between the walk's lstat and the read (as a process the code left running
     can make it): ``swap`` runs once the walk is done."""
     walk = _tmpfiles._small_tree
