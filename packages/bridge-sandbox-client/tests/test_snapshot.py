@@ -183,6 +183,64 @@ def test_the_inline_tar_refuses_a_large_tmp_before_reading_it(tmp: Path) -> None
         _tmpfiles.SmallTar().tar(INLINE_LIMIT)
 
 
+def _swapped_after_the_walk(monkeypatch: pytest.MonkeyPatch, swap: Any) -> None:
+    """/tmp changes between the walk's lstat and the read (as a process the code left running
+    can make it): ``swap`` runs once the walk is done."""
+    walk = _tmpfiles._small_tree
+
+    def walk_then_swap(limit: int) -> list[tuple[str, str, os.stat_result]]:
+        found = walk(limit)
+        swap()
+        return found
+
+    monkeypatch.setattr(_tmpfiles, "_small_tree", walk_then_swap)
+
+
+def test_a_file_replaced_by_a_fifo_while_tarred_fails_the_save_instead_of_hanging(
+    tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    note = tmp / "note.txt"
+    note.write_text("kept")
+
+    def to_fifo() -> None:
+        note.unlink()
+        os.mkfifo(note)
+
+    _swapped_after_the_walk(monkeypatch, to_fifo)
+    outcome: list[BaseException | bytes] = []
+
+    def tar() -> None:
+        try:
+            outcome.append(_tmpfiles.SmallTar().tar(INLINE_LIMIT))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=tar, daemon=True)
+    thread.start()
+    thread.join(30)  # a bound on a hang, not a speed check: it ends at once or never
+    if thread.is_alive():  # let the blocked open through, so the thread ends
+        os.close(os.open(note, os.O_WRONLY | os.O_NONBLOCK))
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], OSError)
+    assert "note.txt" in str(outcome[0])
+
+
+def test_a_file_replaced_by_a_symlink_while_tarred_is_not_read_through_it(
+    tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp / "other").write_text("not this file's bytes")
+    note = tmp / "note.txt"
+    note.write_text("kept")
+
+    def to_link() -> None:
+        note.unlink()
+        note.symlink_to(tmp / "other")
+
+    _swapped_after_the_walk(monkeypatch, to_link)
+    with pytest.raises(OSError, match=r"note\.txt"):
+        _tmpfiles.SmallTar().tar(INLINE_LIMIT)
+
+
 def test_a_large_state_is_saved_by_a_child_and_the_next_small_one_inline_again(
     tmp: Path,
 ) -> None:

@@ -95,6 +95,19 @@ NAN_CALL = (
 )
 """Not JSON (NaN), yet the SDK's parser takes it: the fast path leaves it to the SDK."""
 
+_CALL_LINE = (
+    '{"jsonrpc": "2.0", "id": %s, "method": "tools/call", "params": {"name": "run_python", '
+    '"arguments": {"code": "x"%s}%s}}'
+)
+REFUSED_BY_THE_SDKS_PARSER = [
+    _CALL_LINE % ('"\\ud800"', "", ""),  # a lone surrogate as the id
+    _CALL_LINE % ("33", ', "session": "\\udc00"', ""),  # in an argument
+    _CALL_LINE % ("34", "", ', "_meta": {"progressToken": "\\ud800"}'),
+    _CALL_LINE % ("35", ', "extra": ' + "[" * 300 + "]" * 300, ""),  # past its depth limit
+]
+"""Lines ``json`` takes but the SDK's parser refuses (a parse error with a null id): never
+taken by the fast path, which would otherwise answer (or run) them."""
+
 # (request or line, id of the answer to wait for)
 CONVERSATION: list[tuple[dict[str, Any] | str, Any]] = [
     (call(2, {"code": "1+1"}), 2),
@@ -122,6 +135,7 @@ CONVERSATION: list[tuple[dict[str, Any] | str, Any]] = [
     (call(2**63, {"code": "x"}), 2**63),
     (NAN_CALL, 30),
     ("{not json", None),
+    *((line, None) for line in REFUSED_BY_THE_SDKS_PARSER),
     ({"jsonrpc": "2.0", "id": 31, "method": "ping"}, 31),
     ({"jsonrpc": "2.0", "id": 32, "method": "tools/list"}, 32),
 ]

@@ -44,6 +44,8 @@ def test_all_arguments_are_passed_through() -> None:
         ({"code": "x", "timeout": "10"}, "'timeout'"),
         ({"code": "x", "timeout": True}, "'timeout'"),
         ({"code": "x", "timeout": float("nan")}, "'timeout'"),
+        ({"code": "x", "timeout": 10**400}, "'timeout' is out of range"),  # past a float's range
+        ({"code": "x", "timeout": -(10**5000)}, "'timeout' is out of range"),  # past repr's limit
         ({"code": "x", "session": ""}, "'session'"),
         ({"code": "x", "session": "../etc"}, "'session'"),
         ({"code": "x", "session": "a" * 65}, "'session'"),

@@ -134,11 +134,7 @@ class SmallTar:
             header, size = known
             out.write(header)
             if size:
-                with open(path, "rb") as file:
-                    data = file.read(size)
-                if len(data) != size:
-                    raise OSError(f"/tmp/{name} shrank while it was saved")
-                out.write(data)
+                out.write(_content(path, name, info, size))
                 if remainder := size % tarfile.BLOCKSIZE:
                     out.write(tarfile.NUL * (tarfile.BLOCKSIZE - remainder))
         out.write(tarfile.NUL * (2 * tarfile.BLOCKSIZE))
@@ -179,6 +175,31 @@ class SmallTar:
         member.uname = _name(self._users, info.st_uid, lambda uid: pwd.getpwuid(uid)[0])
         member.gname = _name(self._groups, info.st_gid, lambda gid: grp.getgrgid(gid)[0])
         return member
+
+
+def _content(path: str, name: str, info: os.stat_result, size: int) -> bytes:
+    """The ``size`` bytes of the regular file ``info`` (an lstat of ``path``) describes.
+
+    ``/tmp`` may change under the save (a process the code left running): the name may be a
+    FIFO by now, whose plain ``open`` waits for a writer forever, or a symlink to another file.
+    So it is opened without following a link and without blocking, and read only when it is
+    still that very file."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise OSError(f"/tmp/{name} changed while it was saved ({exc.strerror})") from exc
+    with open(fd, "rb") as file:
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode) or (now.st_ino, now.st_dev) != (
+            info.st_ino,
+            info.st_dev,
+        ):
+            raise OSError(f"/tmp/{name} was replaced while it was saved")
+        data = file.read(size)
+    if len(data) != size:
+        raise OSError(f"/tmp/{name} shrank while it was saved")
+    return data
 
 
 def _name(known: dict[int, str], number: int, look_up: Any) -> str:

@@ -26,7 +26,6 @@ unchanged; a version where it would change anything is served by the SDK path on
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -49,7 +48,7 @@ from mcp.shared.jsonrpc_dispatcher import (
 from mcp.shared.message import MessageMetadata, SessionMessage
 from mcp.shared.transport_context import TransportContext
 from mcp_types import methods as _methods
-from pydantic_core import to_json
+from pydantic_core import from_json, to_json
 
 from mcp_code_execution_mode._stdio import _Answers
 from mcp_code_execution_mode.rendering import WireResult, error_wire, render_wire
@@ -72,14 +71,6 @@ _META_KEYS = frozenset({"progressToken", "traceparent", "tracestate", "baggage"}
 Any other key (the 2026 envelope's reserved ones among them) leaves the call to the SDK."""
 _ID_RANGE = range(-(2**63), 2**63)
 _TRANSPORT = TransportContext(kind="jsonrpc", can_send_request=True)
-
-
-class _NotJSON(ValueError):
-    """A line with ``NaN`` or ``Infinity``: not JSON, left to the SDK (whose parser takes them)."""
-
-
-def _refuse_constant(name: str) -> Any:
-    raise _NotJSON(name)
 
 
 def _request_id(value: object) -> types.RequestId | None:
@@ -260,8 +251,11 @@ class FastCalls:
         if not self._open():
             return False
         try:
-            message = json.loads(line, parse_constant=_refuse_constant)
-        except (ValueError, RecursionError):
+            # The SDK's own parser (jiter), so a line it refuses is never taken: a lone
+            # surrogate escape or nesting past its depth limit, which ``json`` accepts. NaN and
+            # Infinity, which the SDK's parser takes, are not JSON: left to the SDK as well.
+            message = from_json(line, allow_inf_nan=False)
+        except ValueError:
             return False  # the SDK parses it again and answers the error
         if type(message) is not dict:
             return False

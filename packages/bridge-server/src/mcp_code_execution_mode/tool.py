@@ -109,9 +109,12 @@ def _code(code: str, max_timeout: float) -> str:
 
 
 def _timeout(timeout: float, max_timeout: float) -> float:
-    if not math.isfinite(timeout) or timeout <= 0 or timeout > max_timeout:
+    # Compared before any conversion: JSON integers have no bound, and one past a float's range
+    # overflows ``isfinite`` (or, past 4300 digits, ``repr``).
+    if not (0 < timeout <= max_timeout) or not math.isfinite(timeout):
+        shown = repr(timeout) if type(timeout) is float or abs(timeout) < 10**15 else "out of range"
         raise InvalidArguments(
-            f"'timeout' is {timeout!r}: allowed range is (0, {max_timeout:g}] seconds"
+            f"'timeout' is {shown}: allowed range is (0, {max_timeout:g}] seconds"
         )
     return float(timeout)
 
