@@ -20,6 +20,7 @@ Other battery modules may add fixtures here: keep additions small, documented an
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,13 @@ __all__ = [
     "payload_of",
     "text_of",
 ]
+
+
+def sandboxes_over_stdio() -> bool:
+    """Whether the bridges these tests start talk to their sandboxes over the container's stdio
+    (a remote engine, or ``MCP_BRIDGE_CHANNEL=stdio``): no channel directory is shared then."""
+    env = os.environ
+    return env.get("MCP_BRIDGE_CHANNEL") == "stdio" or bool(env.get("MCP_BRIDGE_RUNTIME_URL"))
 
 
 def stdout_of(result: types.CallToolResult) -> str:
