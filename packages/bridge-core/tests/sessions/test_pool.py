@@ -26,13 +26,15 @@ class _Starts:
 
     async def __call__(self, preimport: Preimport) -> _Sandbox:
         self.imports.append(preimport)
+        name = f"s{len(self.imports)}"  # s1: the first start begun
         await self.release.wait()
-        return _Sandbox(f"s{len(self.imports)}")
+        return _Sandbox(name)
 
 
 async def _take_while_the_pool_starts(
     pool_imports: Preimport, needed: Preimport
-) -> list[Preimport]:
+) -> tuple[list[Preimport], str]:
+    """What each start was told to import, and the name of the sandbox the caller got."""
     starts = _Starts()
     async with anyio.create_task_group() as tg:
         pool = SandboxPool(1, start=starts, discard=lambda _: None, task_group=tg)  # type: ignore[arg-type]
@@ -40,8 +42,10 @@ async def _take_while_the_pool_starts(
         pool.fill()
         await anyio.wait_all_tasks_blocked()
 
+        got: list[str] = []
+
         async def take() -> None:
-            await pool.take(needed)
+            got.append((await pool.take(needed)).name)
 
         tg.start_soon(take)
         await anyio.wait_all_tasks_blocked()
@@ -50,14 +54,16 @@ async def _take_while_the_pool_starts(
         await anyio.wait_all_tasks_blocked()
         pool.drain()
         tg.cancel_scope.cancel()
-    return begun
+    return begun, got[0]
 
 
 async def test_a_caller_whose_modules_the_pool_imports_waits_for_the_pools_start() -> None:
-    begun = await _take_while_the_pool_starts(("pandas", "numpy"), ("numpy",))
-    assert begun == [("pandas", "numpy")], "no second container start for the same imports"
+    begun, got = await _take_while_the_pool_starts(("pandas", "numpy"), ("numpy",))
+    assert got == "s1", "the pool's start under way, begun first, serves the caller"
+    assert ("numpy",) not in begun, "no start of the caller's own"
 
 
 async def test_a_caller_needing_other_modules_gets_a_start_of_its_own() -> None:
-    begun = await _take_while_the_pool_starts(("numpy",), ("fractions",))
+    begun, got = await _take_while_the_pool_starts(("numpy",), ("fractions",))
     assert begun == [("numpy",), ("fractions",)]
+    assert got == "s2", "its own start, which imports what its state needs"

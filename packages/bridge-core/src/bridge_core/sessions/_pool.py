@@ -79,15 +79,10 @@ class SandboxPool:
             await self._stocked.wait()
 
     def fill(self) -> None:
-        """Start sandboxes until ``target`` are ready or starting, or one per waiter if more.
-
-        A start already under way serves the first waiter; the pool is topped up again when it
-        hands a sandbox to a waiter (:meth:`_deliver`), not meanwhile: on a small machine a
-        second container start at the same time slows the one the caller waits for.
-        """
+        """Start sandboxes until ``target`` are ready or starting (plus one per waiter)."""
         if self.closed:
             return
-        needed = max(len(self._waiters), self.target - len(self._ready)) - self._starting
+        needed = len(self._waiters) + self.target - len(self._ready) - self._starting
         for _ in range(max(0, needed)):
             self._starting += 1
             self._tg.start_soon(self._start_one)
@@ -110,8 +105,8 @@ class SandboxPool:
             self._discard(live)
         self.misses += 1
         # A pool sandbox imports self.preimport as it starts: when that covers what this caller
-        # needs, waiting for the pool's next start is never slower than a start of its own (and
-        # does not put a second container start, importing the same modules, on the machine).
+        # needs, the pool's start under way (begun when the bridge opened) serves it sooner than
+        # a start of its own begun now.
         if preimport and not self.closed and not set(preimport) <= set(self.preimport):
             return await self._take_own(preimport)
         waiter = _Waiter(anyio.Event())
@@ -191,7 +186,6 @@ class SandboxPool:
             waiter = self._waiters.popleft()
             waiter.sandbox = live
             waiter.event.set()
-            self.fill()
             return
         if not self.closed and len(self._ready) < self.target and live.alive:
             self._ready.append(live)
