@@ -18,16 +18,18 @@ class _Sandbox:
 
 
 class _Starts:
-    """A start that waits until released and records what each start was told to import."""
+    """Starts that each wait until released; records what each was told to import."""
 
     def __init__(self) -> None:
         self.imports: list[Preimport] = []
-        self.release = anyio.Event()
+        self.releases: list[anyio.Event] = []
 
     async def __call__(self, preimport: Preimport) -> _Sandbox:
         self.imports.append(preimport)
         name = f"s{len(self.imports)}"  # s1: the first start begun
-        await self.release.wait()
+        release = anyio.Event()
+        self.releases.append(release)
+        await release.wait()
         return _Sandbox(name)
 
 
@@ -50,8 +52,11 @@ async def _take_while_the_pool_starts(
         tg.start_soon(take)
         await anyio.wait_all_tasks_blocked()
         begun = list(starts.imports)
-        starts.release.set()
-        await anyio.wait_all_tasks_blocked()
+        for release in starts.releases:  # one by one, in the order begun
+            release.set()
+            await anyio.wait_all_tasks_blocked()
+            if got:
+                break
         pool.drain()
         tg.cancel_scope.cancel()
     return begun, got[0]
