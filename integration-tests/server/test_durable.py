@@ -268,3 +268,33 @@ async def test_forking_without_saved_sessions_is_a_clear_error_saying_why(
     assert "ToolError" in text
     assert "cannot be forked" in text
     assert "MCP_BRIDGE_SESSION_PERSIST is false" in text
+
+
+async def test_a_large_state_only_read_is_not_written_again_and_survives_a_crash(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # Past the inline limit a forked child saves the state; one that equals the last state it
+    # sent (hashed) is announced as unchanged: the file on disk stays, and still restores.
+    large = "blob = bytes(range(256)) * 8192\nx = 1\nopen('/tmp/big.bin', 'wb').write(blob)"
+    check = "len(blob), x, len(open('/tmp/big.bin', 'rb').read())"
+
+    async with open_bridge(tmp_path) as bridge:
+
+        def saved() -> tuple[int, int]:
+            (state,) = _saved_states(bridge.state_dir)
+            info = state.stat()
+            return info.st_ino, info.st_mtime_ns
+
+        await bridge.run(large)
+        await bridge.run("len(blob)")  # runs once the state of `large` is on disk
+        first = saved()
+        for _ in range(3):
+            assert _value(await bridge.run(check)) == "(2097152, 1, 2097152)"
+        assert saved() == first
+        await bridge.run("x = 2")
+        await bridge.run("x")
+        assert saved() != first
+        crashed = await bridge.run("x = 3\nimport os\nos._exit(3)")
+        back = await bridge.run(check)
+    assert crashed.structured_content["status"] == "crashed"
+    assert _value(back) == "(2097152, 2, 2097152)"

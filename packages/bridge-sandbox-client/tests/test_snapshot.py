@@ -259,6 +259,85 @@ def test_a_large_state_is_saved_by_a_child_and_the_next_small_one_inline_again(
     assert at_once
 
 
+def _unchanged(frames: list[Snapshot]) -> bool:
+    return [(f.snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX), f.data) for f in frames] == [
+        (True, b"")
+    ]
+
+
+def test_a_large_state_unchanged_since_the_last_is_not_sent_again(tmp: Path) -> None:
+    (tmp / "big.bin").write_bytes(b"f" * (INLINE_LIMIT + 1))
+    host = Host()
+    namespace: dict[str, Any] = {"blob": b"x" * (INLINE_LIMIT + 1), "n": 1}
+    first, _ = host.snapshot(namespace)
+    assert len(_data(first)) > 2 * INLINE_LIMIT
+    again, at_once = host.snapshot(namespace)
+    assert not at_once  # a child made and hashed it: only the bytes were not sent
+    assert _unchanged(again)
+    assert _unchanged(host.snapshot(namespace)[0])
+    # A changed name, a changed file: sent whole, and what is sent is what loads back.
+    namespace["n"] = 2
+    changed, _ = host.snapshot(namespace)
+    assert not changed[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
+    assert not changed[-1].error
+    loaded: dict[str, Any] = {}
+    assert restore_state(_data(changed), loaded) == ""
+    assert loaded == namespace
+    assert _unchanged(host.snapshot(namespace)[0])
+    (tmp / "big.bin").write_bytes(b"g" * (INLINE_LIMIT + 1))
+    changed, _ = host.snapshot(namespace)
+    assert not changed[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
+    (tmp / "big.bin").unlink()
+    assert restore_state(_data(changed), {}) == ""
+    assert (tmp / "big.bin").read_bytes() == b"g" * (INLINE_LIMIT + 1)
+
+
+def test_a_large_file_written_through_a_mapping_is_saved_anew(tmp: Path) -> None:
+    # Its times do not change (see the inline test above): the child reads /tmp to compare.
+    data = tmp / "mapped.bin"
+    data.write_bytes(bytes(INLINE_LIMIT + 1))
+    host = Host()
+    with data.open("r+b") as file, mmap.mmap(file.fileno(), INLINE_LIMIT + 1) as mapping:
+        mapping[:5] = b"first"
+        host.snapshot({"x": 1})
+        assert _unchanged(host.snapshot({"x": 1})[0])
+        mapping[:5] = b"secnd"
+        again, _ = host.snapshot({"x": 1})
+    assert not again[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
+    data.unlink()
+    assert restore_state(_data(again), {}) == ""
+    assert data.read_bytes()[:5] == b"secnd"
+
+
+def test_after_a_small_state_or_a_failed_one_a_large_state_is_sent_whole(tmp: Path) -> None:
+    host = Host()
+    large: dict[str, Any] = {"blob": b"x" * (INLINE_LIMIT + 1)}
+    host.snapshot(large)
+    host.snapshot({"x": 1})  # small: by a child (the last was large), then inline again
+    host.snapshot({"x": 1})
+    frames, _ = host.snapshot(large)  # the host holds the small state now
+    assert not frames[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
+    assert len(_data(frames)) > INLINE_LIMIT
+    failed, _ = host.snapshot({**large, "bad": _Exits()})
+    assert failed[-1].error or failed[-1].unsaved  # the name left out, or the save failed
+    frames, _ = host.snapshot(large)
+    assert not frames[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
+
+
+def test_a_fork_of_an_unchanged_large_state_is_sent_whole(tmp: Path) -> None:
+    host = Host()
+    large: dict[str, Any] = {"blob": b"x" * (INLINE_LIMIT + 1)}
+    host.snapshot(large)
+    host.taker.take(large, lambda name, value: False, host.taker.fork_id())
+    frames = []
+    while not frames or not frames[-1].last:
+        frames.append(host.frames.get(timeout=WAIT))
+    loaded: dict[str, Any] = {}
+    assert restore_state(_data(frames), loaded) == ""
+    assert loaded == large
+    assert _unchanged(host.snapshot(large)[0])  # the session's own copy is still the same
+
+
 def test_a_running_user_thread_leaves_the_state_to_a_child(tmp: Path) -> None:
     host = Host()
     stop = threading.Event()

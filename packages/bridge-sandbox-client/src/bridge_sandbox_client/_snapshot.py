@@ -13,7 +13,10 @@ A larger state, or one with user threads running, is saved without holding up th
 execution: the main thread ``os.fork()``\\ s (copy-on-write) and goes back to its inbox; the child
 serialises the namespace frozen at that instant, tars ``/tmp`` and writes both into a pipe; a
 thread of this process forwards the pipe as ``Snapshot`` frames over the one channel (so frames
-never interleave and no shared filesystem is needed, whatever engine runs the sandbox).
+never interleave and no shared filesystem is needed, whatever engine runs the sandbox). The child
+hashes what it writes (SHA-256) and this process keeps the digest of the last state the host got
+whole from a child: a state whose digest equals it (a large DataFrame only read since) is sent as
+an "unchanged" snapshot too, its bytes made and hashed but not sent or written again.
 
 A state starts with the top-level modules its pickle needs (see ``_preimport``): a restoring
 sandbox imports them while the rest of the state still arrives.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import copyreg
+import hashlib
 import io
 import json
 import os
@@ -78,6 +82,9 @@ _PLAIN = frozenset(
 """Types whose objects never name a module (skipped first: a state can hold millions)."""
 _LENGTH = struct.Struct(">Q")
 _OWN_THREADS = "bridge-"
+_REPORT_LIMIT = 1024 * 1024
+"""Most bytes of the saving child's report read (its unsaved names, cut, JSON-escaped, take at
+most a few hundred KiB)."""
 """Name prefix of the sandbox client's own threads (any other live thread is user code's)."""
 
 Send = Callable[[Snapshot], None]
@@ -298,6 +305,10 @@ class SnapshotTaker:
         match); at most :data:`INLINE_LIMIT` bytes kept."""
         self._tmp = SmallTar()
         self._forwarder: threading.Thread | None = None
+        self._digest: bytes | None = None
+        """SHA-256 of the last state a child sent whole and the host got to its end (None: the
+        host's copy is not known to match one); only this process's own threads change it, one
+        at a time (a take waits for the forwarder before it forks)."""
 
     def fork_id(self) -> str:
         """A new id for a fork's snapshot (the host writes it into the fork, not the session)."""
@@ -328,25 +339,32 @@ class SnapshotTaker:
             ):
                 return
         self._sent = None
+        own = not snapshot_id.startswith(FORK_SNAPSHOT_PREFIX)
+        last = self._digest if own else None  # a fork's state is always sent whole
         try:
             read_fd, write_fd = os.pipe()
+            report_read, report_write = os.pipe()
         except OSError as exc:
             self._fail(snapshot_id, f"no pipe for the saving process: {exc}")
             return
         try:
             pid = os.fork()
         except OSError as exc:
-            os.close(read_fd)
-            os.close(write_fd)
+            for fd in (read_fd, write_fd, report_read, report_write):
+                os.close(fd)
             self._fail(snapshot_id, f"the saving process could not start: {exc}")
             return
         if pid == 0:  # pragma: no cover (the child; measured by the integration tests)
             os.close(read_fd)
-            _child(write_fd, namespace, skip)
+            os.close(report_read)
+            _child(write_fd, report_write, namespace, skip, last)
         os.close(write_fd)
+        os.close(report_write)
+        if own:
+            self._digest = None  # until this one is known to have reached the host whole
         self._forwarder = threading.Thread(
             target=self._forward,
-            args=(snapshot_id, read_fd, pid),
+            args=(snapshot_id, read_fd, report_read, pid, own),
             name="bridge-snapshot",
             daemon=True,
         )
@@ -362,7 +380,7 @@ class SnapshotTaker:
             self._inline = False
             return False
         except BaseException as exc:  # user code's __reduce__ may raise anything
-            self._sent = None
+            self._sent = self._digest = None
             self._fail(snapshot_id, f"the state could not be saved: {describe_error(exc)}")
             return True
         if parts == self._sent:  # byte for byte: equal lengths first, then one memcmp each
@@ -372,6 +390,7 @@ class SnapshotTaker:
         else:
             message = Snapshot(snapshot_id, data=b"".join(parts), last=True, unsaved=tuple(unsaved))
         self._sent = None
+        self._digest = None  # the host's copy is this inline state from now on
         try:
             self._send(message)
         except (OSError, ValueError) as exc:
@@ -381,23 +400,22 @@ class SnapshotTaker:
         return True
 
     def _fail(self, snapshot_id: str, error: str) -> None:
+        self._digest = None  # the host takes no state as saved after a failed one
         try:
             self._send(Snapshot(snapshot_id, last=True, error=error))
         except (OSError, ValueError) as exc:
             self._log(f"could not report a failed snapshot: {exc}")
 
-    def _forward(self, snapshot_id: str, read_fd: int, pid: int) -> None:
+    def _forward(self, snapshot_id: str, read_fd: int, report_fd: int, pid: int, own: bool) -> None:
         error, unsaved, size = "", (), 0
         try:
             with os.fdopen(read_fd, "rb") as pipe:
-                header = pipe.read(_HEADER.size)
-                if len(header) == _HEADER.size:
-                    unsaved = tuple(json.loads(pipe.read(_HEADER.unpack(header)[0])))
-                    while chunk := pipe.read(CHUNK):
-                        size += len(chunk)
-                        self._send(Snapshot(snapshot_id, data=chunk))
+                while chunk := pipe.read(CHUNK):
+                    size += len(chunk)
+                    self._send(Snapshot(snapshot_id, data=chunk))
         except (OSError, ValueError) as exc:
             error = f"the state could not be sent: {exc}"
+        report = _read_report(report_fd)
         try:
             _, status = os.waitpid(pid, 0)
         except ChildProcessError:  # user code reaped it (os.wait()): its status is unknown
@@ -407,16 +425,54 @@ class SnapshotTaker:
                 error = f"the saving process was killed by signal {os.WTERMSIG(status)}"
             else:
                 error = "the saving process failed (see the container log)"
-        if not error and not snapshot_id.startswith(FORK_SNAPSHOT_PREFIX):
-            self._inline = size <= INLINE_LIMIT  # small again: the next one is tried inline
+        if not error and report is None:
+            error = "the saving process did not say what it saved"
+        if not error and report is not None:
+            unsaved, digest, same = report
+            if same != (size == 0):
+                error = "the saving process's report does not match what it sent"
+            elif own:
+                self._digest = digest
+                if same:
+                    unchanged = f"{UNCHANGED_SNAPSHOT_PREFIX}{snapshot_id}"
+                    self._end(Snapshot(unchanged, last=True, unsaved=unsaved))
+                    return
+                self._inline = size <= INLINE_LIMIT  # small again: the next one is tried inline
+        self._end(Snapshot(snapshot_id, last=True, unsaved=unsaved, error=error))
+
+    def _end(self, message: Snapshot) -> None:
         try:
-            self._send(Snapshot(snapshot_id, last=True, unsaved=unsaved, error=error))
+            self._send(message)
         except (OSError, ValueError) as exc:
-            self._log(f"could not end snapshot {snapshot_id}: {exc}")
+            self._digest = None
+            self._log(f"could not end snapshot {message.snapshot_id}: {exc}")
 
 
-def _child(write_fd: int, namespace: dict[str, Any], skip: Callable[[str, Any], bool]) -> None:
-    """The saving child: serialise, write, exit; never returns, never talks to the host."""
+def _read_report(fd: int) -> tuple[tuple[str, ...], bytes, bool] | None:
+    """What the saving child wrote last: the names it left out, the digest of the state it made
+    and whether that equals the one it was given; None when unreadable."""
+    try:
+        with os.fdopen(fd, "rb") as pipe:
+            report = json.loads(pipe.read(_REPORT_LIMIT))
+        unsaved = tuple(str(item) for item in report["unsaved"][: MAX_UNSAVED + 1])
+        return unsaved, bytes.fromhex(report["digest"]), bool(report["same"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def _child(
+    write_fd: int,
+    report_fd: int,
+    namespace: dict[str, Any],
+    skip: Callable[[str, Any], bool],
+    last: bytes | None,
+) -> None:
+    """The saving child: serialise, write, report, exit; never returns, never talks to the host.
+
+    A state whose digest equals ``last`` (the one the host holds) is not written; the digest
+    reported is that of the bytes written (computed as they are, so it can never describe a
+    ``/tmp`` that changed between a first look and the writing).
+    """
     status = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -431,18 +487,49 @@ def _child(write_fd: int, namespace: dict[str, Any], skip: Callable[[str, Any], 
         os.dup2(null, 1)
         os.dup2(null, 2)
         pickled = pickle_namespace(namespace, skip)
-        with os.fdopen(write_fd, "wb", buffering=CHUNK) as out:
-            header = json.dumps(pickled.unsaved).encode()
-            out.write(_HEADER.pack(len(header)) + header)
-            out.write(pickled.header())
-            out.write(pickled.data)
-            del pickled
-            write_tar(out)
+        unsaved, head = pickled.unsaved, pickled.header()
+        hashed = hashlib.sha256(head)
+        hashed.update(pickled.data)
+        same = False
+        if last is not None:
+            first_look = hashed.copy()
+            write_tar(_Hashing(first_look))  # /tmp is read once more only if the state changed
+            same = first_look.digest() == last
+        if same:
+            os.close(write_fd)
+        else:
+            with os.fdopen(write_fd, "wb", buffering=CHUNK) as out:
+                out.write(head)
+                out.write(pickled.data)
+                del pickled
+                write_tar(_Hashing(hashed, out))
+        digest = (first_look if same else hashed).hexdigest()
+        report = {"unsaved": unsaved, "digest": digest, "same": same}
+        with os.fdopen(report_fd, "wb") as out:
+            out.write(json.dumps(report).encode())
         status = 0
     except BaseException:  # the parent reports the exit status
         pass
     finally:
         os._exit(status)
+
+
+class _Hashing(io.RawIOBase):
+    """A writable stream that hashes what passes, and hands it on to ``out`` (if any)."""
+
+    def __init__(self, hashed: Any, out: BinaryIO | None = None) -> None:
+        super().__init__()
+        self._hashed = hashed
+        self._out = out
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._hashed.update(data)
+        if self._out is not None:
+            self._out.write(data)
+        return memoryview(data).nbytes
 
 
 def state_hint(head: bytes | bytearray) -> list[str] | None:
