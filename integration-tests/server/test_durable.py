@@ -298,3 +298,26 @@ async def test_a_large_state_only_read_is_not_written_again_and_survives_a_crash
         back = await bridge.run(check)
     assert crashed.structured_content["status"] == "crashed"
     assert _value(back) == "(2097152, 2, 2097152)"
+
+
+async def test_a_state_refused_for_disk_budget_is_saved_once_room_is_made(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # The state of "b" does not fit beside that of "a"; resetting "a" makes room, and the next
+    # call of "b", which changes nothing, saves it (the bridge asks the sandbox for it whole).
+    blob = "blob = bytes(range(256)) * 8192"
+    env = {"MCP_BRIDGE_SESSION_STATE_DISK": "3m"}
+    async with open_bridge(tmp_path, env=env) as bridge:
+        await bridge.run(blob, session="a")
+        await bridge.run(blob, session="b")
+        refused = await bridge.run("len(blob)", session="b")
+        assert "MCP_BRIDGE_SESSION_STATE_DISK" in _notices(refused)
+        assert len(_saved_states(bridge.state_dir)) == 1
+        await bridge.run("x = 0", session="a", reset=True)
+        await bridge.run("len(blob)", session="b")
+        saved = await bridge.run("len(blob)", session="b")
+        assert _notices(saved) == ""
+        assert len(_saved_states(bridge.state_dir)) == 2
+    async with open_bridge(tmp_path, env=env) as bridge:
+        back = await bridge.run("len(blob)", session="b")
+    assert _value(back) == "2097152"

@@ -40,6 +40,7 @@ from bridge_protocol import (
     Refusal,
     Reply,
     Request,
+    Resave,
     Restore,
     Restored,
     Result,
@@ -141,6 +142,7 @@ CASES: Mapping[str, Message] = {
     "restore_last": Restore(restore_id="r-1", data=b"MCPSNAP1", last=True),
     "restored": Restored(restore_id="r-1"),
     "restored_error": Restored(restore_id="r-1", error="the saved state is corrupted"),
+    "resave": Resave(reason="the last state sent could not be saved"),
 }
 
 # Frames built by hand: optional fields left out, as a peer is allowed to send them.

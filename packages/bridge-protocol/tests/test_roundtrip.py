@@ -26,6 +26,7 @@ from bridge_protocol import (
     Refusal,
     Reply,
     Request,
+    Resave,
     Restore,
     Restored,
     Result,
@@ -109,6 +110,7 @@ MESSAGE_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
     ),
     "restore": st.builds(Restore, restore_id=ids, data=st.binary(), last=st.booleans()),
     "restored": st.builds(Restored, restore_id=ids, error=st.text()),
+    "resave": st.builds(Resave, reason=st.text()),
 }
 
 any_message: st.SearchStrategy[Message] = st.one_of(*MESSAGE_STRATEGIES.values())

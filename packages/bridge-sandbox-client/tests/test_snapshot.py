@@ -324,6 +324,21 @@ def test_after_a_small_state_or_a_failed_one_a_large_state_is_sent_whole(tmp: Pa
     assert not frames[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
 
 
+@pytest.mark.parametrize("size", [1, INLINE_LIMIT + 1], ids=["inline", "by-a-child"])
+def test_after_a_resave_the_same_state_is_sent_whole_once(tmp: Path, size: int) -> None:
+    host = Host()
+    namespace: dict[str, Any] = {"blob": b"x" * size}
+    host.snapshot(namespace)
+    assert _unchanged(host.snapshot(namespace)[0])
+    host.taker.resend()  # the host could not save it
+    again, _ = host.snapshot(namespace)
+    assert not again[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
+    loaded: dict[str, Any] = {}
+    assert restore_state(_data(again), loaded) == ""
+    assert loaded == namespace
+    assert _unchanged(host.snapshot(namespace)[0])
+
+
 def test_a_fork_of_an_unchanged_large_state_is_sent_whole(tmp: Path) -> None:
     host = Host()
     large: dict[str, Any] = {"blob": b"x" * (INLINE_LIMIT + 1)}

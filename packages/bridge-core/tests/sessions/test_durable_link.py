@@ -82,6 +82,33 @@ async def test_unchanged_after_a_state_that_failed_to_save_still_says_it_is_not_
     assert store.saved(None, "default") is None
 
 
+async def test_a_state_past_the_disk_budget_is_asked_for_again_and_one_too_large_is_not(
+    tmp_path: Path,
+) -> None:
+    # The disk budget can be freed (another session reset), a state too large stays so: only
+    # after the first kind is the sandbox told to send its next state whole (``resave``).
+    store = SessionStore(tmp_path, StoreSettings(disk_limit=len(STATE) - 1))
+    store.open()
+    link = DurableLink(store, None, "default")
+    assert not link.lost_last  # a new sandbox has sent nothing: nothing to ask for
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    assert "MCP_BRIDGE_SESSION_STATE_DISK" in link.notices[0]
+    assert link.lost_last
+    link.resave_asked()
+    assert not link.lost_last
+    store.settings = StoreSettings(disk_limit=len(STATE) * 4)  # room again: the resave lands
+    await _snapshot(link, Snapshot("s-1-2", data=STATE, last=True))
+    assert link.notices == [] and not link.lost_last
+    assert store.saved(None, "default") is not None
+
+    small = SessionStore(tmp_path / "small", StoreSettings(max_bytes=len(STATE) - 1))
+    small.open()
+    too_large = DurableLink(small, None, "default")
+    await _snapshot(too_large, Snapshot("s-1-1", data=STATE, last=True))
+    assert "MCP_BRIDGE_SESSION_STATE_MAX" in too_large.notices[0]
+    assert not too_large.lost_last
+
+
 async def test_an_unchanged_snapshot_with_data_is_refused_and_nothing_is_vouched_for(
     link: DurableLink,
 ) -> None:

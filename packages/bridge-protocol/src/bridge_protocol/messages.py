@@ -43,6 +43,7 @@ __all__ = [
     "Restore",
     "Restored",
     "Result",
+    "Resave",
     "Shutdown",
     "Snapshot",
     "Stream",
@@ -256,6 +257,16 @@ class Restore:
 
 
 @dataclass(frozen=True, slots=True)
+class Resave:
+    """Host → sandbox, before an ``execute``: the host could not save the last state this
+    sandbox sent whole, for a reason that may pass (its disk budget, an I/O error): the next
+    :class:`Snapshot` sends the state whole, never as unchanged from that one."""
+
+    KIND: ClassVar[str] = "resave"
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Restored:
     """Sandbox → host: the state of ``restore_id`` is loaded (``error`` empty) or was refused."""
 
@@ -307,6 +318,7 @@ Message: TypeAlias = (
     | Snapshot
     | Restore
     | Restored
+    | Resave
 )
 
 MESSAGE_TYPES: Mapping[str, type[Message]] = {
@@ -331,6 +343,7 @@ MESSAGE_TYPES: Mapping[str, type[Message]] = {
         Snapshot,
         Restore,
         Restored,
+        Resave,
     )
 }
 
@@ -361,5 +374,6 @@ HOST_TO_SANDBOX: frozenset[str] = frozenset(
         "pong",
         "shutdown",
         "restore",
+        "resave",
     }
 )

@@ -28,6 +28,7 @@ from bridge_protocol import (
     Pong,
     ProtocolError,
     Reply,
+    Resave,
     Restore,
     Restored,
     Result,
@@ -83,7 +84,7 @@ class _Preimport:
         self.modules = modules
 
 
-_Job = Execute | Shutdown | _RestoreJob | _Preimport | None
+_Job = Execute | Shutdown | Resave | _RestoreJob | _Preimport | None
 
 
 class SandboxClient:
@@ -172,6 +173,9 @@ class SandboxClient:
             if isinstance(message, _Preimport):
                 import_modules(message.modules, self.log)
                 continue
+            if isinstance(message, Resave):
+                self.snapshots.resend()
+                continue
             if not isinstance(message, Execute):
                 break
             self._run(message)
@@ -255,8 +259,8 @@ class SandboxClient:
             self._channel.send(Pong(nonce=message.nonce))
         elif isinstance(message, Interrupt):
             self._interrupt(message.execution_id)
-        elif isinstance(message, (Execute, Shutdown)):
-            self._inbox.put(message)
+        elif isinstance(message, (Execute, Shutdown, Resave)):
+            self._inbox.put(message)  # in order: a resave applies to the next execution's state
         elif isinstance(message, Restore):
             self._receive_restore(message)
         elif not isinstance(message, Pong):

@@ -305,10 +305,17 @@ class SnapshotTaker:
         match); at most :data:`INLINE_LIMIT` bytes kept."""
         self._tmp = SmallTar()
         self._forwarder: threading.Thread | None = None
+        self._resend = False
+        """Set by :meth:`resend`, applied by the next :meth:`take` (after the forwarder, which
+        records a digest at its end, is done)."""
         self._digest: bytes | None = None
         """SHA-256 of the last state a child sent whole and the host got to its end (None: the
         host's copy is not known to match one); only this process's own threads change it, one
         at a time (a take waits for the forwarder before it forks)."""
+
+    def resend(self) -> None:
+        """The host lost the last state sent (its save failed there): the next is sent whole."""
+        self._resend = True
 
     def fork_id(self) -> str:
         """A new id for a fork's snapshot (the host writes it into the fork, not the session)."""
@@ -329,6 +336,9 @@ class SnapshotTaker:
         if self._forwarder is not None:
             self._forwarder.join()
             self._forwarder = None
+        if self._resend:
+            self._sent = self._digest = None
+            self._resend = False
         if snapshot_id is None:
             self._sequence += 1
             snapshot_id = f"s-{os.getpid()}-{self._sequence}"

@@ -160,7 +160,21 @@ class DurableLink:
         self._meta: tuple[str, ...] | None = None
         """The unsaved names of the metadata this link's last commit wrote (None: not known)."""
         self._kept_at = 0.0
+        self._resend = False
+        """See :attr:`lost_last`."""
+        self._too_large = False
         self._restore: tuple[str, anyio.Event, list[str]] | None = None
+
+    @property
+    def lost_last(self) -> bool:
+        """Whether this side failed to save a state the sandbox sent whole, for a reason that
+        may pass (disk budget, I/O): the sandbox must send its next state whole, never as
+        "unchanged" from that one. A state past the largest kept is not asked for again."""
+        return self._resend
+
+    def resave_asked(self) -> None:
+        """The sandbox was told (:attr:`lost_last`): its next state comes whole."""
+        self._resend = False
 
     def expect_snapshot(self) -> None:
         """A successful execution just ended: its snapshot frames follow."""
@@ -197,6 +211,8 @@ class DurableLink:
             error = await anyio.to_thread.run_sync(
                 self._save, writer, kept, message.unsaved, same_meta
             )
+            # Failed here: unless it can only fail again, the sandbox sends the next whole.
+            self._resend = bool(error) and not self._too_large
         elif writer is not None:
             writer.abort()  # the saving child failed after its first frames
         self._saved = not error
@@ -259,6 +275,7 @@ class DurableLink:
         restore): what it saves from now on is the session's."""
         self.epoch = self.store.epoch(self.client, self.name)
         self._saved = False  # a state it sent before (forged: too early) is gone: never vouched
+        self._resend = True
         self._meta = None
 
     def _start_writer(self, held: list[bytes]) -> StateWriter:
@@ -275,10 +292,13 @@ class DurableLink:
         same_meta: bool,
     ) -> str:
         """Write what is held (if anything), commit; "" or why not (blocking: in a thread)."""
+        self._too_large = False
         try:
             if writer is None:
                 writer = self._start_writer(held or [])
-            return writer.commit(unsaved, same_meta=same_meta)
+            error = writer.commit(unsaved, same_meta=same_meta)
+            self._too_large = writer.too_large
+            return error
         except OSError as exc:
             if writer is not None:
                 writer.abort()

@@ -40,6 +40,7 @@ from bridge_protocol import (
     ProtocolError,
     Reply,
     Request,
+    Resave,
     Restored,
     Result,
     Snapshot,
@@ -441,6 +442,11 @@ class LiveSandbox:
             execution.done.set()
             return
         try:
+            if self.durable is not None and self.durable.lost_last:
+                # Its last state is not saved here, for a reason that may pass: the sandbox
+                # must not announce the next as "unchanged" from it.
+                await self.channel.send(Resave("the last state sent could not be saved"))
+                self.durable.resave_asked()
             frame = Execute(execution.id, code)
             self._execution = execution
             await self.channel.send(frame)

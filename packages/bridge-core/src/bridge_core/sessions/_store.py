@@ -384,6 +384,8 @@ class StateWriter:
         self.size = 0
         """Bytes written, each counted in the store's disk budget until commit or abort."""
         self.error = ""
+        self.too_large = False
+        """Whether the state passed the largest one kept: saving it again would fail again."""
         self._done = False
         fd, temp = tempfile.mkstemp(dir=store.root, prefix=".", suffix=".tmp")
         self._temp = Path(temp)
@@ -394,6 +396,7 @@ class StateWriter:
             return
         limit = self._store.settings.max_bytes
         if self.size + len(data) > limit:
+            self.too_large = True
             self.error = (
                 f"the session's state is larger than {limit:,} bytes (MCP_BRIDGE_SESSION_STATE_MAX)"
             )
