@@ -344,7 +344,7 @@ def test_a_fork_of_an_unchanged_large_state_is_sent_whole(tmp: Path) -> None:
     large: dict[str, Any] = {"blob": b"x" * (INLINE_LIMIT + 1)}
     host.snapshot(large)
     host.taker.take(large, lambda name, value: False, host.taker.fork_id())
-    frames = []
+    frames: list[Snapshot] = []
     while not frames or not frames[-1].last:
         frames.append(host.frames.get(timeout=WAIT))
     loaded: dict[str, Any] = {}

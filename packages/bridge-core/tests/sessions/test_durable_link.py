@@ -90,15 +90,18 @@ async def test_a_state_past_the_disk_budget_is_asked_for_again_and_one_too_large
     store = SessionStore(tmp_path, StoreSettings(disk_limit=len(STATE) - 1))
     store.open()
     link = DurableLink(store, None, "default")
-    assert not link.lost_last  # a new sandbox has sent nothing: nothing to ask for
+    asked = []  # lost_last, read after each step
+    asked.append(link.lost_last)  # a new sandbox has sent nothing: nothing to ask for
     await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
     assert "MCP_BRIDGE_SESSION_STATE_DISK" in link.notices[0]
-    assert link.lost_last
+    asked.append(link.lost_last)
     link.resave_asked()
-    assert not link.lost_last
+    asked.append(link.lost_last)
     store.settings = StoreSettings(disk_limit=len(STATE) * 4)  # room again: the resave lands
     await _snapshot(link, Snapshot("s-1-2", data=STATE, last=True))
-    assert link.notices == [] and not link.lost_last
+    assert link.notices == []
+    asked.append(link.lost_last)
+    assert asked == [False, True, False, False]
     assert store.saved(None, "default") is not None
 
     small = SessionStore(tmp_path / "small", StoreSettings(max_bytes=len(STATE) - 1))

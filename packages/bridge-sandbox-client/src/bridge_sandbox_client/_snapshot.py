@@ -41,7 +41,7 @@ import tarfile
 import threading
 import types
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import cloudpickle  # type: ignore[import-untyped]
 from bridge_protocol import FORK_SNAPSHOT_PREFIX, UNCHANGED_SNAPSHOT_PREFIX, Snapshot
@@ -417,7 +417,8 @@ class SnapshotTaker:
             self._log(f"could not report a failed snapshot: {exc}")
 
     def _forward(self, snapshot_id: str, read_fd: int, report_fd: int, pid: int, own: bool) -> None:
-        error, unsaved, size = "", (), 0
+        error, size = "", 0
+        unsaved: tuple[str, ...] = ()
         try:
             with os.fdopen(read_fd, "rb") as pipe:
                 while chunk := pipe.read(CHUNK):
@@ -503,7 +504,7 @@ def _child(
         same = False
         if last is not None:
             first_look = hashed.copy()
-            write_tar(_Hashing(first_look))  # /tmp is read once more only if the state changed
+            write_tar(_hashing(first_look))  # /tmp is read once more only if the state changed
             same = first_look.digest() == last
         if same:
             os.close(write_fd)
@@ -512,7 +513,7 @@ def _child(
                 out.write(head)
                 out.write(pickled.data)
                 del pickled
-                write_tar(_Hashing(hashed, out))
+                write_tar(_hashing(hashed, out))
         digest = (first_look if same else hashed).hexdigest()
         report = {"unsaved": unsaved, "digest": digest, "same": same}
         with os.fdopen(report_fd, "wb") as out:
@@ -522,6 +523,11 @@ def _child(
         pass
     finally:
         os._exit(status)
+
+
+def _hashing(hashed: Any, out: BinaryIO | None = None) -> BinaryIO:
+    """A binary stream for :func:`write_tar` that hashes what passes (see :class:`_Hashing`)."""
+    return cast("BinaryIO", _Hashing(hashed, out))
 
 
 class _Hashing(io.RawIOBase):
