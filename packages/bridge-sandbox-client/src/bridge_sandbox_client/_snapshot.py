@@ -75,17 +75,16 @@ CHILD_NICENESS = 10
 _GLOBALS = "__main__-globals"
 """Persistent id of the session namespace itself: functions and classes defined by user code
 are restored with the live namespace as their globals, not a private copy of it."""
-_HEADER = struct.Struct(">I")
 _PLAIN = frozenset(
     {int, float, complex, bool, str, bytes, bytearray, tuple, list, dict, set, type(None)}
 )
 """Types whose objects never name a module (skipped first: a state can hold millions)."""
 _LENGTH = struct.Struct(">Q")
 _OWN_THREADS = "bridge-"
+"""Name prefix of the sandbox client's own threads (any other live thread is user code's)."""
 _REPORT_LIMIT = 1024 * 1024
 """Most bytes of the saving child's report read (its unsaved names, cut, JSON-escaped, take at
 most a few hundred KiB)."""
-"""Name prefix of the sandbox client's own threads (any other live thread is user code's)."""
 
 Send = Callable[[Snapshot], None]
 
@@ -309,9 +308,9 @@ class SnapshotTaker:
         """Set by :meth:`resend`, applied by the next :meth:`take` (after the forwarder, which
         records a digest at its end, is done)."""
         self._digest: bytes | None = None
-        """SHA-256 of the last state a child sent whole and the host got to its end (None: the
-        host's copy is not known to match one); only this process's own threads change it, one
-        at a time (a take waits for the forwarder before it forks)."""
+        """Digest (see :func:`_child`) of the last state a child sent whole and the host got to
+        its end (None: the host's copy is not known to match one); only this process's own
+        threads change it, one at a time (a take waits for the forwarder before it forks)."""
 
     def resend(self) -> None:
         """The host lost the last state sent (its save failed there): the next is sent whole."""
@@ -480,9 +479,10 @@ def _child(
 ) -> None:
     """The saving child: serialise, write, report, exit; never returns, never talks to the host.
 
-    A state whose digest equals ``last`` (the one the host holds) is not written; the digest
-    reported is that of the bytes written (computed as they are, so it can never describe a
-    ``/tmp`` that changed between a first look and the writing).
+    A state whose digest equals ``last`` (the one the host holds) is not written. A digest is
+    two SHA-256: of the namespace's part (its header and pickle) and of the ``/tmp`` tar; the
+    one reported is that of the bytes written (the tar hashed as it is written, so it can never
+    describe a ``/tmp`` that changed between a first look and the writing).
     """
     status = 1
     try:
@@ -501,21 +501,24 @@ def _child(
         unsaved, head = pickled.unsaved, pickled.header()
         hashed = hashlib.sha256(head)
         hashed.update(pickled.data)
-        same = False
-        if last is not None:
-            first_look = hashed.copy()
-            write_tar(_hashing(first_look))  # /tmp is read once more only if the state changed
-            same = first_look.digest() == last
+        state = hashed.digest()
+        tmp = hashlib.sha256()
+        # /tmp is read to compare only when the namespace is the same (a changed one is sent
+        # whole anyway): it may hold far more than the namespace.
+        same = last is not None and last[: len(state)] == state
+        if same:
+            write_tar(_hashing(tmp))
+            same = state + tmp.digest() == last
         if same:
             os.close(write_fd)
         else:
+            tmp = hashlib.sha256()  # of the bytes written, whatever a first look saw
             with os.fdopen(write_fd, "wb", buffering=CHUNK) as out:
                 out.write(head)
                 out.write(pickled.data)
                 del pickled
-                write_tar(_hashing(hashed, out))
-        digest = (first_look if same else hashed).hexdigest()
-        report = {"unsaved": unsaved, "digest": digest, "same": same}
+                write_tar(_hashing(tmp, out))
+        report = {"unsaved": unsaved, "digest": (state + tmp.digest()).hex(), "same": same}
         with os.fdopen(report_fd, "wb") as out:
             out.write(json.dumps(report).encode())
         status = 0
