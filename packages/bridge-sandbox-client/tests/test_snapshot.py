@@ -474,3 +474,29 @@ def test_the_modules_named_before_start_are_read_bounded_and_imported_by_a_threa
     assert EarlyImports(str(named)).modules == []
     assert EarlyImports(str(tmp_path / "absent")).modules == []
     assert EarlyImports(str(tmp_path / "absent")).join() == []  # nothing started: no wait
+
+
+def _open_fds() -> set[int]:
+    return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+def test_no_fd_is_left_open_when_the_second_pipe_cannot_be_made(
+    tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # User code holding all but two fds: the state pipe is made, the report pipe is not.
+    host = Host()
+    made: list[tuple[int, int]] = []
+    real_pipe = os.pipe
+
+    def pipe() -> tuple[int, int]:
+        if made:
+            raise OSError(24, "Too many open files")
+        made.append(real_pipe())
+        return made[-1]
+
+    before = _open_fds()
+    monkeypatch.setattr(os, "pipe", pipe)
+    frames, _ = host.snapshot({"blob": b"x" * (INLINE_LIMIT + 1)})
+    monkeypatch.undo()
+    assert frames[-1].error
+    assert _open_fds() - before == set()

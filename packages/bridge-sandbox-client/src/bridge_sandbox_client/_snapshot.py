@@ -353,8 +353,14 @@ class SnapshotTaker:
         last = self._digest if own else None  # a fork's state is always sent whole
         try:
             read_fd, write_fd = os.pipe()
-            report_read, report_write = os.pipe()
         except OSError as exc:
+            self._fail(snapshot_id, f"no pipe for the saving process: {exc}")
+            return
+        try:
+            report_read, report_write = os.pipe()
+        except OSError as exc:  # the first pipe took the last fds user code left free
+            os.close(read_fd)
+            os.close(write_fd)
             self._fail(snapshot_id, f"no pipe for the saving process: {exc}")
             return
         try:
