@@ -408,7 +408,11 @@ class StateWriter:
             self.abort()
             return
         self.size += len(data)
-        self._file.write(data)
+        try:
+            self._file.write(data)
+        except OSError as exc:  # the disk is full (or failing): may pass, like the budget
+            self.error = f"the state could not be written: {exc.strerror or exc}"
+            self.abort()
 
     def commit(self, unsaved: tuple[str, ...], *, same_meta: bool = False) -> str:
         """Replace the saved state atomically; return "" or why it was not kept.
