@@ -5,6 +5,7 @@ modules it needs (bounded)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import mmap
 import os
@@ -500,3 +501,54 @@ def test_no_fd_is_left_open_when_the_second_pipe_cannot_be_made(
     monkeypatch.undo()
     assert frames[-1].error
     assert _open_fds() - before == set()
+
+
+def test_a_fork_taken_by_a_user_thread_as_the_execution_ends_never_loses_a_forwarder(
+    tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # runtime.fork_session_sync() from a thread user code left running: its take runs while the
+    # main thread takes the session's own snapshot. Neither forwarder may be lost (the next take
+    # joins it): otherwise two snapshots' frames interleave and the host commits a mix.
+    host = Host()
+    large: dict[str, Any] = {"blob": b"x" * (INLINE_LIMIT + 1)}
+    release = threading.Event()
+
+    def send(frame: Snapshot) -> None:
+        if threading.current_thread() is not host.taker._forwarder:
+            release.wait(3.0)  # a forwarder no take would join: slow (bounded)
+        host.frames.put(frame)
+
+    host.taker._send = send
+    both = threading.Barrier(2)
+    real_fork = os.fork
+    forwarders: list[bool] = []
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid and forwarders == [] and both.n_waiting < 2 and not both.broken:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                both.wait(1.0)  # the two takes forked: both now set their forwarder
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    user = threading.Thread(
+        target=host.taker.take,
+        args=(large, lambda name, value: False, host.taker.fork_id()),
+        name="user-forker",
+    )
+    user.start()
+    host.taker.take(large, lambda name, value: False)
+    user.join()
+
+    def checked_fork() -> int:
+        pid = real_fork()
+        if pid:
+            running = [t for t in threading.enumerate() if t.name == "bridge-snapshot"]
+            forwarders.append(any(t.is_alive() for t in running))
+        return pid
+
+    monkeypatch.setattr(os, "fork", checked_fork)
+    host.taker.take({**large, "n": 1}, lambda name, value: False)
+    release.set()
+    host.taker.take({"x": 1}, lambda name, value: False)  # joins the last forwarder
+    assert forwarders[:1] == [False]  # no earlier forwarder still running at the fork

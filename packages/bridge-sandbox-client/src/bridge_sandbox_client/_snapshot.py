@@ -305,6 +305,10 @@ class SnapshotTaker:
         match); at most :data:`INLINE_LIMIT` bytes kept."""
         self._tmp = SmallTar()
         self._forwarder: threading.Thread | None = None
+        self._taking = threading.RLock()
+        """Held by :meth:`take`: a fork's take may come from a thread of user code
+        (``runtime.fork_session_sync``) while the main thread takes the session's own; each must
+        join the forwarder before it and set its own, or one goes unjoined and frames interleave."""
         self._resend = False
         """Set by :meth:`resend`, applied by the next :meth:`take` (after the forwarder, which
         records a digest at its end, is done)."""
@@ -319,8 +323,9 @@ class SnapshotTaker:
 
     def fork_id(self) -> str:
         """A new id for a fork's snapshot (the host writes it into the fork, not the session)."""
-        self._sequence += 1
-        return f"{FORK_SNAPSHOT_PREFIX}{os.getpid()}-{self._sequence}"
+        with self._taking:
+            self._sequence += 1
+            return f"{FORK_SNAPSHOT_PREFIX}{os.getpid()}-{self._sequence}"
 
     def take(
         self,
@@ -331,8 +336,17 @@ class SnapshotTaker:
         """Save ``namespace`` and ``/tmp`` as they are now: at once when small, else in a child.
 
         A snapshot still being forwarded is finished first: the frames of two never interleave
-        (the host would take the tail of one for a whole state).
+        (the host would take the tail of one for a whole state). Any thread may call it.
         """
+        with self._taking:
+            self._take(namespace, skip, snapshot_id)
+
+    def _take(
+        self,
+        namespace: dict[str, Any],
+        skip: Callable[[str, Any], bool],
+        snapshot_id: str | None,
+    ) -> None:
         if self._forwarder is not None:
             self._forwarder.join()
             self._forwarder = None
