@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from bridge_core.sessions import SessionStore, StoreSettings
 from bridge_core.sessions._durable import FIRST_CHUNK, HELD_STATE, DurableLink
+from bridge_core.sessions import _store
 from bridge_core.sessions._store import READ_CHUNK, StateWriter
 from bridge_protocol import UNCHANGED_SNAPSHOT_PREFIX, Restore, Restored, Snapshot
 
@@ -296,3 +297,25 @@ async def test_an_io_error_while_a_large_state_is_streamed_is_a_failed_save_aske
     assert "could not be saved" in link.notices[0]
     assert link.lost_last
     assert not list(link.store.root.glob("*.tmp"))
+
+
+async def test_no_temp_file_for_a_large_state_is_a_failed_save_asked_for_again(
+    link: DurableLink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The state dir refuses a new file (quota, read-only remount, no fd left) as a state too
+    # large to hold arrives: a failed save and a resave, not the end of the sandbox.
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(122, "Disk quota exceeded")
+
+    monkeypatch.setattr(_store.tempfile, "mkstemp", refused)
+    chunk = STATE + bytes(HELD_STATE)
+    link.expect_snapshot()
+    await link.on_snapshot(Snapshot("s-1-1", data=chunk))
+    await link.on_snapshot(Snapshot("s-1-1", data=chunk))
+    await link.on_snapshot(Snapshot("s-1-1", last=True))
+    assert link.settled.is_set()
+    assert "Disk quota exceeded" in link.notices[0]
+    assert link.lost_last
+    monkeypatch.undo()
+    await _snapshot(link, Snapshot("s-1-2", data=STATE, last=True))
+    assert link.notices == [] and not link.lost_last
