@@ -322,4 +322,3 @@ async def test_a_state_refused_for_disk_budget_is_saved_once_room_is_made(
     async with open_bridge(tmp_path, env=env) as bridge:
         back = await bridge.run("len(blob)", session="b")
     assert _value(back) == "2097152"
-

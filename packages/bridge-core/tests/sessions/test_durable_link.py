@@ -5,13 +5,13 @@ restore sends the state's head first, and a fork's says where it comes from."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from bridge_core.sessions import SessionStore, StoreSettings
 from bridge_core.sessions._durable import FIRST_CHUNK, HELD_STATE, DurableLink
-from bridge_core.sessions import _store
 from bridge_core.sessions._store import READ_CHUNK, StateWriter
 from bridge_protocol import UNCHANGED_SNAPSHOT_PREFIX, Restore, Restored, Snapshot
 
@@ -307,7 +307,7 @@ async def test_no_temp_file_for_a_large_state_is_a_failed_save_asked_for_again(
     def refused(*args: Any, **kwargs: Any) -> Any:
         raise OSError(122, "Disk quota exceeded")
 
-    monkeypatch.setattr(_store.tempfile, "mkstemp", refused)
+    monkeypatch.setattr(tempfile, "mkstemp", refused)  # as _store calls it
     chunk = STATE + bytes(HELD_STATE)
     link.expect_snapshot()
     await link.on_snapshot(Snapshot("s-1-1", data=chunk))
@@ -318,4 +318,5 @@ async def test_no_temp_file_for_a_large_state_is_a_failed_save_asked_for_again(
     assert link.lost_last
     monkeypatch.undo()
     await _snapshot(link, Snapshot("s-1-2", data=STATE, last=True))
-    assert link.notices == [] and not link.lost_last
+    assert link.notices == []
+    assert not link.lost_last
