@@ -15,6 +15,7 @@ import struct
 import sys
 import tarfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -552,3 +553,39 @@ def test_a_fork_taken_by_a_user_thread_as_the_execution_ends_never_loses_a_forwa
     release.set()
     host.taker.take({"x": 1}, lambda name, value: False)  # joins the last forwarder
     assert forwarders[:1] == [False]  # no earlier forwarder still running at the fork
+
+
+def test_a_child_forked_by_a_user_thread_does_not_hold_the_snapshot_up(tmp: Path) -> None:
+    # A thread of user code forks workers that live a while (multiprocessing's "fork"): one
+    # forked while a saving child's pipes are open must not keep their write ends, or the
+    # forwarder waits for that worker to exit (for ever, for a pool's), and every later take.
+    host = Host()
+    large: dict[str, Any] = {"blob": b"x" * (INLINE_LIMIT + 1)}
+    stop = threading.Event()
+    workers: list[int] = []
+
+    def forker() -> None:
+        while not stop.is_set():
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover (the worker)
+                stop.wait(4.0)
+                os._exit(0)
+            workers.append(pid)
+            stop.wait(0.001)
+
+    thread = threading.Thread(target=forker, name="user-forker", daemon=True)
+    thread.start()
+    try:
+        for n in range(6):
+            started = time.monotonic()
+            frames, _ = host.snapshot({**large, "n": n})
+            assert not frames[-1].error
+            assert time.monotonic() - started < 2.0
+    finally:
+        stop.set()
+        thread.join()
+        for pid in workers:
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
