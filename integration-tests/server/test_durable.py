@@ -309,6 +309,7 @@ async def test_a_state_refused_for_disk_budget_is_saved_once_room_is_made(
     env = {"MCP_BRIDGE_SESSION_STATE_DISK": "3m"}
     async with open_bridge(tmp_path, env=env) as bridge:
         await bridge.run(blob, session="a")
+        await bridge.run("len(blob)", session="a")  # runs once the state of "a" is on disk
         await bridge.run(blob, session="b")
         refused = await bridge.run("len(blob)", session="b")
         assert "MCP_BRIDGE_SESSION_STATE_DISK" in _notices(refused)

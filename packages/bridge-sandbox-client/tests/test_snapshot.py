@@ -5,6 +5,7 @@ modules it needs (bounded)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import mmap
 import os
@@ -14,6 +15,7 @@ import struct
 import sys
 import tarfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -473,3 +475,116 @@ def test_the_modules_named_before_start_are_read_bounded_and_imported_by_a_threa
     assert EarlyImports(str(named)).modules == []
     assert EarlyImports(str(tmp_path / "absent")).modules == []
     assert EarlyImports(str(tmp_path / "absent")).join() == []  # nothing started: no wait
+
+
+def _open_fds() -> set[int]:
+    return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+def test_no_fd_is_left_open_when_the_second_pipe_cannot_be_made(
+    tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # User code holding all but two fds: the state pipe is made, the report pipe is not.
+    host = Host()
+    made: list[tuple[int, int]] = []
+    real_pipe = os.pipe
+
+    def pipe() -> tuple[int, int]:
+        if made:
+            raise OSError(24, "Too many open files")
+        made.append(real_pipe())
+        return made[-1]
+
+    before = _open_fds()
+    monkeypatch.setattr(os, "pipe", pipe)
+    frames, _ = host.snapshot({"blob": b"x" * (INLINE_LIMIT + 1)})
+    monkeypatch.undo()
+    assert frames[-1].error
+    assert _open_fds() - before == set()
+
+
+def test_a_fork_taken_by_a_user_thread_as_the_execution_ends_never_loses_a_forwarder(
+    tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # runtime.fork_session_sync() from a thread user code left running: its take runs while the
+    # main thread takes the session's own snapshot. Neither forwarder may be lost (the next take
+    # joins it): otherwise two snapshots' frames interleave and the host commits a mix.
+    host = Host()
+    large: dict[str, Any] = {"blob": b"x" * (INLINE_LIMIT + 1)}
+    release = threading.Event()
+
+    def send(frame: Snapshot) -> None:
+        if threading.current_thread() is not host.taker._forwarder:
+            release.wait(3.0)  # a forwarder no take would join: slow (bounded)
+        host.frames.put(frame)
+
+    host.taker._send = send
+    both = threading.Barrier(2)
+    real_fork = os.fork
+    forwarders: list[bool] = []
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid and forwarders == [] and both.n_waiting < 2 and not both.broken:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                both.wait(1.0)  # the two takes forked: both now set their forwarder
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    user = threading.Thread(
+        target=host.taker.take,
+        args=(large, lambda name, value: False, host.taker.fork_id()),
+        name="user-forker",
+    )
+    user.start()
+    host.taker.take(large, lambda name, value: False)
+    user.join()
+
+    def checked_fork() -> int:
+        pid = real_fork()
+        if pid:
+            running = [t for t in threading.enumerate() if t.name == "bridge-snapshot"]
+            forwarders.append(any(t.is_alive() for t in running))
+        return pid
+
+    monkeypatch.setattr(os, "fork", checked_fork)
+    host.taker.take({**large, "n": 1}, lambda name, value: False)
+    release.set()
+    host.taker.take({"x": 1}, lambda name, value: False)  # joins the last forwarder
+    assert forwarders[:1] == [False]  # no earlier forwarder still running at the fork
+
+
+def test_a_child_forked_by_a_user_thread_does_not_hold_the_snapshot_up(tmp: Path) -> None:
+    # A thread of user code forks workers that live a while (multiprocessing's "fork"): one
+    # forked while a saving child's pipes are open must not keep their write ends, or the
+    # forwarder waits for that worker to exit (for ever, for a pool's), and every later take.
+    host = Host()
+    large: dict[str, Any] = {"blob": b"x" * (INLINE_LIMIT + 1)}
+    stop = threading.Event()
+    workers: list[int] = []
+
+    def forker() -> None:
+        while not stop.is_set():
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover (the worker)
+                stop.wait(4.0)
+                os._exit(0)
+            workers.append(pid)
+            stop.wait(0.001)
+
+    thread = threading.Thread(target=forker, name="user-forker", daemon=True)
+    thread.start()
+    try:
+        for n in range(6):
+            started = time.monotonic()
+            frames, _ = host.snapshot({**large, "n": n})
+            assert not frames[-1].error
+            assert time.monotonic() - started < 2.0
+    finally:
+        stop.set()
+        thread.join()
+        for pid in workers:
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)

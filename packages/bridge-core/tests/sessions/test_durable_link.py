@@ -5,12 +5,14 @@ restore sends the state's head first, and a fork's says where it comes from."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bridge_core.sessions import SessionStore, StoreSettings
-from bridge_core.sessions._durable import FIRST_CHUNK, DurableLink
-from bridge_core.sessions._store import READ_CHUNK
+from bridge_core.sessions._durable import FIRST_CHUNK, HELD_STATE, DurableLink
+from bridge_core.sessions._store import READ_CHUNK, StateWriter
 from bridge_protocol import UNCHANGED_SNAPSHOT_PREFIX, Restore, Restored, Snapshot
 
 pytestmark = pytest.mark.anyio
@@ -264,3 +266,57 @@ async def test_an_unchanged_state_with_a_new_unsaved_name_records_it_for_the_res
     assert saved.unsaved == unsaved
     assert "fh (TextIOWrapper)" in link.notices[0]
     assert "could not be saved and would not survive" in link.notices[0]
+
+
+async def test_an_io_error_while_a_large_state_is_streamed_is_a_failed_save_asked_for_again(
+    link: DurableLink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The disk fills up (ENOSPC) while a state too large to hold is written: like a failed
+    # commit, a notice and a resave; never an exception out of the reader (it ends the sandbox).
+    class Full:
+        def write(self, data: bytes) -> int:
+            raise OSError(28, "No space left on device")
+
+        def close(self) -> None:
+            pass
+
+    init = StateWriter.__init__
+
+    def failing(self: StateWriter, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self._file.close()
+        self._file = Full()  # type: ignore[assignment]
+
+    monkeypatch.setattr(StateWriter, "__init__", failing)
+    chunk = STATE + bytes(HELD_STATE)
+    link.expect_snapshot()
+    await link.on_snapshot(Snapshot("s-1-1", data=chunk))
+    await link.on_snapshot(Snapshot("s-1-1", data=chunk))
+    await link.on_snapshot(Snapshot("s-1-1", last=True))
+    assert link.settled.is_set()
+    assert "could not be saved" in link.notices[0]
+    assert link.lost_last
+    assert not list(link.store.root.glob("*.tmp"))
+
+
+async def test_no_temp_file_for_a_large_state_is_a_failed_save_asked_for_again(
+    link: DurableLink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The state dir refuses a new file (quota, read-only remount, no fd left) as a state too
+    # large to hold arrives: a failed save and a resave, not the end of the sandbox.
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(122, "Disk quota exceeded")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)  # as _store calls it
+    chunk = STATE + bytes(HELD_STATE)
+    link.expect_snapshot()
+    await link.on_snapshot(Snapshot("s-1-1", data=chunk))
+    await link.on_snapshot(Snapshot("s-1-1", data=chunk))
+    await link.on_snapshot(Snapshot("s-1-1", last=True))
+    assert link.settled.is_set()
+    assert "Disk quota exceeded" in link.notices[0]
+    assert link.lost_last
+    monkeypatch.undo()
+    await _snapshot(link, Snapshot("s-1-2", data=STATE, last=True))
+    assert link.notices == []
+    assert not link.lost_last

@@ -304,6 +304,17 @@ class SnapshotTaker:
         match); at most :data:`INLINE_LIMIT` bytes kept."""
         self._tmp = SmallTar()
         self._forwarder: threading.Thread | None = None
+        self._taking = threading.RLock()
+        """Held by :meth:`take`: a fork's take may come from a thread of user code
+        (``runtime.fork_session_sync``) while the main thread takes the session's own; each must
+        join the forwarder before it and set its own, or one goes unjoined and frames interleave."""
+        self._pipes: set[int] = set()
+        """The saving pipes' fds this process holds: a child that user code forks (a thread's
+        ``os.fork``, multiprocessing) closes its copies, or a write end it kept would hold the
+        forwarder (and every later take) until that child exits."""
+        self._saver: int | None = None
+        """The thread forking the saving child right now (that child keeps its pipes)."""
+        os.register_at_fork(after_in_child=self._after_fork_in_child)
         self._resend = False
         """Set by :meth:`resend`, applied by the next :meth:`take` (after the forwarder, which
         records a digest at its end, is done)."""
@@ -312,14 +323,23 @@ class SnapshotTaker:
         its end (None: the host's copy is not known to match one); only this process's own
         threads change it, one at a time (a take waits for the forwarder before it forks)."""
 
+    def _after_fork_in_child(self) -> None:
+        if self._saver == threading.get_ident():
+            return  # the saving child: _child closes what it does not use
+        for fd in tuple(self._pipes):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._pipes = set()
+
     def resend(self) -> None:
         """The host lost the last state sent (its save failed there): the next is sent whole."""
         self._resend = True
 
     def fork_id(self) -> str:
         """A new id for a fork's snapshot (the host writes it into the fork, not the session)."""
-        self._sequence += 1
-        return f"{FORK_SNAPSHOT_PREFIX}{os.getpid()}-{self._sequence}"
+        with self._taking:
+            self._sequence += 1
+            return f"{FORK_SNAPSHOT_PREFIX}{os.getpid()}-{self._sequence}"
 
     def take(
         self,
@@ -330,8 +350,17 @@ class SnapshotTaker:
         """Save ``namespace`` and ``/tmp`` as they are now: at once when small, else in a child.
 
         A snapshot still being forwarded is finished first: the frames of two never interleave
-        (the host would take the tail of one for a whole state).
+        (the host would take the tail of one for a whole state). Any thread may call it.
         """
+        with self._taking:
+            self._take(namespace, skip, snapshot_id)
+
+    def _take(
+        self,
+        namespace: dict[str, Any],
+        skip: Callable[[str, Any], bool],
+        snapshot_id: str | None,
+    ) -> None:
         if self._forwarder is not None:
             self._forwarder.join()
             self._forwarder = None
@@ -352,23 +381,31 @@ class SnapshotTaker:
         last = self._digest if own else None  # a fork's state is always sent whole
         try:
             read_fd, write_fd = os.pipe()
-            report_read, report_write = os.pipe()
+            self._pipes.update((read_fd, write_fd))
         except OSError as exc:
             self._fail(snapshot_id, f"no pipe for the saving process: {exc}")
             return
         try:
+            report_read, report_write = os.pipe()
+            self._pipes.update((report_read, report_write))
+        except OSError as exc:  # the first pipe took the last fds user code left free
+            self._close(read_fd, write_fd)
+            self._fail(snapshot_id, f"no pipe for the saving process: {exc}")
+            return
+        self._saver = threading.get_ident()
+        try:
             pid = os.fork()
         except OSError as exc:
-            for fd in (read_fd, write_fd, report_read, report_write):
-                os.close(fd)
+            self._saver = None
+            self._close(read_fd, write_fd, report_read, report_write)
             self._fail(snapshot_id, f"the saving process could not start: {exc}")
             return
         if pid == 0:  # pragma: no cover (the child; measured by the integration tests)
             os.close(read_fd)
             os.close(report_read)
             _child(write_fd, report_write, namespace, skip, last)
-        os.close(write_fd)
-        os.close(report_write)
+        self._saver = None
+        self._close(write_fd, report_write)
         if own:
             self._digest = None  # until this one is known to have reached the host whole
         self._forwarder = threading.Thread(
@@ -408,6 +445,11 @@ class SnapshotTaker:
         self._sent = parts
         return True
 
+    def _close(self, *fds: int) -> None:
+        for fd in fds:
+            os.close(fd)
+            self._pipes.discard(fd)
+
     def _fail(self, snapshot_id: str, error: str) -> None:
         self._digest = None  # the host takes no state as saved after a failed one
         try:
@@ -425,7 +467,9 @@ class SnapshotTaker:
                     self._send(Snapshot(snapshot_id, data=chunk))
         except (OSError, ValueError) as exc:
             error = f"the state could not be sent: {exc}"
+        self._pipes.discard(read_fd)
         report = _read_report(report_fd)
+        self._pipes.discard(report_fd)
         try:
             _, status = os.waitpid(pid, 0)
         except ChildProcessError:  # user code reaped it (os.wait()): its status is unknown

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import io
 import json
 import logging
 import math
@@ -30,6 +31,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from bridge_core.private_files import private_dir, write_private
 
@@ -387,7 +389,14 @@ class StateWriter:
         self.too_large = False
         """Whether the state passed the largest one kept: saving it again would fail again."""
         self._done = False
-        fd, temp = tempfile.mkstemp(dir=store.root, prefix=".", suffix=".tmp")
+        try:
+            fd, temp = tempfile.mkstemp(dir=store.root, prefix=".", suffix=".tmp")
+        except OSError as exc:  # no file can be made (quota, read-only, no fd): may pass
+            self.error = f"the state could not be written: {exc.strerror or exc}"
+            self._done = True  # nothing reserved, nothing to remove
+            self._temp: Path | None = None
+            self._file: BinaryIO = io.BytesIO()
+            return
         self._temp = Path(temp)
         self._file = os.fdopen(fd, "wb")
 
@@ -408,7 +417,11 @@ class StateWriter:
             self.abort()
             return
         self.size += len(data)
-        self._file.write(data)
+        try:
+            self._file.write(data)
+        except OSError as exc:  # the disk is full (or failing): may pass, like the budget
+            self.error = f"the state could not be written: {exc.strerror or exc}"
+            self.abort()
 
     def commit(self, unsaved: tuple[str, ...], *, same_meta: bool = False) -> str:
         """Replace the saved state atomically; return "" or why it was not kept.
@@ -419,6 +432,7 @@ class StateWriter:
         """
         if error := self._finish():
             return error
+        assert self._temp is not None  # made, or the error above says why not
         try:
             installed = self._store._install(
                 self._temp, self._base.with_suffix(_SUFFIX), self.size, self._epoch
@@ -438,6 +452,7 @@ class StateWriter:
         replace one: "" or why not."""
         if error := self._finish():
             return error
+        assert self._temp is not None  # made, or the error above says why not
         try:
             refused = self._store._install_new(
                 self._temp, self._base.with_suffix(_SUFFIX), self.size, self._epoch
@@ -472,7 +487,8 @@ class StateWriter:
     def abort(self) -> None:
         with contextlib.suppress(OSError):
             self._file.close()
-        self._temp.unlink(missing_ok=True)
+        if self._temp is not None:
+            self._temp.unlink(missing_ok=True)
         if not self._done:  # its bytes leave the budget once
             self._done = True
             self._store._release(self._base.with_suffix(_SUFFIX), self.size)
