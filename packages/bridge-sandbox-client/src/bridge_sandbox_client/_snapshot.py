@@ -447,8 +447,10 @@ class SnapshotTaker:
 
     def _close(self, *fds: int) -> None:
         for fd in fds:
-            os.close(fd)
+            # Forgotten first: a fork between the close and the discard would close, in its
+            # child, whatever file took that number meanwhile.
             self._pipes.discard(fd)
+            os.close(fd)
 
     def _fail(self, snapshot_id: str, error: str) -> None:
         self._digest = None  # the host takes no state as saved after a failed one
@@ -462,14 +464,16 @@ class SnapshotTaker:
         unsaved: tuple[str, ...] = ()
         try:
             with os.fdopen(read_fd, "rb") as pipe:
-                while chunk := pipe.read(CHUNK):
-                    size += len(chunk)
-                    self._send(Snapshot(snapshot_id, data=chunk))
+                try:
+                    while chunk := pipe.read(CHUNK):
+                        size += len(chunk)
+                        self._send(Snapshot(snapshot_id, data=chunk))
+                finally:
+                    self._pipes.discard(read_fd)  # before it is closed (see _close)
         except (OSError, ValueError) as exc:
             error = f"the state could not be sent: {exc}"
-        self._pipes.discard(read_fd)
-        report = _read_report(report_fd)
         self._pipes.discard(report_fd)
+        report = _read_report(report_fd)
         try:
             _, status = os.waitpid(pid, 0)
         except ChildProcessError:  # user code reaped it (os.wait()): its status is unknown
