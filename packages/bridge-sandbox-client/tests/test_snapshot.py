@@ -567,7 +567,7 @@ def test_a_child_forked_by_a_user_thread_does_not_hold_the_snapshot_up(tmp: Path
         while not stop.is_set():
             pid = os.fork()
             if pid == 0:  # pragma: no cover (the worker)
-                stop.wait(4.0)
+                time.sleep(120)  # far past WAIT: a worker keeping a write end fails the test
                 os._exit(0)
             workers.append(pid)
             stop.wait(0.001)
@@ -576,10 +576,8 @@ def test_a_child_forked_by_a_user_thread_does_not_hold_the_snapshot_up(tmp: Path
     thread.start()
     try:
         for n in range(6):
-            started = time.monotonic()
-            frames, _ = host.snapshot({**large, "n": n})
+            frames, _ = host.snapshot({**large, "n": n})  # waits at most WAIT for each frame
             assert not frames[-1].error
-            assert time.monotonic() - started < 2.0
     finally:
         stop.set()
         thread.join()

@@ -314,7 +314,15 @@ class SnapshotTaker:
         forwarder (and every later take) until that child exits."""
         self._saver: int | None = None
         """The thread forking the saving child right now (that child keeps its pipes)."""
-        os.register_at_fork(after_in_child=self._after_fork_in_child)
+        self._fds = threading.RLock()
+        """Held while the pipes are made, registered, closed and forgotten, and by every fork
+        (its ``before`` hook): a fork in between would keep an unregistered write end, or
+        close in its child a number reused meanwhile."""
+        os.register_at_fork(
+            before=self._fds.acquire,
+            after_in_parent=self._fds.release,
+            after_in_child=self._after_fork_in_child,
+        )
         self._resend = False
         """Set by :meth:`resend`, applied by the next :meth:`take` (after the forwarder, which
         records a digest at its end, is done)."""
@@ -324,6 +332,7 @@ class SnapshotTaker:
         threads change it, one at a time (a take waits for the forwarder before it forks)."""
 
     def _after_fork_in_child(self) -> None:
+        self._fds.release()
         if self._saver == threading.get_ident():
             return  # the saving child: _child closes what it does not use
         for fd in tuple(self._pipes):
@@ -379,33 +388,34 @@ class SnapshotTaker:
         self._sent = None
         own = not snapshot_id.startswith(FORK_SNAPSHOT_PREFIX)
         last = self._digest if own else None  # a fork's state is always sent whole
-        try:
-            read_fd, write_fd = os.pipe()
-            self._pipes.update((read_fd, write_fd))
-        except OSError as exc:
-            self._fail(snapshot_id, f"no pipe for the saving process: {exc}")
-            return
-        try:
-            report_read, report_write = os.pipe()
-            self._pipes.update((report_read, report_write))
-        except OSError as exc:  # the first pipe took the last fds user code left free
-            self._close(read_fd, write_fd)
-            self._fail(snapshot_id, f"no pipe for the saving process: {exc}")
-            return
-        self._saver = threading.get_ident()
-        try:
-            pid = os.fork()
-        except OSError as exc:
+        with self._fds:
+            try:
+                read_fd, write_fd = os.pipe()
+                self._pipes.update((read_fd, write_fd))
+            except OSError as exc:
+                self._fail(snapshot_id, f"no pipe for the saving process: {exc}")
+                return
+            try:
+                report_read, report_write = os.pipe()
+                self._pipes.update((report_read, report_write))
+            except OSError as exc:  # the first pipe took the last fds user code left free
+                self._close(read_fd, write_fd)
+                self._fail(snapshot_id, f"no pipe for the saving process: {exc}")
+                return
+            self._saver = threading.get_ident()
+            try:
+                pid = os.fork()
+            except OSError as exc:
+                self._saver = None
+                self._close(read_fd, write_fd, report_read, report_write)
+                self._fail(snapshot_id, f"the saving process could not start: {exc}")
+                return
+            if pid == 0:  # pragma: no cover (the child; measured by the integration tests)
+                os.close(read_fd)
+                os.close(report_read)
+                _child(write_fd, report_write, namespace, skip, last)
             self._saver = None
-            self._close(read_fd, write_fd, report_read, report_write)
-            self._fail(snapshot_id, f"the saving process could not start: {exc}")
-            return
-        if pid == 0:  # pragma: no cover (the child; measured by the integration tests)
-            os.close(read_fd)
-            os.close(report_read)
-            _child(write_fd, report_write, namespace, skip, last)
-        self._saver = None
-        self._close(write_fd, report_write)
+            self._close(write_fd, report_write)
         if own:
             self._digest = None  # until this one is known to have reached the host whole
         self._forwarder = threading.Thread(
@@ -446,11 +456,11 @@ class SnapshotTaker:
         return True
 
     def _close(self, *fds: int) -> None:
-        for fd in fds:
-            # Forgotten first: a fork between the close and the discard would close, in its
-            # child, whatever file took that number meanwhile.
-            self._pipes.discard(fd)
-            os.close(fd)
+        with self._fds:  # no fork sees one closed but still registered, or the reverse
+            for fd in fds:
+                self._pipes.discard(fd)
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     def _fail(self, snapshot_id: str, error: str) -> None:
         self._digest = None  # the host takes no state as saved after a failed one
@@ -463,17 +473,18 @@ class SnapshotTaker:
         error, size = "", 0
         unsaved: tuple[str, ...] = ()
         try:
-            with os.fdopen(read_fd, "rb") as pipe:
-                try:
-                    while chunk := pipe.read(CHUNK):
-                        size += len(chunk)
-                        self._send(Snapshot(snapshot_id, data=chunk))
-                finally:
-                    self._pipes.discard(read_fd)  # before it is closed (see _close)
+            with os.fdopen(read_fd, "rb", closefd=False) as pipe:
+                while chunk := pipe.read(CHUNK):
+                    size += len(chunk)
+                    self._send(Snapshot(snapshot_id, data=chunk))
         except (OSError, ValueError) as exc:
             error = f"the state could not be sent: {exc}"
-        self._pipes.discard(report_fd)
-        report = _read_report(report_fd)
+        finally:
+            self._close(read_fd)
+        try:
+            report = _read_report(report_fd)
+        finally:
+            self._close(report_fd)
         try:
             _, status = os.waitpid(pid, 0)
         except ChildProcessError:  # user code reaped it (os.wait()): its status is unknown
@@ -510,7 +521,7 @@ def _read_report(fd: int) -> tuple[tuple[str, ...], bytes, bool] | None:
     """What the saving child wrote last: the names it left out, the digest of the state it made
     and whether that equals the one it was given; None when unreadable."""
     try:
-        with os.fdopen(fd, "rb") as pipe:
+        with os.fdopen(fd, "rb", closefd=False) as pipe:
             report = json.loads(pipe.read(_REPORT_LIMIT))
         unsaved = tuple(str(item) for item in report["unsaved"][: MAX_UNSAVED + 1])
         return unsaved, bytes.fromhex(report["digest"]), bool(report["same"])
