@@ -29,21 +29,18 @@ everything else is kept, shared references included (one pickle of all the good 
 from __future__ import annotations
 
 import contextlib
-import copyreg
 import hashlib
 import io
 import json
 import os
 import pickle
 import signal
-import struct
 import tarfile
 import threading
 import types
 from collections.abc import Callable
 from typing import Any, BinaryIO, cast
 
-import cloudpickle  # type: ignore[import-untyped]
 from bridge_protocol import FORK_SNAPSHOT_PREFIX, UNCHANGED_SNAPSHOT_PREFIX, Snapshot
 from bridge_protocol.hints import HINT_LENGTH as _HINT_LENGTH
 from bridge_protocol.hints import STATE_MAGIC as MAGIC
@@ -51,8 +48,14 @@ from bridge_protocol.hints import STATE_MAGIC_1 as MAGIC_1
 from bridge_protocol.hints import hint_from_head
 
 from bridge_sandbox_client import _tmpfiles
-from bridge_sandbox_client._preimport import encode_hint
-from bridge_sandbox_client._tmpfiles import Capped, SmallTar, TooLarge, write_tar
+from bridge_sandbox_client._pickling import (
+    LENGTH,
+    MAX_UNSAVED,
+    Unpickler,
+    describe_error,
+    pickle_namespace,
+)
+from bridge_sandbox_client._tmpfiles import SmallTar, TooLarge, write_tar
 
 __all__ = ["SnapshotTaker", "restore_state", "state_hint"]
 
@@ -65,21 +68,10 @@ INLINE_LIMIT = 256 * 1024
 """Largest state (pickle and ``/tmp`` tar together) saved by the main thread itself; past it, a
 forked child saves it (see the module's docstring). Pickling up to this much takes a few ms at
 worst, and a state found larger is saved by a child from then on, until one is small again."""
-MAX_UNSAVED = 50
-"""Unsaved names listed in a snapshot (the host keeps as many; each entry is cut too), so that
-its last frame always fits the channel, whatever names and types user code makes up."""
 CHILD_SECONDS = 600
 """A saving child still running after this is killed by its own alarm (it must never linger)."""
 CHILD_NICENESS = 10
 """How much the saving child lowers its CPU priority (raising niceness needs no privilege)."""
-_GLOBALS = "__main__-globals"
-"""Persistent id of the session namespace itself: functions and classes defined by user code
-are restored with the live namespace as their globals, not a private copy of it."""
-_PLAIN = frozenset(
-    {int, float, complex, bool, str, bytes, bytearray, tuple, list, dict, set, type(None)}
-)
-"""Types whose objects never name a module (skipped first: a state can hold millions)."""
-_LENGTH = struct.Struct(">Q")
 _OWN_THREADS = "bridge-"
 """Name prefix of the sandbox client's own threads (any other live thread is user code's)."""
 _REPORT_LIMIT = 1024 * 1024
@@ -87,187 +79,6 @@ _REPORT_LIMIT = 1024 * 1024
 most a few hundred KiB)."""
 
 Send = Callable[[Snapshot], None]
-
-
-class _SessionHooks(TooLarge):
-    """A class of the session's own code decides how its objects are pickled: a forked child
-    saves the state, so that such code (which may mutate, hang or exit) never runs in the
-    process serving the session, whose live objects it would change."""
-
-
-_HOOKS = frozenset(
-    {
-        "__reduce_ex__",
-        "__reduce__",
-        "__getstate__",
-        "__getnewargs_ex__",
-        "__getnewargs__",
-        "__getattr__",
-        "__getattribute__",
-        "__class__",
-    }
-)
-"""What the pickler looks up on an object (or its class) and user code can define."""
-_CLASS_DICT = type.__dict__["__dict__"].__get__
-_CLASS_MRO = type.__dict__["__mro__"].__get__
-
-
-def _runs_session_code(cls: type) -> bool:
-    """Whether pickling an instance of ``cls`` may call a hook defined by the session's code."""
-    try:
-        if _CLASS_DICT(type(cls)).get("__module__") == "__main__":
-            return True  # a metaclass of the session's (it could hash the class, below)
-        reducer = copyreg.dispatch_table.get(cls)  # the library's own (complex, re.Pattern)
-        if (
-            reducer is not None
-            and not isinstance(reducer, types.BuiltinFunctionType)
-            and (not isinstance(reducer, types.FunctionType) or reducer.__module__ == "__main__")
-        ):
-            return True
-        for klass in _CLASS_MRO(cls):
-            attributes = _CLASS_DICT(klass)  # never a metaclass's __dict__ or __module__
-            if attributes.get("__module__") == "__main__" and not _HOOKS.isdisjoint(attributes):
-                return True
-    except BaseException:  # an odd class: its state is the child's to save
-        return True
-    return False
-
-
-class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
-    def __init__(self, file: BinaryIO, namespace: dict[str, Any], inline: bool = False) -> None:
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self._inline = inline
-        self._checked: dict[type, bool] = {}
-        # cloudpickle gives the functions of one module a fresh globals dict, kept here by the
-        # id of their real globals: ours is replaced by a marker the loader resolves.
-        self._globals = self.globals_ref.setdefault(id(namespace), {"__name__": "__main__"})
-        self.needed: dict[str, None] = {}
-        """Modules the loader imports: of the modules, classes and functions pickled (those
-        pickled by reference are imported by name), in first-seen order."""
-
-    def persistent_id(self, obj: Any) -> str | None:
-        # Called for every object pickled: the cheapest place to see what the loader imports.
-        if obj is self._globals:
-            return _GLOBALS
-        cls = type(obj)
-        if cls in _PLAIN:
-            return None
-        if cls is types.ModuleType:
-            self.needed[obj.__name__] = None
-        elif _by_name(obj) and isinstance(module := getattr(obj, "__module__", None), str):
-            self.needed[module] = None
-        return None
-
-    def reducer_override(self, obj: Any) -> Any:
-        if self._inline:
-            cls = type(obj)
-            if (hooked := self._checked.get(cls)) is None:
-                hooked = self._checked[cls] = _runs_session_code(cls)
-            if hooked:
-                raise _SessionHooks
-        return super().reducer_override(obj)
-
-
-def _by_name(obj: Any) -> bool:
-    """Whether ``obj`` is a class or a function: what a pickle imports by name. An instance
-    (which has no ``__qualname__`` of its own) does not count: its own type may never be imported
-    at all (its reduce names what it is rebuilt from)."""
-    return isinstance(obj, type) or (
-        callable(obj) and isinstance(getattr(obj, "__qualname__", None), str)
-    )
-
-
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, file: BinaryIO, namespace: dict[str, Any]) -> None:
-        super().__init__(file)
-        self._namespace = namespace
-
-    def persistent_load(self, pid: Any) -> Any:
-        if pid != _GLOBALS:
-            raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
-        return self._namespace
-
-
-class Pickled:
-    """The pickle of a namespace's saveable names, and what it needs and left out."""
-
-    __slots__ = ("data", "hint", "unsaved")
-
-    def __init__(self, data: bytes, hint: bytes, unsaved: list[str]) -> None:
-        self.data = data
-        self.hint = hint
-        self.unsaved = unsaved
-
-    def header(self) -> bytes:
-        """What precedes the pickle in a saved state."""
-        return MAGIC + _HINT_LENGTH.pack(len(self.hint)) + self.hint + _LENGTH.pack(len(self.data))
-
-
-def _dumps(
-    values: dict[str, Any], namespace: dict[str, Any], limit: int | None = None
-) -> tuple[bytes, bytes]:
-    """The pickle of ``values``, and its hint."""
-    # Protocol 5: numpy and pandas hand their buffers over uncopied, so a capped buffer refuses
-    # a large array before its bytes are copied.
-    buffer = Capped(limit)
-    pickler = _Pickler(buffer, namespace, inline=limit is not None)
-    pickler.dump(values)
-    return buffer.getvalue(), encode_hint(pickler.needed)
-
-
-def _saveable(namespace: dict[str, Any], skip: Callable[[str, Any], bool]) -> dict[str, Any]:
-    return {
-        name: value
-        for name, value in namespace.items()
-        if not (name.startswith("__") and name.endswith("__")) and not skip(name, value)
-    }
-
-
-def pickle_namespace(
-    namespace: dict[str, Any], skip: Callable[[str, Any], bool], limit: int | None = None
-) -> Pickled:
-    """The pickle of every saveable name, with ``"name (type): reason"`` for each left out.
-
-    Raises :class:`TooLarge` past ``limit`` bytes.
-    """
-    values = _saveable(namespace, skip)
-    try:
-        return Pickled(*_dumps(values, namespace, limit), [])
-    except TooLarge:
-        raise
-    except Exception:
-        pass
-    unsaved: list[str] = []
-    for name, value in list(values.items()):
-        try:
-            _dumps({name: value}, namespace, limit)
-        except TooLarge:
-            raise
-        except Exception as exc:
-            del values[name]
-            if len(unsaved) < MAX_UNSAVED:
-                # Cut: the names and reasons must fit the one frame that ends the snapshot.
-                unsaved.append(f"{name[:100]} ({_type_name(value)}): {describe_error(exc)}")
-            else:
-                unsaved[-1] = "(more names could not be saved either; they are not listed)"
-    return Pickled(*_dumps(values, namespace, limit), unsaved)
-
-
-def describe_error(exc: BaseException) -> str:
-    """``"Type: first line"`` of ``exc``, cut; never raises (user code defines ``__str__``)."""
-    try:
-        text = str(exc).splitlines()[0] if str(exc) else ""
-        kind = type(exc).__name__
-        return f"{kind}: {text}"[:200] if text else str(kind)[:200]
-    except BaseException:  # even its SystemExit: describing it must not end the sandbox
-        return "an exception whose message could not be read"
-
-
-def _type_name(value: Any) -> str:
-    try:
-        return str(type(value).__name__)[:100]
-    except BaseException:  # a metaclass's __name__ property
-        return "?"
 
 
 def _user_threads_run() -> bool:
@@ -636,10 +447,10 @@ def restore_state(data: bytes | bytearray, namespace: dict[str, Any]) -> str:
     at = _pickle_start(data)
     if isinstance(at, str):
         return at
-    if len(data) < at + _LENGTH.size:
+    if len(data) < at + LENGTH.size:
         return "it is truncated"
-    (length,) = _LENGTH.unpack_from(data, at)
-    start = at + _LENGTH.size
+    (length,) = LENGTH.unpack_from(data, at)
+    start = at + LENGTH.size
     if start + length > len(data):
         return "it is truncated"
     before = dict(namespace)
@@ -647,7 +458,7 @@ def restore_state(data: bytes | bytearray, namespace: dict[str, Any]) -> str:
     stream = io.BytesIO(data)
     stream.seek(start)
     try:
-        values = _Unpickler(stream, namespace).load()
+        values = Unpickler(stream, namespace).load()
         if not isinstance(values, dict):
             raise pickle.UnpicklingError(f"expected a dict of names, got {type(values).__name__}")
         if stream.tell() != start + length:
