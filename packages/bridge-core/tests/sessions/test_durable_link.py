@@ -20,11 +20,16 @@ pytestmark = pytest.mark.anyio
 STATE = b"MCPSNAP1" + bytes(8) + b"opaque to the host"
 
 
-@pytest.fixture
-def link(tmp_path: Path) -> DurableLink:
-    store = SessionStore(tmp_path, StoreSettings())
+def _link_on(root: Path, settings: StoreSettings) -> DurableLink:
+    """The link of session "default" on a new store in ``root`` with ``settings``."""
+    store = SessionStore(root, settings)
     store.open()
     return DurableLink(store, None, "default")
+
+
+@pytest.fixture
+def link(tmp_path: Path) -> DurableLink:
+    return _link_on(tmp_path, StoreSettings())
 
 
 def _state(link: DurableLink) -> Path | None:
@@ -74,9 +79,8 @@ async def test_unchanged_before_anything_was_saved_is_not_taken_as_saved(
 async def test_unchanged_after_a_state_that_failed_to_save_still_says_it_is_not_saved(
     tmp_path: Path,
 ) -> None:
-    store = SessionStore(tmp_path, StoreSettings(max_bytes=len(STATE) - 1))
-    store.open()
-    link = DurableLink(store, None, "default")
+    link = _link_on(tmp_path, StoreSettings(max_bytes=len(STATE) - 1))
+    store = link.store
     await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
     assert "MCP_BRIDGE_SESSION_STATE_MAX" in link.notices[0]
     await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True))
@@ -89,9 +93,8 @@ async def test_a_state_past_the_disk_budget_is_asked_for_again_and_one_too_large
 ) -> None:
     # The disk budget can be freed (another session reset), a state too large stays so: only
     # after the first kind is the sandbox told to send its next state whole (``resave``).
-    store = SessionStore(tmp_path, StoreSettings(disk_limit=len(STATE) - 1))
-    store.open()
-    link = DurableLink(store, None, "default")
+    link = _link_on(tmp_path, StoreSettings(disk_limit=len(STATE) - 1))
+    store = link.store
     asked = []  # lost_last, read after each step
     asked.append(link.lost_last)  # a new sandbox has sent nothing: nothing to ask for
     await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
@@ -106,9 +109,7 @@ async def test_a_state_past_the_disk_budget_is_asked_for_again_and_one_too_large
     assert asked == [False, True, False, False]
     assert store.saved(None, "default") is not None
 
-    small = SessionStore(tmp_path / "small", StoreSettings(max_bytes=len(STATE) - 1))
-    small.open()
-    too_large = DurableLink(small, None, "default")
+    too_large = _link_on(tmp_path / "small", StoreSettings(max_bytes=len(STATE) - 1))
     await _snapshot(too_large, Snapshot("s-1-1", data=STATE, last=True))
     assert "MCP_BRIDGE_SESSION_STATE_MAX" in too_large.notices[0]
     assert not too_large.lost_last
@@ -187,9 +188,7 @@ async def test_an_unchanged_state_in_use_is_kept_past_a_short_retention(tmp_path
     # Before: the retention clock of an unchanged state was refreshed once an hour whatever the
     # retention; with MCP_BRIDGE_SESSION_STATE_RETENTION under an hour, a session in use the
     # whole time lost its state at the next bridge start.
-    store = SessionStore(tmp_path, StoreSettings(retention=1e-6))  # a quarter: any later call
-    store.open()
-    link = DurableLink(store, None, "default")
+    link = _link_on(tmp_path, StoreSettings(retention=1e-6))  # a quarter: any later call
     await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
     path = _state(link)
     assert path is not None
