@@ -209,6 +209,29 @@ async def test_unchanged_after_the_state_was_deleted_by_a_refused_restore_is_not
     assert "could not be saved" in link.notices[0]
 
 
+@pytest.mark.parametrize("found_by", ["retention clock", "new unsaved name"])
+async def test_a_state_deleted_outside_the_bridge_is_asked_for_again(
+    tmp_path: Path, found_by: str
+) -> None:
+    # Before: the sandbox kept announcing "unchanged" from a state the store no longer had, so
+    # every later call said it was not saved until the state happened to change.
+    link = _link_on(tmp_path, StoreSettings(retention=1e-6))  # its clock moves at every call
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    path = _state(link)
+    assert path is not None
+    path.unlink()
+    unsaved = ("fh (file): no",) if found_by == "new unsaved name" else ()
+    if found_by == "new unsaved name":
+        link.store.settings = StoreSettings()  # the clock stays: the metadata finds it gone
+    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True, unsaved=unsaved))
+    assert "no longer saved" in link.notices[0]
+    assert link.lost_last
+    link.resave_asked()
+    await _snapshot(link, Snapshot("s-1-3", data=STATE, last=True, unsaved=unsaved))
+    assert _state(link) is not None
+    assert not link.lost_last
+
+
 def _meta(link: DurableLink) -> Path:
     state = _state(link)
     assert state is not None

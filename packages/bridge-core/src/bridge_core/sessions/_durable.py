@@ -236,8 +236,9 @@ class DurableLink:
             every = min(KEEP_EVERY, self.store.settings.retention / 4)
             if (now := time.monotonic()) - self._kept_at > every:
                 self._kept_at = now  # in use: retention counts from now
-                await anyio.to_thread.run_sync(self.store.keep, self.client, self.name)
-            if message.unsaved != self._meta:
+                if not await anyio.to_thread.run_sync(self.store.keep, self.client, self.name):
+                    error = self._gone()
+            if not error and message.unsaved != self._meta:
                 # The same bytes with another name left out (an open file bound, say): the
                 # notice after a restore must name what is missing now.
                 error = await anyio.to_thread.run_sync(self._describe, message.unsaved)
@@ -247,13 +248,19 @@ class DurableLink:
         """Record ``unsaved`` for the state saved last; "" or why not (blocking: in a thread)."""
         try:
             if not self.store.describe(self.client, self.name, self.epoch, unsaved):
-                self._saved = False
-                return "the state it is the same as is no longer saved"
+                return self._gone()
         except OSError as exc:
             self._meta = None
             return f"the state's names could not be written: {exc.strerror or exc}"
         self._meta = unsaved
         return ""
+
+    def _gone(self) -> str:
+        """The state the sandbox calls unchanged is not in the store (deleted outside the
+        bridge): the sandbox is asked for its next state whole; why the save failed."""
+        self._saved = False
+        self._resend = True
+        return "the state it is the same as is no longer saved"
 
     def _settle(self, error: str, unsaved: tuple[str, ...]) -> None:
         """A snapshot ended: say what the next execution should know, and let it run."""

@@ -245,10 +245,16 @@ class SessionStore:
         with contextlib.suppress(OSError):
             os.utime(state.path)
 
-    def keep(self, client: str | None, name: str) -> None:
-        """The saved state of ``client``'s session ``name`` is still in use (retention)."""
-        with contextlib.suppress(OSError):
+    def keep(self, client: str | None, name: str) -> bool:
+        """The saved state of ``client``'s session ``name`` is still in use (retention); False
+        when it is gone (deleted outside the bridge)."""
+        try:
             os.utime(self._base(client, name).with_suffix(_SUFFIX))
+        except FileNotFoundError:
+            return False
+        except OSError:
+            pass  # still there as far as can be told: only its retention clock was not moved
+        return True
 
     def describe(
         self, client: str | None, name: str, epoch: Epoch, unsaved: tuple[str, ...]
