@@ -10,7 +10,8 @@
    import), against a new empty session; without a warm pool (the container start is part of
    it) and with one (how a restarted bridge serves its first call: the pool fills at start, the
    restore needs no container start), as a stdio bridge's pool (it imports what the saved
-   sessions name) and as an HTTP bridge's (it imports nothing ahead);
+   sessions name), as an HTTP bridge's (it imports nothing ahead) and as an HTTP bridge's with
+   ``MCP_BRIDGE_POOL_IMPORTS=numpy,pandas,pyarrow``;
 3. disk per saved session, for both.
 
 Usage: ``hatch run bench:python bench/durable_sessions.py [--warm N] [--image IMAGE]
@@ -32,6 +33,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import anyio
 from bridge_core.gateway import NullGateway
@@ -56,12 +58,13 @@ SMALL = "x = 1\ndef f(n):\n    return n + x\nimport json\nopen('/tmp/note', 'w')
 
 
 def _manager(runtime: RuntimeBackend, state: Path, image: str, *, durable: bool, pool: int = 0,
-             one_client: bool = True) -> SessionManager:  # fmt: skip
+             one_client: bool = True, imports: tuple[str, ...] = ()) -> SessionManager:  # fmt: skip
     # A stdio bridge (one client): its warm pool imports what the saved sessions' states name;
-    # an HTTP bridge's pool does not (one_client False).
+    # an HTTP bridge's pool does not (one_client False), only what its settings name (imports).
     config = SessionConfig(
-        image=image, pool_size=pool, max_timeout=900.0, pool_preimport=one_client
-    )
+        image=image, pool_size=pool, max_timeout=900.0, pool_preimport=one_client,
+        pool_imports=imports,
+    )  # fmt: skip
     store = SessionStore(state, StoreSettings(name="bench")) if durable else None
     return SessionManager(
         config, runtime=runtime, gateway=NullGateway(), state_dir=state, store=store
@@ -104,13 +107,14 @@ async def _save(runtime: RuntimeBackend, state: Path, image: str, code: str) -> 
 
 
 async def _restore(runtime: RuntimeBackend, state: Path, image: str, check: str | None,
-                   pool: int, one_client: bool = True) -> float:  # fmt: skip
+                   pool: Pool) -> float:  # fmt: skip
     """Time to the first result of a new bridge (manager): the saved session ``s`` restored
     (``check`` runs in it), or a new empty session (``check`` None, nothing saved)."""
     async with _manager(
-        runtime, state, image, durable=check is not None, pool=pool, one_client=one_client
-    ) as manager:
-        if pool:
+        runtime, state, image, durable=check is not None, pool=pool.size,
+        one_client=pool.one_client, imports=pool.imports,
+    ) as manager:  # fmt: skip
+        if pool.size:
             with anyio.fail_after(120):
                 await manager.wait_warm()
             # A restarted bridge's first call comes after its client's initialize and tools/list
@@ -123,9 +127,23 @@ async def _restore(runtime: RuntimeBackend, state: Path, image: str, check: str 
     return took
 
 
-HTTP_POOL = 2
-"""A warm pool of one whose sandboxes import nothing ahead (an HTTP bridge's)."""
-POOLS = (0, 1, HTTP_POOL)
+class Pool(NamedTuple):
+    label: str
+    size: int
+    one_client: bool = True
+    """A stdio bridge's: its sandboxes import the modules its saved sessions' states name."""
+    imports: tuple[str, ...] = ()
+    """``MCP_BRIDGE_POOL_IMPORTS``."""
+
+
+POOLS = (
+    Pool("pool 0", 0),
+    Pool("pool 1", 1),
+    Pool("1 (HTTP)", 1, one_client=False),
+    Pool("1 (HTTP+)", 1, one_client=False, imports=("numpy", "pandas", "pyarrow")),
+)
+"""No pool; a stdio bridge's; an HTTP bridge's (its sandboxes import nothing ahead); an HTTP
+bridge's with ``MCP_BRIDGE_POOL_IMPORTS=numpy,pandas,pyarrow``."""
 WARM_PAUSE = 2.0
 """Seconds between the warm pool's sandbox being connected and the first call (outside the
 measure): the imports a one-client bridge's pool does for its saved sessions end meanwhile."""
@@ -153,14 +171,11 @@ async def _restores(runtime: RuntimeBackend, root: Path, images: list[str], roun
                 for c, (label, _, check) in enumerate(cases):
                     # A new empty session: a fresh state dir each time, nothing to restore.
                     state = root / (f"r{i}-{c}" if check else f"e{next(fresh)}")
-                    one_client = pool != HTTP_POOL
                     took.setdefault((image, label, pool), []).append(
-                        await _restore(
-                            runtime, state, image, check, min(pool, 1), one_client=one_client
-                        )
+                        await _restore(runtime, state, image, check, pool)
                     )
     print(f"first call after a restart (median of {rounds})")
-    header = "".join(f" {'pool 0':>9} {'pool 1':>9} {'1 (HTTP)':>9}" for _ in images)
+    header = "".join(f" {pool.label:>9}" for _ in images for pool in POOLS)
     print(f"  {'':42}{header} {'disk':>11}")
     for i, image in enumerate(images):
         print(f"  image {i + 1}: {image}")

@@ -33,10 +33,19 @@ def _skip_over_stdio(backend: PodmanBackend) -> None:
 
 
 def _manager(
-    backend: PodmanBackend, image: str, state: Path, *, pool: int, pool_preimport: bool = False
+    backend: PodmanBackend,
+    image: str,
+    state: Path,
+    *,
+    pool: int,
+    pool_preimport: bool = False,
+    pool_imports: tuple[str, ...] = (),
 ) -> SessionManager:
+    config = SessionConfig(
+        image=image, pool_size=pool, pool_preimport=pool_preimport, pool_imports=pool_imports
+    )
     return SessionManager(
-        SessionConfig(image=image, pool_size=pool, pool_preimport=pool_preimport),
+        config,
         runtime=backend,
         gateway=NullGateway(),
         state_dir=state,
@@ -81,3 +90,18 @@ async def test_a_one_client_bridges_warm_pool_imports_its_saved_sessions_modules
             back = await manager.execute("str(f)", session="data")
         assert fresh.value == expected, (preimport, fresh)
         assert back.value == "'1/3'", back
+
+
+async def test_a_warm_pool_imports_the_modules_its_settings_name_on_any_bridge(
+    podman_backend: PodmanBackend, sandbox_image: str, tmp_path: Path
+) -> None:
+    # MCP_BRIDGE_POOL_IMPORTS: an HTTP bridge's pool (no saved sessions' modules) imports what
+    # whoever runs the bridge names, which tells no client anything about another's sessions.
+    _skip_over_stdio(podman_backend)
+    async with _manager(
+        podman_backend, sandbox_image, tmp_path, pool=1, pool_imports=("fractions", "nosuchmod")
+    ) as manager:
+        with anyio.fail_after(120):
+            await manager.wait_warm()
+        fresh = await manager.execute(f"{LOADED}, {HINT_FILE}", session="any")
+    assert fresh.value == "(True, 'fractions\\nnosuchmod')", fresh

@@ -56,8 +56,10 @@ def test_lists_and_optional_values_parse() -> None:
             "MCP_BRIDGE_DENY_TOOLS": "git.git_reset, fs.write_*",
             "MCP_BRIDGE_CPU_QUOTA": "50000",
             "MCP_BRIDGE_CONFIG": "~/servers.json",
+            "MCP_BRIDGE_POOL_IMPORTS": "numpy, pandas pyarrow,numpy",
         },
     )
+    assert settings.pool_imports == ("numpy", "pandas", "pyarrow")
     assert settings.security_opt == ("label=type:container_runtime_t", "label=level:s0:c1,c2")
     assert settings.deny_tools == ("git.git_reset", "fs.write_*")
     assert settings.cpu_quota == 50000
@@ -75,6 +77,9 @@ def test_lists_and_optional_values_parse() -> None:
         ("MCP_BRIDGE_OUTPUT_MODE", "yaml"),
         ("MCP_BRIDGE_PIDS_LIMIT", "-1"),
         ("MCP_BRIDGE_POOL_SIZE", "x"),
+        ("MCP_BRIDGE_POOL_IMPORTS", "numpy.linalg"),
+        ("MCP_BRIDGE_POOL_IMPORTS", "pandas,../x"),
+        ("MCP_BRIDGE_POOL_IMPORTS", ",".join(f"m{n}" for n in range(65))),
     ],
 )
 def test_bad_environment_value_names_the_variable(env: str, raw: str) -> None:

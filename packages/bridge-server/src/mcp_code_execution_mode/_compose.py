@@ -59,6 +59,7 @@ def session_config(settings: Settings, *, single_client: bool = False) -> Sessio
         ),
         security_opt=settings.security_opt,
         pool_size=settings.pool_size,
+        pool_imports=settings.pool_imports,
         max_sessions=settings.max_sessions,
         max_sessions_per_client=settings.max_sessions_per_client,
         idle_ttl=settings.session_ttl,

@@ -16,6 +16,7 @@ __all__ = [
     "format_size",
     "parse_bool",
     "parse_duration",
+    "parse_module_list",
     "parse_optional_int",
     "parse_path",
     "parse_path_or_off",
@@ -157,6 +158,23 @@ def parse_word_list(raw: str) -> tuple[str, ...]:
 def parse_name_list(raw: str) -> tuple[str, ...]:
     """Comma- or whitespace-separated names/patterns."""
     return tuple(part for part in re.split(r"[,\s]+", raw.strip()) if part)
+
+
+def parse_module_list(raw: str) -> tuple[str, ...]:
+    """Top-level module names, comma- or whitespace-separated (``numpy,pandas``)."""
+    # The protocol package is not loaded before a bridge answers ``initialize`` unless needed.
+    from bridge_protocol.hints import MAX_HINT_MODULES, MODULE_NAME
+
+    names = tuple(dict.fromkeys(parse_name_list(raw)))
+    for number, name in enumerate(names, 1):
+        if MODULE_NAME.fullmatch(name) is None:
+            raise ValueError(
+                f"expected top-level module names like numpy,pandas; name {number} of "
+                f"{len(names)} is not one (no dots, paths or other signs: numpy, not numpy.linalg)"
+            )
+    if len(names) > MAX_HINT_MODULES:
+        raise ValueError(f"expected at most {MAX_HINT_MODULES} module names, not {len(names)}")
+    return names
 
 
 def choice(*allowed: str) -> Callable[[str], str]:

@@ -132,6 +132,10 @@ SETTINGS: tuple[Setting, ...] = (
        "Where sessions, caches and logs live (default $XDG_STATE_HOME/mcp-code-execution-mode)."),
     _s("pool_size", u.parse_non_negative_int, "1",
        "Sandboxes started ahead of demand so the first call is fast; 0 disables."),
+    _s("pool_imports", u.parse_module_list, None,
+       "Top-level modules every warm-pool sandbox imports as it starts (numpy,pandas): a data "
+       "session's first import, or restore, finds them loaded; each costs memory in every "
+       "pooled sandbox."),
     _s("max_sessions", u.parse_positive_int, "8",
        "Most session containers alive at once; past it the least recently used idle session "
        "hibernates (its state is saved and comes back on its next call)."),
@@ -235,6 +239,7 @@ class Settings:
     discover: bool = True
     state_dir: Path | None = None
     pool_size: int = 1
+    pool_imports: tuple[str, ...] = ()
     max_sessions: int = 8
     max_sessions_per_client: int = 4
     session_ttl: float = 1800.0

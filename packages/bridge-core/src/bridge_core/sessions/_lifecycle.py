@@ -105,12 +105,18 @@ class DurableSessions:
         return await anyio.to_thread.run_sync(self._store.hint, client, name)
 
     async def pool_hint(self) -> tuple[str, ...]:
-        """What the warm pool's sandboxes import as they start: the modules the most recently
-        used saved sessions of the one client of a stdio bridge need (() otherwise)."""
+        """What the warm pool's sandboxes import as they start: the modules named by the
+        settings, then those the most recently used saved sessions of the one client of a stdio
+        bridge need, within a hint's limits."""
+        from bridge_protocol.hints import encode_hint  # see _store._hint_of
+
+        named = self.config.pool_imports
         if not self.enabled or not self.config.pool_preimport:
-            return ()
-        assert self._store is not None
-        return await anyio.to_thread.run_sync(self._store.recent_hints, None, POOL_HINT_STATES)
+            saved: tuple[str, ...] = ()
+        else:
+            assert self._store is not None
+            saved = await anyio.to_thread.run_sync(self._store.recent_hints, None, POOL_HINT_STATES)
+        return tuple(filter(None, encode_hint([*named, *saved]).decode("ascii").split("\n")))
 
     def open(self) -> None:
         """Take the store (blocking: run in a thread)."""
