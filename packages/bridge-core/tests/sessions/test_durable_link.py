@@ -88,25 +88,29 @@ async def test_unchanged_after_a_state_that_failed_to_save_still_says_it_is_not_
     assert store.saved(None, "default") is None
 
 
-async def test_a_state_past_the_disk_budget_is_asked_for_again_and_one_too_large_is_not(
+async def test_a_state_past_the_disk_budget_is_asked_for_again_once_it_fits_and_one_too_large_never(
     tmp_path: Path,
 ) -> None:
-    # The disk budget can be freed (another session reset), a state too large stays so: only
-    # after the first kind is the sandbox told to send its next state whole (``resave``).
-    link = _link_on(tmp_path, StoreSettings(disk_limit=len(STATE) - 1))
+    # The disk budget can be freed (another session reset), a state too large stays so: the
+    # sandbox is told to send its next state whole (``resave``) only after the first kind, and
+    # only once that state would fit (before: at every call, each one refused again).
+    link = _link_on(tmp_path, StoreSettings(disk_limit=len(STATE) + 7))
     store = link.store
+    other = DurableLink(store, None, "other")
+    await _snapshot(other, Snapshot("o-1-1", data=b"12345678", last=True))  # leaves 7 bytes
     asked = []  # lost_last, read after each step
     asked.append(link.lost_last)  # a new sandbox has sent nothing: nothing to ask for
     await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
     assert "MCP_BRIDGE_SESSION_STATE_DISK" in link.notices[0]
+    asked.append(link.lost_last)  # no room: not asked for
+    store.delete(None, "other")  # room again: asked for, and the resave lands
     asked.append(link.lost_last)
     link.resave_asked()
     asked.append(link.lost_last)
-    store.settings = StoreSettings(disk_limit=len(STATE) * 4)  # room again: the resave lands
     await _snapshot(link, Snapshot("s-1-2", data=STATE, last=True))
     assert link.notices == []
     asked.append(link.lost_last)
-    assert asked == [False, True, False, False]
+    assert asked == [False, False, True, False, False]
     assert store.saved(None, "default") is not None
 
     too_large = _link_on(tmp_path / "small", StoreSettings(max_bytes=len(STATE) - 1))

@@ -162,15 +162,22 @@ class DurableLink:
         self._kept_at = 0.0
         self._resend = False
         """See :attr:`lost_last`."""
+        self._refused = 0
+        """Bytes of the last state the disk limits refused (0: none, or failed otherwise)."""
         self._too_large = False
         self._restore: tuple[str, anyio.Event, list[str]] | None = None
 
     @property
     def lost_last(self) -> bool:
         """Whether this side failed to save a state the sandbox sent whole, for a reason that
-        may pass (disk budget, I/O): the sandbox must send its next state whole, never as
-        "unchanged" from that one. A state past the largest kept is not asked for again."""
-        return self._resend
+        may pass (I/O; the disk limits, once a state of that size would fit them): the sandbox
+        must send its next state whole, never as "unchanged" from that one. A state past the
+        largest kept is not asked for again."""
+        if not self._resend:
+            return False
+        # Refused by the disk limits: asking while there is no room would make the sandbox send
+        # it whole at every call only to be refused again.
+        return not self._refused or self.store.fits(self.client, self.name, self._refused)
 
     def resave_asked(self) -> None:
         """The sandbox was told (:attr:`lost_last`): its next state comes whole."""
@@ -259,7 +266,7 @@ class DurableLink:
         """The state the sandbox calls unchanged is not in the store (deleted outside the
         bridge): the sandbox is asked for its next state whole; why the save failed."""
         self._saved = False
-        self._resend = True
+        self._resend, self._refused = True, 0
         return "the state it is the same as is no longer saved"
 
     def _settle(self, error: str, unsaved: tuple[str, ...]) -> None:
@@ -282,7 +289,7 @@ class DurableLink:
         restore): what it saves from now on is the session's."""
         self.epoch = self.store.epoch(self.client, self.name)
         self._saved = False  # a state it sent before (forged: too early) is gone: never vouched
-        self._resend = True
+        self._resend, self._refused = True, 0
         self._meta = None
 
     def _start_writer(self, held: list[bytes]) -> StateWriter:
@@ -299,12 +306,13 @@ class DurableLink:
         same_meta: bool,
     ) -> str:
         """Write what is held (if anything), commit; "" or why not (blocking: in a thread)."""
-        self._too_large = False
+        self._too_large, self._refused = False, 0
         try:
             if writer is None:
                 writer = self._start_writer(held or [])
             error = writer.commit(unsaved, same_meta=same_meta)
             self._too_large = writer.too_large
+            self._refused = writer.offered if writer.over_budget else 0
             return error
         except OSError as exc:
             if writer is not None:

@@ -285,32 +285,46 @@ class SessionStore:
     def total_bytes(self) -> int:
         return sum(_size(entry) for entry in self.root.glob(f"*{_SUFFIX}"))
 
+    def fits(self, client: str | None, name: str, size: int) -> bool:
+        """Whether a state of ``size`` bytes for ``client``'s session ``name`` would fit the disk
+        limits now (a refused state is asked for again only then)."""
+        path = self._base(client, name).with_suffix(_SUFFIX)
+        with self._budget:
+            return not self._over(path, size)
+
     def _reserve(self, path: Path, size: int) -> str:
         """Count ``size`` more bytes of the state being written for ``path``: "" if they fit the
         store's disk limit and, for an HTTP client, its share of it (the state it replaces is not
         counted twice), else which limit they would pass."""
-        owner = _owner_of(path)
         with self._budget:
-            replaced = _size(path)
-            used = sum(self._committed.values()) - replaced + sum(self._reserved.values()) + size
-            limit = self.settings.disk_limit
-            if used > limit:
-                return (
-                    f"the saved states of this bridge's sessions would take {used:,} bytes, more "
-                    f"than MCP_BRIDGE_SESSION_STATE_DISK ({limit:,}): reset sessions you no "
-                    "longer need, or raise the limit"
-                )
-            share = self.settings.client_share
-            if share is not None and owner != self._owner(None):
-                mine = self._committed[owner] - replaced + self._reserved[owner] + size
-                if mine > share:
-                    return (
-                        f"this client's saved sessions would take {mine:,} bytes, more than one "
-                        f"client's share MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT ({share:,}): "
-                        "reset sessions you no longer need"
-                    )
-            self._reserved[owner] += size
+            if error := self._over(path, size):
+                return error
+            self._reserved[_owner_of(path)] += size
             return ""
+
+    def _over(self, path: Path, size: int) -> str:
+        """Which limit ``size`` more bytes for ``path`` would pass ("" if none; ``_budget``
+        held)."""
+        owner = _owner_of(path)
+        replaced = _size(path)
+        used = sum(self._committed.values()) - replaced + sum(self._reserved.values()) + size
+        limit = self.settings.disk_limit
+        if used > limit:
+            return (
+                f"the saved states of this bridge's sessions would take {used:,} bytes, more "
+                f"than MCP_BRIDGE_SESSION_STATE_DISK ({limit:,}): reset sessions you no "
+                "longer need, or raise the limit"
+            )
+        share = self.settings.client_share
+        if share is not None and owner != self._owner(None):
+            mine = self._committed[owner] - replaced + self._reserved[owner] + size
+            if mine > share:
+                return (
+                    f"this client's saved sessions would take {mine:,} bytes, more than one "
+                    f"client's share MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT ({share:,}): "
+                    "reset sessions you no longer need"
+                )
+        return ""
 
     def _release(self, path: Path, size: int) -> None:
         with self._budget:
@@ -394,6 +408,10 @@ class StateWriter:
         self.error = ""
         self.too_large = False
         """Whether the state passed the largest one kept: saving it again would fail again."""
+        self.over_budget = False
+        """Whether the disk limits refused it: saving it again fails until room is made."""
+        self.offered = 0
+        """Bytes of the state given to :meth:`write`, kept or not."""
         self._done = False
         try:
             fd, temp = tempfile.mkstemp(dir=store.root, prefix=".", suffix=".tmp")
@@ -407,6 +425,7 @@ class StateWriter:
         self._file = os.fdopen(fd, "wb")
 
     def write(self, data: bytes) -> None:
+        self.offered += len(data)
         if self.error:
             return
         limit = self._store.settings.max_bytes
@@ -420,6 +439,7 @@ class StateWriter:
         path = self._base.with_suffix(_SUFFIX)
         if error := self._store._reserve(path, len(data)):
             self.error = error
+            self.over_budget = True
             self.abort()
             return
         self.size += len(data)
