@@ -74,6 +74,39 @@ async def test_a_container_missing_a_hardening_option_is_removed_and_never_run(
     assert list((tmp_path / "state" / "sandboxes").glob("*/*")) == []  # per owner
 
 
+async def test_a_host_variable_in_the_environment_is_caught_with_the_images_env_known(
+    podman_backend: PodmanBackend,
+    sandbox_image: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The image's own variables are read once per image ID and kept: a later start must still
+    # compare against them (and refuse what the image does not carry).
+    with anyio.fail_after(START_TIMEOUT):
+        first = await podman_backend.start(SandboxSpec(name="clean", image=sandbox_image))
+    await podman_backend.kill(first)
+    real = _podman_api.create_kwargs
+
+    def leaking(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        created = real(*args, **kwargs)
+        created["environment"] = {"UPSTREAM_TOKEN": "from the host"}
+        return created
+
+    monkeypatch.setattr(_podman_api, "create_kwargs", leaking)
+    with pytest.raises(SandboxStartError, match=r"empty environment \(found UPSTREAM_TOKEN\)"):
+        await podman_backend.start(SandboxSpec(name="leaking", image=sandbox_image))
+    assert "leaking" not in await _ours(podman_backend)
+
+
+async def test_an_image_not_in_the_store_says_how_to_build_it_and_leaves_nothing(
+    podman_backend: PodmanBackend, tmp_path: Path
+) -> None:
+    missing = "localhost/mcp-bridge-no-such-image:never"
+    with pytest.raises(SandboxStartError, match="is not in podman's image store: build it with"):
+        await podman_backend.start(SandboxSpec(name="imageless", image=missing))
+    assert "imageless" not in await _ours(podman_backend)
+    assert list((tmp_path / "state" / "sandboxes").glob("*/*")) == []  # per owner
+
+
 async def test_a_profile_file_changed_after_the_bridge_wrote_it_is_caught_and_never_run(
     podman_backend: PodmanBackend, sandbox_image: str, tmp_path: Path
 ) -> None:

@@ -27,7 +27,31 @@ from bridge_core.runtime._verify import (
 )
 from bridge_core.runtime.base import IMAGE_BUILD_COMMAND, SandboxSpec
 
-__all__ = ["create_verified"]
+__all__ = ["ImageEnvs", "create_verified"]
+
+MAX_IMAGES = 32
+"""Images whose environment :class:`ImageEnvs` keeps (a bridge uses one or two)."""
+
+
+class ImageEnvs:
+    """The environment of each image a sandbox was created from, by image ID.
+
+    An ID names the image's content, so what is kept can never be stale: a rebuilt image under
+    the same name has a new ID and is looked up once. Saves the API call that read the image
+    before every container start (15-20 ms of a ~260 ms start, measured on the test machine).
+    """
+
+    def __init__(self) -> None:
+        self._envs: dict[str, list[str]] = {}
+
+    def get(self, client: podman.PodmanClient, image_id: str) -> list[str]:
+        env = self._envs.get(image_id)
+        if env is None:
+            env = client.images.get(image_id).attrs.get("Config", {}).get("Env") or []
+            if len(self._envs) >= MAX_IMAGES:
+                self._envs.clear()
+            self._envs[image_id] = env
+        return env
 
 
 def create_verified(
@@ -43,6 +67,7 @@ def create_verified(
     cgroup_parent: str | None,
     channel_dir: Path | None,
     log_path: Path | None,
+    image_envs: ImageEnvs,
 ) -> bool:
     """Create and verify; then start (socket channel: returns True), or leave it initialised
     for the attach (``channel_dir`` None: the stdio channel, started by the caller)."""
@@ -59,22 +84,24 @@ def create_verified(
     if cgroup_parent is not None:
         kwargs["cgroup_parent"] = cgroup_parent
     try:
-        image = client.images.get(spec.image)
-    except (api.NotFound, api.ImageNotFound):
-        raise SandboxStartError(
-            f"sandbox image {spec.image!r} is not in podman's image store: build it with "
-            f"`{IMAGE_BUILD_COMMAND}` (the standard image; add --slim for the slim one), or "
-            "set MCP_BRIDGE_IMAGE to an image you have"
-        ) from None
+        container = client.containers.create(spec.image, **kwargs)
     except api.FAILURES as exc:
+        # podman 4.3 answers a missing image with a 500 ("image not known"): asked only now, a
+        # start pays no lookup of its image (see ImageEnvs).
+        if not _image_exists(client, spec.image):
+            raise SandboxStartError(
+                f"sandbox image {spec.image!r} is not in podman's image store: build it with "
+                f"`{IMAGE_BUILD_COMMAND}` (the standard image; add --slim for the slim one), or "
+                "set MCP_BRIDGE_IMAGE to an image you have"
+            ) from None
         raise SandboxStartError(
-            f"podman at {url} cannot look up image {spec.image!r} (is its API service "
-            f"running?): {exc}"
+            f"podman at {url} could not create sandbox container {name} from {spec.image!r} "
+            f"(is its API service running?): {exc}"
         ) from exc
     try:
-        container = client.containers.create(spec.image, **kwargs)
+        image_env = image_envs.get(client, str(container.attrs.get("Image") or spec.image))
         problems = hardening_violations(
-            container.attrs, spec, image_env=image.attrs.get("Config", {}).get("Env") or []
+            container.attrs, spec, image_env=image_env
         ) + lifecycle_violations(
             container.attrs,
             log_path=None if log_path is None else str(log_path),
@@ -101,6 +128,14 @@ def create_verified(
             f"podman could not start sandbox container {name} from {spec.image!r}: {exc}"
         ) from exc
     return True
+
+
+def _image_exists(client: podman.PodmanClient, image: str) -> bool:
+    """Whether ``image`` is in the store (True when that cannot be told either)."""
+    try:
+        return bool(client.images.exists(image))
+    except api.FAILURES:
+        return True
 
 
 def _seccomp_problems(

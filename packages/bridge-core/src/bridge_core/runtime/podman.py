@@ -54,7 +54,7 @@ from bridge_core.runtime._ownership import (
     select_leftovers,
 )
 from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
-from bridge_core.runtime._podman_create import create_verified
+from bridge_core.runtime._podman_create import ImageEnvs, create_verified
 from bridge_core.runtime._podman_events import ContainerEvents
 from bridge_core.runtime._podman_service import PrivateService
 from bridge_core.runtime._podman_stdio import (
@@ -123,6 +123,7 @@ class PodmanBackend:
         self._service = service
         self._live: dict[str, ContainerSandbox] = {}
         self._init_fds: dict[str, int] = {}
+        self._image_envs = ImageEnvs()
         self.owner = current_owner()
         """This bridge process, as written in the ownership label of every container it starts."""
         # Per owner, so the next bridge can tell what a dead one left here (channel dirs of
@@ -385,6 +386,7 @@ class PodmanBackend:
             cgroup_parent=_oom.cgroup_parent(name) if self.track_oom else None,
             channel_dir=channel_dir,
             log_path=self._log_path(name) if channel_dir is not None else None,
+            image_envs=self._image_envs,
         )
         if started:
             self._hold_init(name)
