@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bridge_protocol.hints import encode_hint
 from mcp_code_execution_mode.settings import SETTINGS, Settings, SettingsError, load_settings
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
@@ -145,3 +146,25 @@ def test_cli_bad_environment_value_exits_2_naming_the_variable() -> None:
     assert proc.returncode == 2
     assert "MCP_BRIDGE_OUTPUT_MODE='yaml': expected one of compact, toon" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+LONG = ",".join(f"m{n:02d}" + "x" * 97 for n in range(64))  # 64 names of 100: 6,464 bytes
+
+
+def test_names_past_a_hint_s_bytes_are_refused_not_cut() -> None:
+    # Before: accepted, then cut by encode_hint (2,048 bytes) to the first 20 names, silently.
+    with pytest.raises(SettingsError) as info:
+        load_settings({}, {"MCP_BRIDGE_POOL_IMPORTS": LONG})
+    assert str(info.value).startswith(f"MCP_BRIDGE_POOL_IMPORTS={LONG!r}: expected")
+
+
+def test_the_largest_accepted_value_is_imported_whole() -> None:
+    names = [f"m{n:02d}" + "x" * 28 for n in range(64)]  # 64 * (31 + 1) = 2,048: the limit
+    settings = load_settings({}, {"MCP_BRIDGE_POOL_IMPORTS": ",".join(names)})
+    assert encode_hint(list(settings.pool_imports)).decode().split("\n") == names
+
+
+def test_one_character_past_the_largest_is_refused() -> None:
+    raw = ",".join([f"m{n:02d}" + "x" * 28 for n in range(63)] + ["m63" + "x" * 29])
+    with pytest.raises(SettingsError):
+        load_settings({}, {"MCP_BRIDGE_POOL_IMPORTS": raw})

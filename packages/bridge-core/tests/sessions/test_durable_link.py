@@ -20,11 +20,16 @@ pytestmark = pytest.mark.anyio
 STATE = b"MCPSNAP1" + bytes(8) + b"opaque to the host"
 
 
-def _link_on(root: Path, settings: StoreSettings) -> DurableLink:
-    """The link of session "default" on a new store in ``root`` with ``settings``."""
+def _link_on(root: Path, settings: StoreSettings, client: str | None = None) -> DurableLink:
+    """The link of ``client``'s session "default" on a new store in ``root`` with ``settings``."""
     store = SessionStore(root, settings)
     store.open()
-    return DurableLink(store, None, "default")
+    return DurableLink(store, client, "default")
+
+
+def _asked(link: DurableLink) -> bool:
+    """:attr:`DurableLink.lost_last`, read anew (mypy would narrow the property)."""
+    return link.lost_last
 
 
 @pytest.fixture
@@ -213,29 +218,6 @@ async def test_unchanged_after_the_state_was_deleted_by_a_refused_restore_is_not
     assert "could not be saved" in link.notices[0]
 
 
-@pytest.mark.parametrize("found_by", ["retention clock", "new unsaved name"])
-async def test_a_state_deleted_outside_the_bridge_is_asked_for_again(
-    tmp_path: Path, found_by: str
-) -> None:
-    # Before: the sandbox kept announcing "unchanged" from a state the store no longer had, so
-    # every later call said it was not saved until the state happened to change.
-    link = _link_on(tmp_path, StoreSettings(retention=1e-6))  # its clock moves at every call
-    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
-    path = _state(link)
-    assert path is not None
-    path.unlink()
-    unsaved = ("fh (file): no",) if found_by == "new unsaved name" else ()
-    if found_by == "new unsaved name":
-        link.store.settings = StoreSettings()  # the clock stays: the metadata finds it gone
-    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True, unsaved=unsaved))
-    assert "no longer saved" in link.notices[0]
-    assert link.lost_last
-    link.resave_asked()
-    await _snapshot(link, Snapshot("s-1-3", data=STATE, last=True, unsaved=unsaved))
-    assert _state(link) is not None
-    assert not link.lost_last
-
-
 def _meta(link: DurableLink) -> Path:
     state = _state(link)
     assert state is not None
@@ -346,3 +328,137 @@ async def test_no_temp_file_for_a_large_state_is_a_failed_save_asked_for_again(
     await _snapshot(link, Snapshot("s-1-2", data=STATE, last=True))
     assert link.notices == []
     assert not link.lost_last
+
+
+@pytest.mark.parametrize("found_by", ["retention clock", "new unsaved name"])
+async def test_a_state_deleted_outside_the_bridge_frees_its_bytes_for_the_resave(
+    tmp_path: Path, found_by: str
+) -> None:
+    # The store counted the deleted file's bytes as committed forever (until restart): the
+    # resave the link asks for was refused by the disk limit for a file that no longer exists,
+    # and, once a refused state waited for room, never asked for again.
+    link = _link_on(tmp_path, StoreSettings(disk_limit=len(STATE) + 1, retention=1e-6))
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    saved = link.store.saved(None, "default")
+    assert saved is not None
+    saved.path.unlink()  # by hand: e.g. to make room
+    unsaved = ("fh (file): no",) if found_by == "new unsaved name" else ()
+    if found_by == "new unsaved name":
+        link.store.settings = StoreSettings(disk_limit=len(STATE) + 1)
+    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True, unsaved=unsaved))
+    assert "no longer saved" in link.notices[0]
+    assert _asked(link)
+    link.resave_asked()
+    await _snapshot(link, Snapshot("s-1-3", data=STATE, last=True, unsaved=unsaved))
+    assert link.store.saved(None, "default") is not None, link.notices
+    assert link.store.total_bytes() == len(STATE)
+
+
+async def test_a_budget_refused_state_past_the_largest_kept_is_not_asked_for_again(
+    tmp_path: Path,
+) -> None:
+    # A state refused by the disk budget at its first frame never reaches the max_bytes check,
+    # so it is taken as "may pass": once room is made it is asked for whole, only to be refused
+    # as too large.
+    chunk = b"x" * 60
+    link = _link_on(tmp_path, StoreSettings(max_bytes=100, disk_limit=190))
+    store = link.store
+    for other in ("a", "b"):
+        other_link = DurableLink(store, None, other)
+        await _snapshot(other_link, Snapshot("o-1-1", data=b"y" * 70, last=True))
+    assert store.total_bytes() == 140  # leaves 50 bytes: the first 60 are refused
+    link.expect_snapshot()
+    await link.on_snapshot(Snapshot("s-1-1", data=chunk))
+    await link.on_snapshot(Snapshot("s-1-1", data=chunk))
+    await link.on_snapshot(Snapshot("s-1-1", data=chunk, last=True))
+    assert "MCP_BRIDGE_SESSION_STATE_DISK" in link.notices[0]
+    assert not _asked(link)  # no room
+    store.delete(None, "a")
+    store.delete(None, "b")  # room for 180 bytes now, but 180 > max_bytes: it would be refused
+    assert not _asked(link)
+
+
+async def _send(link: DurableLink, snapshot_id: str, data: bytes, frame: int) -> None:
+    link.expect_snapshot()
+    chunks = [data[i : i + frame] for i in range(0, len(data), frame)]
+    for number, chunk in enumerate(chunks, 1):
+        await link.on_snapshot(Snapshot(snapshot_id, data=chunk, last=number == len(chunks)))
+
+
+@pytest.mark.parametrize("size", [HELD_STATE // 2, HELD_STATE * 3])  # held, streamed
+async def test_refused_bytes_are_the_whole_state_held_or_streamed(
+    tmp_path: Path, size: int
+) -> None:
+    link = _link_on(tmp_path, StoreSettings(disk_limit=size * 2))
+    store = link.store
+    filler = DurableLink(store, None, "filler")
+    await _send(filler, "f-1-1", b"f" * (size + size // 2), 256 * 1024)  # leaves size // 2
+    await _send(link, "s-1-1", b"s" * size, 256 * 1024)
+    assert "MCP_BRIDGE_SESSION_STATE_DISK" in link.notices[0]
+    assert link._refused == size
+    assert not _asked(link)
+    await _send(filler, "f-1-2", b"f" * (size - 1), 256 * 1024)  # room for size + 1
+    assert _asked(link)
+    link.resave_asked()
+    assert not _asked(link)
+    await _send(link, "s-1-2", b"s" * size, 256 * 1024)
+    assert link.notices == []
+    assert not _asked(link)
+    assert store.total_bytes() == 2 * size - 1
+    assert not list(store.root.glob("*.tmp"))
+
+
+async def test_a_state_refused_by_the_client_share_waits_for_the_share(tmp_path: Path) -> None:
+    link = _link_on(tmp_path, StoreSettings(disk_limit=10_000, client_share=100), client="c1")
+    store = link.store
+    await _snapshot(DurableLink(store, "c1", "other"), Snapshot("o-1-1", data=b"o" * 60, last=True))
+    await _snapshot(DurableLink(store, "c2", "x"), Snapshot("x-1-1", data=b"x" * 90, last=True))
+    await _snapshot(link, Snapshot("s-1-1", data=b"s" * 50, last=True))
+    assert "PER_CLIENT" in link.notices[0]
+    assert not _asked(link)
+    store.delete("c2", "x")  # another client's room is not this client's
+    assert not _asked(link)
+    store.delete("c1", "other")
+    assert _asked(link)
+
+
+async def test_forgotten_and_a_later_good_save_clear_the_refusal(tmp_path: Path) -> None:
+    link = _link_on(tmp_path, StoreSettings(disk_limit=10))
+    await _snapshot(link, Snapshot("s-1-1", data=b"s" * 50, last=True))
+    assert (link._resend, link._refused) == (True, 50)
+    assert not _asked(link)
+    link.forgotten()
+    assert _asked(link)  # asked at once (nothing of the session is vouched for)
+    link.resave_asked()
+    await _snapshot(link, Snapshot("s-1-2", data=b"s" * 50, last=True))  # refused again
+    assert not _asked(link)
+    await _snapshot(link, Snapshot("s-1-3", data=b"s" * 5, last=True))  # shrank: saved
+    assert link.notices == []
+    assert (link._resend, link._refused) == (False, 0)
+
+
+async def test_an_error_frame_after_a_refusal_leaves_the_refusal(tmp_path: Path) -> None:
+    link = _link_on(tmp_path, StoreSettings(disk_limit=10))
+    await _snapshot(link, Snapshot("s-1-1", data=b"s" * 50, last=True))
+    link.expect_snapshot()
+    await link.on_snapshot(Snapshot("s-1-2", data=b"t" * 5))
+    await link.on_snapshot(Snapshot("s-1-2", last=True, error="pickling failed"))
+    assert not _asked(link)  # still the 50 bytes: no room, not asked
+    assert not list(link.store.root.glob("*.tmp"))
+    assert link.store._reserved[link.store._owner(None)] == 0
+
+
+async def test_a_reset_of_a_state_deleted_outside_the_bridge_frees_its_bytes(
+    tmp_path: Path,
+) -> None:
+    link = _link_on(tmp_path, StoreSettings(disk_limit=len(STATE) + 1))
+    store = link.store
+    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    saved = store.saved(None, "default")
+    assert saved is not None
+    saved.path.unlink()  # by hand, then the session is reset before its link noticed
+    store.delete(None, "default")
+    other = DurableLink(store, None, "other")
+    await _snapshot(other, Snapshot("o-1-1", data=STATE, last=True))
+    assert other.notices == []
+    assert store.total_bytes() == len(STATE)

@@ -163,7 +163,7 @@ def parse_name_list(raw: str) -> tuple[str, ...]:
 def parse_module_list(raw: str) -> tuple[str, ...]:
     """Top-level module names, comma- or whitespace-separated (``numpy,pandas``)."""
     # The protocol package is not loaded before a bridge answers ``initialize`` unless needed.
-    from bridge_protocol.hints import MAX_HINT_MODULES, MODULE_NAME
+    from bridge_protocol.hints import MAX_HINT_BYTES, MAX_HINT_MODULES, MODULE_NAME
 
     names = tuple(dict.fromkeys(parse_name_list(raw)))
     for number, name in enumerate(names, 1):
@@ -174,6 +174,12 @@ def parse_module_list(raw: str) -> tuple[str, ...]:
             )
     if len(names) > MAX_HINT_MODULES:
         raise ValueError(f"expected at most {MAX_HINT_MODULES} module names, not {len(names)}")
+    if (size := sum(len(name) + 1 for name in names)) > MAX_HINT_BYTES:
+        # Given to the sandbox as a hint (encode_hint): the names past its limit would be cut.
+        raise ValueError(
+            f"expected module names of at most {MAX_HINT_BYTES:,} characters in all, counting "
+            f"one separator after each, not {size:,}"
+        )
     return names
 
 

@@ -311,7 +311,8 @@ class DurableLink:
             if writer is None:
                 writer = self._start_writer(held or [])
             error = writer.commit(unsaved, same_meta=same_meta)
-            self._too_large = writer.too_large
+            # Refused by the disk limits before reaching the largest kept: past it all the same.
+            self._too_large = writer.too_large or writer.offered > self.store.settings.max_bytes
             self._refused = writer.offered if writer.over_budget else 0
             return error
         except OSError as exc:

@@ -191,9 +191,26 @@ class SessionStore:
 
     def _unlink(self, path: Path) -> None:
         with self._budget:
-            size = _size(path) if path.suffix == _SUFFIX else 0
-            path.unlink(missing_ok=True)
+            state = path.suffix == _SUFFIX
+            size = _size(path) if state else 0
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                if state:  # deleted outside the bridge: its bytes may still be counted
+                    self._recount(_owner_of(path))
+                return
             self._committed[_owner_of(path)] -= size
+
+    def _recount(self, owner: str) -> None:
+        """Count ``owner``'s committed bytes again from the disk (``_budget`` held): a state
+        deleted outside the bridge must not count against the disk limits until a restart."""
+        with contextlib.suppress(OSError):  # unreadable: the count stays as it was
+            states = list(self.root.glob(f"{owner}-*{_SUFFIX}"))
+            self._committed[owner] = sum(_size(entry) for entry in states)
+
+    def _found_gone(self, path: Path) -> None:
+        with self._budget:
+            self._recount(_owner_of(path))
 
     def saved(self, client: str | None, name: str) -> SavedState | None:
         base = self._base(client, name)
@@ -248,9 +265,11 @@ class SessionStore:
     def keep(self, client: str | None, name: str) -> bool:
         """The saved state of ``client``'s session ``name`` is still in use (retention); False
         when it is gone (deleted outside the bridge)."""
+        path = self._base(client, name).with_suffix(_SUFFIX)
         try:
-            os.utime(self._base(client, name).with_suffix(_SUFFIX))
+            os.utime(path)
         except FileNotFoundError:
+            self._found_gone(path)  # its bytes are free now
             return False
         except OSError:
             pass  # still there as far as can be told: only its retention clock was not moved
@@ -263,7 +282,10 @@ class SessionStore:
         are unchanged; False when there is none (deleted since ``epoch``, or never saved)."""
         base = self._base(client, name)
         with self._budget:
-            if self._outdated(epoch) or not base.with_suffix(_SUFFIX).exists():
+            if self._outdated(epoch):
+                return False
+            if not base.with_suffix(_SUFFIX).exists():
+                self._recount(_owner_of(base))  # deleted outside the bridge: its bytes are free
                 return False
         # A reset between the check and the write leaves metadata without a state: never read
         # (a state is found by its own file) and swept at the next start.
