@@ -46,6 +46,7 @@ from bridge_protocol import (
     Result,
     Shutdown,
     Snapshot,
+    SnapshotCopy,
     Welcome,
     encode,
 )
@@ -143,6 +144,7 @@ CASES: Mapping[str, Message] = {
     "restored": Restored(restore_id="r-1"),
     "restored_error": Restored(restore_id="r-1", error="the saved state is corrupted"),
     "resave": Resave(reason="the last state sent could not be saved"),
+    "snapshot_copy": SnapshotCopy(snapshot_id="s-3", base="s-2", offset=4096, length=24_000_000),
 }
 
 # Frames built by hand: optional fields left out, as a peer is allowed to send them.

@@ -32,6 +32,7 @@ from bridge_protocol import (
     Result,
     Shutdown,
     Snapshot,
+    SnapshotCopy,
     Welcome,
     encode,
 )
@@ -107,6 +108,9 @@ MESSAGE_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
         last=st.booleans(),
         unsaved=st.lists(st.text(), max_size=3).map(tuple),
         error=st.text(),
+    ),
+    "snapshot_copy": st.builds(
+        SnapshotCopy, snapshot_id=ids, base=ids, offset=uints, length=uints
     ),
     "restore": st.builds(Restore, restore_id=ids, data=st.binary(), last=st.booleans()),
     "restored": st.builds(Restored, restore_id=ids, error=st.text()),

@@ -52,6 +52,7 @@ from bridge_protocol.messages import (
     Result,
     Shutdown,
     Snapshot,
+    SnapshotCopy,
     Stream,
     Welcome,
 )
@@ -107,6 +108,7 @@ __all__ = [
     "Result",
     "Shutdown",
     "Snapshot",
+    "SnapshotCopy",
     "Stream",
     "UnexpectedMessage",
     "UnknownMessageKind",

@@ -1,6 +1,6 @@
 """The module hint of a saved session state: which top-level modules loading it will import.
 
-A saved state starts with ``MCPSNAP2``, a big-endian u16 length and the hint: module names, one
+A saved state starts with ``MCPSNAP2`` (or ``MCPSNAP3``), a big-endian u16 length and the hint: module names, one
 per line (see docs/protocol.md §3.4). The sandbox writes it, and imports those modules while the
 rest of the state arrives. The host reads the same head (never the pickle after it) to pass the
 names to a sandbox before the state itself: in a file of the sandbox's channel directory
@@ -23,6 +23,7 @@ __all__ = [
     "MAX_HINT_MODULES",
     "STATE_MAGIC",
     "STATE_MAGIC_1",
+    "STATE_MAGIC_3",
     "encode_hint",
     "hint_from_head",
     "hint_length",
@@ -34,6 +35,10 @@ STATE_MAGIC = b"MCPSNAP2"
 """Format marker of a saved state (format 2: with its hint)."""
 STATE_MAGIC_1 = b"MCPSNAP1"
 """The first format (no hint), still loaded."""
+STATE_MAGIC_3 = b"MCPSNAP3"
+"""Format 3: format 2's head (the hint at the same place), then numpy/pandas buffers stored
+after the pickle (see the sandbox client's ``_pickling``)."""
+_HINTED = (STATE_MAGIC, STATE_MAGIC_3)
 HINT_LENGTH = struct.Struct(">H")
 MAX_HINT_BYTES = 2048
 """Largest hint written or read (a session's data rarely comes from more than ten packages)."""
@@ -51,8 +56,8 @@ def hint_length(head: bytes | bytearray | memoryview) -> int | None:
     short to tell, -1 when it is no format-2 state or declares more than the limit."""
     prefix = len(STATE_MAGIC) + HINT_LENGTH.size
     if len(head) < prefix:
-        return None if STATE_MAGIC.startswith(bytes(head)) else -1
-    if bytes(head[: len(STATE_MAGIC)]) != STATE_MAGIC:
+        return None if any(magic.startswith(bytes(head)) for magic in _HINTED) else -1
+    if bytes(head[: len(STATE_MAGIC)]) not in _HINTED:
         return -1
     (length,) = HINT_LENGTH.unpack_from(head, len(STATE_MAGIC))
     return length if length <= MAX_HINT_BYTES else -1

@@ -46,6 +46,7 @@ __all__ = [
     "Resave",
     "Shutdown",
     "Snapshot",
+    "SnapshotCopy",
     "Stream",
     "Welcome",
 ]
@@ -247,6 +248,21 @@ class Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class SnapshotCopy:
+    """Sandbox → host, version 2: a chunk of a snapshot that the host copies from the state it
+    saved for snapshot ``base``: ``length`` bytes from ``offset`` (the parts of a large state
+    that did not change are not sent again). Ordered with the ``snapshot`` chunks of the same
+    ``snapshot_id``; the host refuses the whole snapshot when ``base`` is not the state it holds
+    for this session or the range is not inside it."""
+
+    KIND: ClassVar[str] = "snapshot_copy"
+    snapshot_id: str
+    base: str
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
 class Restore:
     """Host → sandbox: one chunk of a saved state to load before the first execution."""
 
@@ -316,6 +332,7 @@ Message: TypeAlias = (
     | Pong
     | Shutdown
     | Snapshot
+    | SnapshotCopy
     | Restore
     | Restored
     | Resave
@@ -341,6 +358,7 @@ MESSAGE_TYPES: Mapping[str, type[Message]] = {
         Pong,
         Shutdown,
         Snapshot,
+        SnapshotCopy,
         Restore,
         Restored,
         Resave,
@@ -360,6 +378,7 @@ SANDBOX_TO_HOST: frozenset[str] = frozenset(
         "ping",
         "pong",
         "snapshot",
+        "snapshot_copy",
         "restored",
     }
 )

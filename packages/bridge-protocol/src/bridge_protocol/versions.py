@@ -21,8 +21,9 @@ __all__ = [
     "version_from_answer",
 ]
 
-SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
-"""Every protocol version this package speaks, oldest first."""
+SUPPORTED_VERSIONS: tuple[int, ...] = (1, 2)
+"""Every protocol version this package speaks, oldest first. Version 2 adds ``snapshot_copy``
+(a sandbox sends it only once version 2 was chosen); every version-1 frame is unchanged."""
 CURRENT_VERSION: int = max(SUPPORTED_VERSIONS)
 
 
