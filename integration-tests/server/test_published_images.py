@@ -26,6 +26,7 @@ from bridge_image.names import SLIM_IMAGE
 from bridge_image.publish import publish
 from bridge_image.pull import pull_released
 from bridge_image.release import Release, load_release, write_release
+from bridge_protocol.versions import SUPPORTED_VERSIONS
 
 from .conftest import bridge_text, code_text, open_bridge
 
@@ -407,7 +408,8 @@ async def test_an_image_of_another_protocol_version_is_explained(
         )  # fmt: skip
         verified = _bridge_image("verify", "--image", tag)
         assert verified.returncode == 1
-        assert f"speaks protocol [{version}], this bridge speaks [1]" in verified.stderr
+        ours = list(SUPPORTED_VERSIONS)
+        assert f"speaks protocol [{version}], this bridge speaks {ours}" in verified.stderr
         assert f"{side.lower()} than this release" in verified.stderr
         assert "bridge_protocol/versions.py" in verified.stderr  # changed since install
         env = {"MCP_BRIDGE_IMAGE": tag, "MCP_BRIDGE_IMAGE_RELEASE": str(record)}
@@ -416,7 +418,7 @@ async def test_an_image_of_another_protocol_version_is_explained(
         text = bridge_text(result) or code_text(result)
         assert result.is_error is True
         assert f"sandbox image '{tag}' does not match this bridge" in text, text
-        assert f"speaks protocol [{version}], the bridge speaks [1]" in text
+        assert f"speaks protocol [{version}], the bridge speaks {ours}" in text
         assert f"{side} than this bridge" in text
         if side == "OLDER":
             pinned = published.release.images[published.local].pinned

@@ -103,7 +103,7 @@ def test_base_image_carries_versions_revision_and_current_inputs_hash(
     found = status("slim", offline=offline)
     assert found.present
     assert found.labels[LABEL_VARIANT] == "slim"
-    assert found.labels[LABEL_PROTOCOL_VERSIONS] == "1"
+    assert found.labels[LABEL_PROTOCOL_VERSIONS] == "1,2"
     assert found.labels[LABEL_SANDBOX_CLIENT_VERSION] == "0.1.0"
     assert found.labels[LABEL_REVISION] not in ("", "unknown")
     assert found.labels[LABEL_INPUTS_HASH] == inputs_hash("slim", offline=offline)

@@ -30,7 +30,7 @@ def test_image_labels_never_use_the_runtimes_container_ownership_label() -> None
 
 
 def test_protocol_versions_are_read_from_the_repository_sources() -> None:
-    assert _recipes.protocol_versions(REPO) == "1"
+    assert _recipes.protocol_versions(REPO) == "1,2"
 
 
 def test_protocol_versions_list_every_supported_version(tmp_path: Path) -> None:

@@ -109,9 +109,7 @@ MESSAGE_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
         unsaved=st.lists(st.text(), max_size=3).map(tuple),
         error=st.text(),
     ),
-    "snapshot_copy": st.builds(
-        SnapshotCopy, snapshot_id=ids, base=ids, offset=uints, length=uints
-    ),
+    "snapshot_copy": st.builds(SnapshotCopy, snapshot_id=ids, base=ids, offset=uints, length=uints),
     "restore": st.builds(Restore, restore_id=ids, data=st.binary(), last=st.booleans()),
     "restored": st.builds(Restored, restore_id=ids, error=st.text()),
     "resave": st.builds(Resave, reason=st.text()),

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bridge_protocol import UNCHANGED_SNAPSHOT_PREFIX, Snapshot
+from bridge_protocol import UNCHANGED_SNAPSHOT_PREFIX, Snapshot, SnapshotCopy
 from bridge_sandbox_client import _tmpfiles
 from bridge_sandbox_client._preimport import (
     MAX_HINT_BYTES,
@@ -42,11 +42,11 @@ WAIT = 20.0
 class Host:
     """Collects what the taker sends, from whichever thread sends it."""
 
-    def __init__(self) -> None:
-        self.frames: queue.Queue[Snapshot] = queue.Queue()
-        self.taker = SnapshotTaker(self.frames.put, lambda line: None)
+    def __init__(self, *, copies: bool = False) -> None:
+        self.frames: queue.Queue[Any] = queue.Queue()
+        self.taker = SnapshotTaker(self.frames.put, lambda line: None, copies=copies)
 
-    def snapshot(self, namespace: dict[str, Any]) -> tuple[list[Snapshot], bool]:
+    def snapshot(self, namespace: dict[str, Any]) -> tuple[list[Any], bool]:
         """Take one; return its frames and whether ``take`` returned with all of them sent."""
         self.taker.take(namespace, lambda name, value: False)
         at_once = not self.frames.empty() and self._ends()
@@ -54,11 +54,11 @@ class Host:
         while True:
             frame = self.frames.get(timeout=WAIT)
             frames.append(frame)
-            if frame.last:
+            if getattr(frame, "last", False):
                 return frames, at_once
 
     def _ends(self) -> bool:
-        return bool(self.frames.queue) and self.frames.queue[-1].last
+        return bool(self.frames.queue) and getattr(self.frames.queue[-1], "last", False)
 
 
 @pytest.fixture
@@ -293,6 +293,95 @@ def test_a_large_state_unchanged_since_the_last_is_not_sent_again(tmp: Path) -> 
     assert (tmp / "big.bin").read_bytes() == b"g" * (INLINE_LIMIT + 1)
 
 
+class CopyingHost(Host):
+    """A version-2 host: it keeps each state it got whole and applies ``snapshot_copy``
+    frames from the one they name, as the bridge does."""
+
+    def __init__(self) -> None:
+        super().__init__(copies=True)
+        self.states: dict[str, bytes] = {}
+
+    def saved(self, namespace: dict[str, Any]) -> tuple[list[Any], bytes]:
+        frames, _ = self.snapshot(namespace)
+        state = bytearray()
+        for frame in frames:
+            if isinstance(frame, SnapshotCopy):
+                state += self.states[frame.base][frame.offset : frame.offset + frame.length]
+            else:
+                state += frame.data
+        if not frames[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX):
+            self.states[frames[-1].snapshot_id] = bytes(state)
+        return frames, bytes(state)
+
+
+def _sent(frames: list[Any]) -> int:
+    return sum(len(frame.data) for frame in frames if isinstance(frame, Snapshot))
+
+
+def test_with_copies_only_the_buffers_that_changed_are_sent(tmp: Path) -> None:
+    numpy = pytest.importorskip("numpy")  # the standard image's; not in the bare sandbox env
+    host = CopyingHost()
+    size = 4 * 1024 * 1024
+    namespace: dict[str, Any] = {
+        "kept": numpy.arange(size // 8, dtype=numpy.int64),
+        "changed": numpy.ones(size // 8, dtype=numpy.int64),
+        "n": 1,
+    }
+    first, state = host.saved(namespace)
+    assert not any(isinstance(frame, SnapshotCopy) for frame in first)  # nothing to copy from
+    assert _sent(first) > 2 * size
+    namespace["changed"][0] = 7
+    namespace["n"] = 2
+    second, state = host.saved(namespace)
+    copies = [frame for frame in second if isinstance(frame, SnapshotCopy)]
+    assert [(c.base, c.length) for c in copies] == [(first[-1].snapshot_id, size)]
+    assert size < _sent(second) < size + 64 * 1024  # the changed array and the small rest
+    loaded: dict[str, Any] = {}
+    assert restore_state(state, loaded) == ""
+    assert loaded.keys() == namespace.keys()
+    assert all((loaded[k] == namespace[k]).all() for k in ("kept", "changed"))
+    assert loaded["n"] == 2
+    loaded["kept"][0] = -1  # a restored array is the session's own, writable
+    # The state the copies came from is the one the next copies name.
+    namespace["n"] = 3
+    third, state = host.saved(namespace)
+    assert {c.base for c in third if isinstance(c, SnapshotCopy)} == {second[-1].snapshot_id}
+    assert _sent(third) < 64 * 1024
+    assert restore_state(state, loaded) == ""
+    assert loaded["n"] == 3
+
+
+def test_without_copies_or_after_a_resave_a_large_state_is_sent_whole(tmp: Path) -> None:
+    numpy = pytest.importorskip("numpy")
+    namespace: dict[str, Any] = {"a": numpy.zeros(1024 * 1024), "n": 1}
+    old = Host()  # a version-1 host
+    old.snapshot(namespace)
+    namespace["n"] = 2
+    frames, _ = old.snapshot(namespace)
+    assert not any(isinstance(frame, SnapshotCopy) for frame in frames)
+    assert _data(frames).startswith(b"MCPSNAP2")  # no out-of-band buffers for it
+    host = CopyingHost()
+    host.saved(namespace)
+    host.taker.resend()  # the host could not save it: nothing may be copied from it
+    namespace["n"] = 3
+    frames, state = host.saved(namespace)
+    assert not any(isinstance(frame, SnapshotCopy) for frame in frames)
+    assert state.startswith(b"MCPSNAP3")
+    loaded: dict[str, Any] = {}
+    assert restore_state(state, loaded) == ""
+    assert loaded["n"] == 3
+
+
+def test_a_format_3_state_cut_short_is_refused_whole(tmp: Path) -> None:
+    numpy = pytest.importorskip("numpy")
+    host = CopyingHost()
+    _, state = host.saved({"a": numpy.zeros(1024 * 1024), "n": 1})
+    namespace: dict[str, Any] = {"before": 1}
+    for cut in (len(state) // 2, 200, 160):  # in the buffer, the table, the pickle
+        assert restore_state(state[:cut], namespace) == "it is truncated"
+        assert namespace == {"before": 1}
+
+
 def test_a_large_file_written_through_a_mapping_is_saved_anew(tmp: Path) -> None:
     # Its times do not change (see the inline test above): the child reads /tmp to compare.
     data = tmp / "mapped.bin"
@@ -513,7 +602,7 @@ def test_a_fork_taken_by_a_user_thread_as_the_execution_ends_never_loses_a_forwa
     large: dict[str, Any] = {"blob": b"x" * (INLINE_LIMIT + 1)}
     release = threading.Event()
 
-    def send(frame: Snapshot) -> None:
+    def send(frame: Any) -> None:
         if threading.current_thread() is not host.taker._forwarder:
             release.wait(3.0)  # a forwarder no take would join: slow (bounded)
         host.frames.put(frame)

@@ -11,9 +11,16 @@ from typing import Any
 
 import pytest
 from bridge_core.sessions import SessionStore, StoreSettings
-from bridge_core.sessions._durable import FIRST_CHUNK, HELD_STATE, DurableLink
+from bridge_core.sessions._durable import FIRST_CHUNK, HELD_STATE, DurableLink, PendingFork
 from bridge_core.sessions._store import READ_CHUNK, StateWriter
-from bridge_protocol import UNCHANGED_SNAPSHOT_PREFIX, Restore, Restored, Snapshot
+from bridge_protocol import (
+    FORK_SNAPSHOT_PREFIX,
+    UNCHANGED_SNAPSHOT_PREFIX,
+    Restore,
+    Restored,
+    Snapshot,
+    SnapshotCopy,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -462,3 +469,110 @@ async def test_a_reset_of_a_state_deleted_outside_the_bridge_frees_its_bytes(
     await _snapshot(other, Snapshot("o-1-1", data=STATE, last=True))
     assert other.notices == []
     assert store.total_bytes() == len(STATE)
+
+
+# --- snapshot_copy (protocol version 2) ----------------------------------------------------------
+
+BIG = bytes(range(256)) * 4096  # 1 MiB that is not all one byte
+
+
+async def _saved_big(link: DurableLink) -> bytes:
+    """Commit ``STATE + BIG`` as snapshot s-1-1; return it."""
+    whole = STATE + BIG
+    await _snapshot(link, Snapshot("s-1-1", data=whole, last=True))
+    assert link.notices == []
+    return whole
+
+
+async def test_a_copy_takes_its_bytes_from_the_state_committed_last(link: DurableLink) -> None:
+    first = await _saved_big(link)
+    link.expect_snapshot()
+    await link.on_snapshot(Snapshot("s-1-2", data=b"HEAD"))
+    await link.on_snapshot_copy(SnapshotCopy("s-1-2", "s-1-1", len(STATE), len(BIG)))
+    await link.on_snapshot(Snapshot("s-1-2", data=b"TAIL", last=True))
+    assert link.notices == []
+    path = _state(link)
+    assert path is not None
+    assert path.read_bytes() == b"HEAD" + first[len(STATE) :] + b"TAIL"
+    # That state is the one the next copies come from.
+    link.expect_snapshot()
+    await link.on_snapshot_copy(SnapshotCopy("s-1-3", "s-1-2", 0, 4))
+    await link.on_snapshot(Snapshot("s-1-3", last=True))
+    assert link.notices == []
+    assert path.read_bytes() == b"HEAD"
+
+
+@pytest.mark.parametrize(
+    ("base", "offset", "length"),
+    [
+        ("s-1-0", 0, 10),  # not the state it holds
+        ("s-1-1", 0, len(STATE + BIG) + 1),  # past its end
+        ("s-1-1", len(STATE + BIG), 1),
+        ("s-1-1", 2**63, 2**63),  # a hostile range
+    ],
+)
+async def test_a_copy_from_elsewhere_fails_the_save_and_keeps_the_last_state(
+    link: DurableLink, base: str, offset: int, length: int
+) -> None:
+    first = await _saved_big(link)
+    link.expect_snapshot()
+    await link.on_snapshot(Snapshot("s-1-2", data=b"HEAD"))
+    await link.on_snapshot_copy(SnapshotCopy("s-1-2", base, offset, length))
+    await link.on_snapshot(Snapshot("s-1-2", data=b"TAIL", last=True))
+    assert "could not be saved" in link.notices[0]
+    assert _asked(link)  # the next comes whole
+    path = _state(link)
+    assert path is not None
+    assert path.read_bytes() == first
+    assert not list(link.store.root.glob("*.tmp"))
+    # A copy from the refused state is refused too: it was never committed.
+    link.resave_asked()
+    link.expect_snapshot()
+    await link.on_snapshot_copy(SnapshotCopy("s-1-3", "s-1-2", 0, 4))
+    await link.on_snapshot(Snapshot("s-1-3", last=True))
+    assert "does not hold" in link.notices[0]
+
+
+async def test_a_copy_from_a_state_replaced_on_disk_is_refused(link: DurableLink) -> None:
+    await _saved_big(link)
+    path = _state(link)
+    assert path is not None
+    other = path.with_name("other")
+    other.write_bytes(b"X" * len(STATE + BIG))
+    other.replace(path)  # the same size, another file: not the one it saved
+    link.expect_snapshot()
+    await link.on_snapshot_copy(SnapshotCopy("s-1-2", "s-1-1", 0, 10))
+    await link.on_snapshot(Snapshot("s-1-2", last=True))
+    assert "gone or was replaced" in link.notices[0]
+
+
+async def test_copied_bytes_count_against_the_largest_state(tmp_path: Path) -> None:
+    link = _link_on(tmp_path, StoreSettings(max_bytes=len(STATE + BIG) + 10))
+    await _saved_big(link)
+    link.expect_snapshot()
+    for number in (1, 2):
+        await link.on_snapshot_copy(SnapshotCopy("s-1-2", "s-1-1", 0, len(BIG)))
+        assert number == 1 or link._writer is None or link._writer.error
+    await link.on_snapshot(Snapshot("s-1-2", last=True))
+    assert "MCP_BRIDGE_SESSION_STATE_MAX" in link.notices[0]
+    assert not _asked(link)  # too large: it would only fail again
+
+
+async def test_a_forks_state_with_a_copy_is_refused(link: DurableLink) -> None:
+    await _saved_big(link)
+    fork = PendingFork(f"{FORK_SNAPSHOT_PREFIX}1-1", "trial", link.store.epoch(None, "trial"))
+    link._fork = fork
+    await link.on_snapshot(Snapshot(fork.snapshot_id, data=b"HEAD"))
+    await link.on_snapshot_copy(SnapshotCopy(fork.snapshot_id, "s-1-1", 0, 4))
+    await link.on_snapshot(Snapshot(fork.snapshot_id, last=True))
+    assert fork.done.is_set()
+    assert "sent whole" in fork.error
+    assert link.store.saved(None, "trial") is None
+
+
+async def test_a_copy_after_the_snapshot_ended_writes_nothing(link: DurableLink) -> None:
+    await _saved_big(link)
+    await link.on_snapshot_copy(SnapshotCopy("s-1-1", "s-1-1", 0, 10))  # none expected
+    await link.on_snapshot_copy(SnapshotCopy("s-1-9", "s-1-1", 0, 10))
+    assert link._writer is None
+    assert not list(link.store.root.glob("*.tmp"))

@@ -1,10 +1,11 @@
 """The module hint of a saved session state: which top-level modules loading it will import.
 
-A saved state starts with ``MCPSNAP2`` (or ``MCPSNAP3``), a big-endian u16 length and the hint: module names, one
-per line (see docs/protocol.md §3.4). The sandbox writes it, and imports those modules while the
-rest of the state arrives. The host reads the same head (never the pickle after it) to pass the
-names to a sandbox before the state itself: in a file of the sandbox's channel directory
-(:data:`~bridge_protocol.paths.PREIMPORT_FILE_NAME`), which the sandbox client reads at start.
+A saved state starts with ``MCPSNAP2`` (or ``MCPSNAP3``), a big-endian u16 length and the hint:
+module names, one per line (see docs/protocol.md §3.4). The sandbox writes it, and imports those
+modules while the rest of the state arrives. The host reads the same head (never the pickle
+after it) to pass the names to a sandbox before the state itself: in a file of the sandbox's
+channel directory (:data:`~bridge_protocol.paths.PREIMPORT_FILE_NAME`), which the sandbox client
+reads at start.
 
 Both sides treat it as hostile: at most :data:`MAX_HINT_BYTES` and :data:`MAX_HINT_MODULES`, each
 name a plain identifier (no dots, paths or spaces). :func:`strict_hint` (the host's reading) drops

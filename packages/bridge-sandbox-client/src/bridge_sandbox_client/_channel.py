@@ -147,6 +147,8 @@ class Channel:
         self._early: list[Message] = []
         self._closed = False
         self._forked = False
+        self.version = 1
+        """The protocol version the host chose (set by :meth:`handshake`)."""
         self.on_broken: Callable[[OSError], object] | None = None
         """Called when a send fails: part of a frame may be on the wire, or the way to the host
         is shut while the way back still reads (over stdio the container's init holds another
@@ -196,6 +198,7 @@ class Channel:
             raise ChannelClosed(f"expected 'welcome' from the host, got {type(first).KIND!r}")
         if first.version not in SUPPORTED_VERSIONS:
             raise UnsupportedVersion(f"the host chose protocol version {first.version}")
+        self.version = first.version
         return first
 
     def send(self, message: Message) -> None:

@@ -116,7 +116,8 @@ class SandboxClient:
         self._durable = False
         """Set by the host's first ``Restore``: this sandbox serves a durable session, so its
         state is saved after each successful execution (pool and one-shot sandboxes never are)."""
-        self.snapshots = SnapshotTaker(channel.send, self.log)
+        # Version 2: unchanged numpy/pandas buffers of a large state are copied by the host.
+        self.snapshots = SnapshotTaker(channel.send, self.log, copies=channel.version >= 2)
         self._execution_id = ""
         self.capture = OutputCapture(channel.send)
         self.registry = CallRegistry(channel.send)

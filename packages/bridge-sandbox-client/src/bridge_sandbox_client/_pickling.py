@@ -2,10 +2,12 @@
 
 One cloudpickle of every saveable name (shared references kept), protocol 5 so that numpy and
 pandas hand their buffers over uncopied (a capped buffer refuses a large array before its bytes
-are copied); names that cannot be pickled are left out and named. While pickling, the modules
-the loader will import are recorded (the state's hint, see ``_preimport``). The inline save
-refuses objects whose class's own code decides how they are pickled (:class:`SessionHooks`):
-only a forked child may run that code.
+are copied); names that cannot be pickled are left out and named. A forked child's pickle keeps
+the large buffers out of band (:data:`OOB_MIN`): they are stored after it, each on its own, so
+that one that did not change since the last state need not be sent again (format 3). While
+pickling, the modules the loader will import are recorded (the state's hint, see
+``_preimport``). The inline save refuses objects whose class's own code decides how they are
+pickled (:class:`SessionHooks`): only a forked child may run that code.
 """
 
 from __future__ import annotations
@@ -15,16 +17,27 @@ import pickle
 import struct
 import types
 from collections.abc import Callable
+from functools import partial
 from typing import Any, BinaryIO
 
 import cloudpickle  # type: ignore[import-untyped]
 from bridge_protocol.hints import HINT_LENGTH as _HINT_LENGTH
 from bridge_protocol.hints import STATE_MAGIC as MAGIC
+from bridge_protocol.hints import STATE_MAGIC_3 as MAGIC_3
 
 from bridge_sandbox_client._preimport import encode_hint
 from bridge_sandbox_client._tmpfiles import Capped, TooLarge
 
-__all__ = ["LENGTH", "MAX_UNSAVED", "Pickled", "Unpickler", "describe_error", "pickle_namespace"]
+__all__ = [
+    "COUNT",
+    "LENGTH",
+    "MAX_UNSAVED",
+    "OOB_MIN",
+    "Pickled",
+    "Unpickler",
+    "describe_error",
+    "pickle_namespace",
+]
 
 MAX_UNSAVED = 50
 """Unsaved names listed in a snapshot (the host keeps as many; each entry is cut too), so that
@@ -37,7 +50,12 @@ _PLAIN = frozenset(
 )
 """Types whose objects never name a module (skipped first: a state can hold millions)."""
 LENGTH = struct.Struct(">Q")
-"""The u64 length of the pickle in a saved state."""
+"""The u64 length of the pickle (and of each out-of-band buffer) in a saved state."""
+COUNT = struct.Struct(">I")
+"""The u32 count of out-of-band buffers in a format-3 state."""
+OOB_MIN = 64 * 1024
+"""Buffers of at least this many bytes are kept out of band by a forked child's pickle: numpy
+arrays, pandas columns, pyarrow buffers; smaller ones stay in the pickle."""
 
 
 class SessionHooks(TooLarge):
@@ -85,8 +103,15 @@ def _runs_session_code(cls: type) -> bool:
 
 
 class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
-    def __init__(self, file: BinaryIO, namespace: dict[str, Any], inline: bool = False) -> None:
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+    def __init__(
+        self,
+        file: BinaryIO,
+        namespace: dict[str, Any],
+        inline: bool = False,
+        buffers: list[memoryview] | None = None,
+    ) -> None:
+        callback = None if buffers is None else partial(_out_of_band, buffers)
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL, buffer_callback=callback)
         self._inline = inline
         self._checked: dict[type, bool] = {}
         # cloudpickle gives the functions of one module a fresh globals dict, kept here by the
@@ -119,6 +144,19 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
         return super().reducer_override(obj)
 
 
+def _out_of_band(buffers: list[memoryview], buffer: pickle.PickleBuffer) -> bool:
+    """The pickler's ``buffer_callback``: keep a large contiguous buffer out of band (False),
+    anything else in the pickle (True)."""
+    try:
+        view = buffer.raw()
+    except BufferError:  # not contiguous: the pickle copies it
+        return True
+    if view.nbytes < OOB_MIN:
+        return True
+    buffers.append(view)
+    return False
+
+
 def _by_name(obj: Any) -> bool:
     """Whether ``obj`` is a class or a function: what a pickle imports by name. An instance
     (which has no ``__qualname__`` of its own) does not count: its own type may never be imported
@@ -129,8 +167,10 @@ def _by_name(obj: Any) -> bool:
 
 
 class Unpickler(pickle.Unpickler):
-    def __init__(self, file: BinaryIO, namespace: dict[str, Any]) -> None:
-        super().__init__(file)
+    def __init__(
+        self, file: BinaryIO, namespace: dict[str, Any], buffers: list[bytearray] | None = None
+    ) -> None:
+        super().__init__(file, buffers=buffers)
         self._namespace = namespace
 
     def persistent_load(self, pid: Any) -> Any:
@@ -140,30 +180,48 @@ class Unpickler(pickle.Unpickler):
 
 
 class Pickled:
-    """The pickle of a namespace's saveable names, and what it needs and left out."""
+    """The pickle of a namespace's saveable names, and what it needs and left out.
 
-    __slots__ = ("data", "hint", "unsaved")
+    A saved state is :meth:`header`, the pickle, :meth:`table`, the out-of-band buffers one
+    after the other, then the tar of ``/tmp``. Without out-of-band buffers it is format 2 (no
+    table); with them, format 3: the table is their u32 count and each one's u64 length.
+    """
 
-    def __init__(self, data: bytes, hint: bytes, unsaved: list[str]) -> None:
+    __slots__ = ("buffers", "data", "hint", "unsaved")
+
+    def __init__(
+        self, data: bytes, hint: bytes, buffers: list[memoryview], unsaved: list[str]
+    ) -> None:
         self.data = data
         self.hint = hint
+        self.buffers = buffers
         self.unsaved = unsaved
 
     def header(self) -> bytes:
         """What precedes the pickle in a saved state."""
-        return MAGIC + _HINT_LENGTH.pack(len(self.hint)) + self.hint + LENGTH.pack(len(self.data))
+        magic = MAGIC_3 if self.buffers else MAGIC
+        return magic + _HINT_LENGTH.pack(len(self.hint)) + self.hint + LENGTH.pack(len(self.data))
+
+    def table(self) -> bytes:
+        """What follows the pickle: the out-of-band buffers' count and lengths (b"" if none)."""
+        if not self.buffers:
+            return b""
+        lengths = b"".join(LENGTH.pack(view.nbytes) for view in self.buffers)
+        return COUNT.pack(len(self.buffers)) + lengths
 
 
 def _dumps(
-    values: dict[str, Any], namespace: dict[str, Any], limit: int | None = None
-) -> tuple[bytes, bytes]:
-    """The pickle of ``values``, and its hint."""
+    values: dict[str, Any], namespace: dict[str, Any], limit: int | None = None, oob: bool = False
+) -> tuple[bytes, bytes, list[memoryview]]:
+    """The pickle of ``values``, its hint and (``oob``) its out-of-band buffers."""
     # Protocol 5: numpy and pandas hand their buffers over uncopied, so a capped buffer refuses
     # a large array before its bytes are copied.
     buffer = Capped(limit)
-    pickler = _Pickler(buffer, namespace, inline=limit is not None)
+    buffers: list[memoryview] = []
+    inline = limit is not None
+    pickler = _Pickler(buffer, namespace, inline=inline, buffers=buffers if oob else None)
     pickler.dump(values)
-    return buffer.getvalue(), encode_hint(pickler.needed)
+    return buffer.getvalue(), encode_hint(pickler.needed), buffers
 
 
 def _saveable(namespace: dict[str, Any], skip: Callable[[str, Any], bool]) -> dict[str, Any]:
@@ -175,15 +233,20 @@ def _saveable(namespace: dict[str, Any], skip: Callable[[str, Any], bool]) -> di
 
 
 def pickle_namespace(
-    namespace: dict[str, Any], skip: Callable[[str, Any], bool], limit: int | None = None
+    namespace: dict[str, Any],
+    skip: Callable[[str, Any], bool],
+    limit: int | None = None,
+    *,
+    oob: bool = False,
 ) -> Pickled:
-    """The pickle of every saveable name, with ``"name (type): reason"`` for each left out.
+    """The pickle of every saveable name, with ``"name (type): reason"`` for each left out;
+    ``oob``: with large buffers out of band (see :class:`Pickled`).
 
     Raises :class:`TooLarge` past ``limit`` bytes.
     """
     values = _saveable(namespace, skip)
     try:
-        return Pickled(*_dumps(values, namespace, limit), [])
+        return Pickled(*_dumps(values, namespace, limit, oob), [])
     except TooLarge:
         raise
     except Exception:
@@ -201,7 +264,7 @@ def pickle_namespace(
                 unsaved.append(f"{name[:100]} ({_type_name(value)}): {describe_error(exc)}")
             else:
                 unsaved[-1] = "(more names could not be saved either; they are not listed)"
-    return Pickled(*_dumps(values, namespace, limit), unsaved)
+    return Pickled(*_dumps(values, namespace, limit, oob), unsaved)
 
 
 def describe_error(exc: BaseException) -> str:

@@ -35,20 +35,23 @@ import json
 import os
 import pickle
 import signal
+import struct
 import tarfile
 import threading
 import types
 from collections.abc import Callable
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO, NamedTuple, cast
 
-from bridge_protocol import FORK_SNAPSHOT_PREFIX, UNCHANGED_SNAPSHOT_PREFIX, Snapshot
+from bridge_protocol import FORK_SNAPSHOT_PREFIX, UNCHANGED_SNAPSHOT_PREFIX, Snapshot, SnapshotCopy
 from bridge_protocol.hints import HINT_LENGTH as _HINT_LENGTH
 from bridge_protocol.hints import STATE_MAGIC as MAGIC
 from bridge_protocol.hints import STATE_MAGIC_1 as MAGIC_1
+from bridge_protocol.hints import STATE_MAGIC_3 as MAGIC_3
 from bridge_protocol.hints import hint_from_head
 
 from bridge_sandbox_client import _tmpfiles
 from bridge_sandbox_client._pickling import (
+    COUNT,
     LENGTH,
     MAX_UNSAVED,
     Unpickler,
@@ -74,11 +77,14 @@ CHILD_NICENESS = 10
 """How much the saving child lowers its CPU priority (raising niceness needs no privilege)."""
 _OWN_THREADS = "bridge-"
 """Name prefix of the sandbox client's own threads (any other live thread is user code's)."""
+MAX_LAYOUT = 4096
+"""Out-of-band buffers of a state whose place the sandbox remembers (one that did not change is
+copied by the host; past this many, the rest are sent again)."""
 _REPORT_LIMIT = 1024 * 1024
 """Most bytes of the saving child's report read (its unsaved names, cut, JSON-escaped, take at
 most a few hundred KiB)."""
 
-Send = Callable[[Snapshot], None]
+Send = Callable[[Snapshot | SnapshotCopy], None]
 
 
 def _user_threads_run() -> bool:
@@ -104,8 +110,10 @@ def inline_state(
 class SnapshotTaker:
     """Forks a saving child after each successful execution and forwards what it writes."""
 
-    def __init__(self, send: Send, log: Callable[[str], None]) -> None:
+    def __init__(self, send: Send, log: Callable[[str], None], *, copies: bool = False) -> None:
         self._send = send
+        self._copies = copies
+        """Whether the host copies unchanged buffers from the state it holds (version 2)."""
         self._log = log
         self._sequence = 0
         self._inline = True
@@ -137,10 +145,10 @@ class SnapshotTaker:
         self._resend = False
         """Set by :meth:`resend`, applied by the next :meth:`take` (after the forwarder, which
         records a digest at its end, is done)."""
-        self._digest: bytes | None = None
-        """Digest (see :func:`_child`) of the last state a child sent whole and the host got to
-        its end (None: the host's copy is not known to match one); only this process's own
-        threads change it, one at a time (a take waits for the forwarder before it forks)."""
+        self._held: HostCopy | None = None
+        """The last state a child sent and the host got to its end (None: the host's copy is
+        not known to match one); only this process's own threads change it, one at a time (a
+        take waits for the forwarder before it forks)."""
 
     def _after_fork_in_child(self) -> None:
         self._fds.release()
@@ -185,7 +193,7 @@ class SnapshotTaker:
             self._forwarder.join()
             self._forwarder = None
         if self._resend:
-            self._sent = self._digest = None
+            self._sent = self._held = None
             self._resend = False
         if snapshot_id is None:
             self._sequence += 1
@@ -198,7 +206,7 @@ class SnapshotTaker:
                 return
         self._sent = None
         own = not snapshot_id.startswith(FORK_SNAPSHOT_PREFIX)
-        last = self._digest if own else None  # a fork's state is always sent whole
+        last = self._held if own else None  # a fork's state is always sent whole
         with self._fds:
             try:
                 read_fd, write_fd = os.pipe()
@@ -224,14 +232,14 @@ class SnapshotTaker:
             if pid == 0:  # pragma: no cover (the child; measured by the integration tests)
                 os.close(read_fd)
                 os.close(report_read)
-                _child(write_fd, report_write, namespace, skip, last)
+                _child(write_fd, report_write, namespace, skip, last, self._copies and own)
             self._saver = None
             self._close(write_fd, report_write)
         if own:
-            self._digest = None  # until this one is known to have reached the host whole
+            self._held = None  # until this one is known to have reached the host whole
         self._forwarder = threading.Thread(
             target=self._forward,
-            args=(snapshot_id, read_fd, report_read, pid, own),
+            args=(snapshot_id, read_fd, report_read, pid, own, last),
             name="bridge-snapshot",
             daemon=True,
         )
@@ -247,7 +255,7 @@ class SnapshotTaker:
             self._inline = False
             return False
         except BaseException as exc:  # user code's __reduce__ may raise anything
-            self._sent = self._digest = None
+            self._sent = self._held = None
             self._fail(snapshot_id, f"the state could not be saved: {describe_error(exc)}")
             return True
         if parts == self._sent:  # byte for byte: equal lengths first, then one memcmp each
@@ -257,7 +265,7 @@ class SnapshotTaker:
         else:
             message = Snapshot(snapshot_id, data=b"".join(parts), last=True, unsaved=tuple(unsaved))
         self._sent = None
-        self._digest = None  # the host's copy is this inline state from now on
+        self._held = None  # the host's copy is this inline state from now on
         try:
             self._send(message)
         except (OSError, ValueError) as exc:
@@ -274,20 +282,27 @@ class SnapshotTaker:
                     os.close(fd)
 
     def _fail(self, snapshot_id: str, error: str) -> None:
-        self._digest = None  # the host takes no state as saved after a failed one
+        self._held = None  # the host takes no state as saved after a failed one
         try:
             self._send(Snapshot(snapshot_id, last=True, error=error))
         except (OSError, ValueError) as exc:
             self._log(f"could not report a failed snapshot: {exc}")
 
-    def _forward(self, snapshot_id: str, read_fd: int, report_fd: int, pid: int, own: bool) -> None:
+    def _forward(
+        self,
+        snapshot_id: str,
+        read_fd: int,
+        report_fd: int,
+        pid: int,
+        own: bool,
+        last: HostCopy | None,
+    ) -> None:
         error, size = "", 0
         unsaved: tuple[str, ...] = ()
+        base = "" if last is None else last.snapshot_id
         try:
             with os.fdopen(read_fd, "rb", closefd=False) as pipe:
-                while chunk := pipe.read(CHUNK):
-                    size += len(chunk)
-                    self._send(Snapshot(snapshot_id, data=chunk))
+                size = self._forward_records(pipe, snapshot_id, base)
         except (OSError, ValueError) as exc:
             error = f"the state could not be sent: {exc}"
         finally:
@@ -308,34 +323,74 @@ class SnapshotTaker:
         if not error and report is None:
             error = "the saving process did not say what it saved"
         if not error and report is not None:
-            unsaved, digest, same = report
+            unsaved, held, same = report
             if same != (size == 0):
                 error = "the saving process's report does not match what it sent"
             elif own:
-                self._digest = digest
                 if same:
+                    self._held = last
                     unchanged = f"{UNCHANGED_SNAPSHOT_PREFIX}{snapshot_id}"
                     self._end(Snapshot(unchanged, last=True, unsaved=unsaved))
                     return
+                self._held = HostCopy(held.digest, snapshot_id, held.layout)
                 self._inline = size <= INLINE_LIMIT  # small again: the next one is tried inline
         self._end(Snapshot(snapshot_id, last=True, unsaved=unsaved, error=error))
+
+    def _forward_records(self, pipe: BinaryIO, snapshot_id: str, base: str) -> int:
+        """Send what the saving child writes (see :class:`_Records`) as ``snapshot`` and
+        ``snapshot_copy`` frames; return the bytes of the state they make."""
+        size = 0
+        while head := pipe.read(_RECORD.size):
+            if len(head) != _RECORD.size:
+                raise ValueError("the saving process's output was cut short")
+            kind, first, second = _RECORD.unpack(head)
+            if kind == _COPY and base:
+                self._send(SnapshotCopy(snapshot_id, base, first, second))
+                size += second
+                continue
+            if kind != _DATA:
+                raise ValueError("the saving process wrote something unknown")
+            while first:
+                chunk = pipe.read(min(first, CHUNK))
+                if not chunk:
+                    raise ValueError("the saving process's output was cut short")
+                first -= len(chunk)
+                size += len(chunk)
+                self._send(Snapshot(snapshot_id, data=chunk))
+        return size
 
     def _end(self, message: Snapshot) -> None:
         try:
             self._send(message)
         except (OSError, ValueError) as exc:
-            self._digest = None
+            self._held = None
             self._log(f"could not end snapshot {message.snapshot_id}: {exc}")
 
 
-def _read_report(fd: int) -> tuple[tuple[str, ...], bytes, bool] | None:
-    """What the saving child wrote last: the names it left out, the digest of the state it made
-    and whether that equals the one it was given; None when unreadable."""
+class HostCopy(NamedTuple):
+    """A state the host holds, as the sandbox knows it: its digest (see :func:`_child`), the
+    snapshot that sent it, and where its out-of-band buffers are in it (by their SHA-256 and
+    length: at most :data:`MAX_LAYOUT`), for the next state to copy the unchanged ones."""
+
+    digest: bytes
+    snapshot_id: str
+    layout: dict[tuple[bytes, int], int]
+
+
+def _read_report(fd: int) -> tuple[tuple[str, ...], HostCopy, bool] | None:
+    """What the saving child wrote last: the names it left out, the state it made (its digest
+    and layout; no snapshot id) and whether that equals the one it was given; None when
+    unreadable."""
     try:
         with os.fdopen(fd, "rb", closefd=False) as pipe:
             report = json.loads(pipe.read(_REPORT_LIMIT))
         unsaved = tuple(str(item) for item in report["unsaved"][: MAX_UNSAVED + 1])
-        return unsaved, bytes.fromhex(report["digest"]), bool(report["same"])
+        layout = {
+            (bytes.fromhex(digest), int(length)): int(offset)
+            for digest, offset, length in report["layout"][:MAX_LAYOUT]
+        }
+        made = HostCopy(bytes.fromhex(report["digest"]), "", layout)
+        return unsaved, made, bool(report["same"])
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
 
@@ -345,14 +400,18 @@ def _child(
     report_fd: int,
     namespace: dict[str, Any],
     skip: Callable[[str, Any], bool],
-    last: bytes | None,
+    last: HostCopy | None,
+    copies: bool,
 ) -> None:
     """The saving child: serialise, write, report, exit; never returns, never talks to the host.
 
-    A state whose digest equals ``last`` (the one the host holds) is not written. A digest is
-    two SHA-256: of the namespace's part (its header and pickle) and of the ``/tmp`` tar; the
-    one reported is that of the bytes written (the tar hashed as it is written, so it can never
-    describe a ``/tmp`` that changed between a first look and the writing).
+    A state whose digest equals that of ``last`` (the one the host holds) is not written. A
+    digest is two SHA-256: of the namespace's part (its header, pickle, table and the SHA-256 of
+    each out-of-band buffer) and of the ``/tmp`` tar; the one reported is that of the bytes
+    written (the tar hashed as it is written, so it can never describe a ``/tmp`` that changed
+    between a first look and the writing). With ``copies`` (protocol version 2), the large
+    numpy/pandas buffers are kept out of band and one found in ``last`` is not written: the host
+    copies it from there.
     """
     status = 1
     try:
@@ -367,28 +426,48 @@ def _child(
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 1)
         os.dup2(null, 2)
-        pickled = pickle_namespace(namespace, skip)
-        unsaved, head = pickled.unsaved, pickled.header()
+        pickled = pickle_namespace(namespace, skip, oob=copies)
+        unsaved, head, table = pickled.unsaved, pickled.header(), pickled.table()
+        digests = [hashlib.sha256(view).digest() for view in pickled.buffers]
         hashed = hashlib.sha256(head)
         hashed.update(pickled.data)
+        hashed.update(table)
+        for digest in digests:
+            hashed.update(digest)
         state = hashed.digest()
         tmp = hashlib.sha256()
         # /tmp is read to compare only when the namespace is the same (a changed one is sent
-        # whole anyway): it may hold far more than the namespace.
-        same = last is not None and last[: len(state)] == state
+        # anyway): it may hold far more than the namespace.
+        same = last is not None and last.digest[: len(state)] == state
         if same:
             write_tar(_hashing(tmp))
-            same = state + tmp.digest() == last
+            same = last is not None and state + tmp.digest() == last.digest
+        layout: list[tuple[str, int, int]] = []
         if same:
             os.close(write_fd)
         else:
             tmp = hashlib.sha256()  # of the bytes written, whatever a first look saw
+            known = last.layout if last is not None and copies else {}
             with os.fdopen(write_fd, "wb", buffering=CHUNK) as out:
-                out.write(head)
-                out.write(pickled.data)
+                records = _Records(out)
+                for part in (head, pickled.data, table):
+                    records.write(part)
+                for view, digest in zip(pickled.buffers, digests, strict=True):
+                    if len(layout) < MAX_LAYOUT:
+                        layout.append((digest.hex(), records.size, view.nbytes))
+                    if (at := known.get((digest, view.nbytes))) is not None:
+                        records.copy(at, view.nbytes)
+                    else:
+                        records.write(view)
                 del pickled
-                write_tar(_hashing(tmp, out))
-        report = {"unsaved": unsaved, "digest": (state + tmp.digest()).hex(), "same": same}
+                write_tar(_hashing(tmp, cast("BinaryIO", records)))
+                records.flush()
+        report = {
+            "unsaved": unsaved,
+            "digest": (state + tmp.digest()).hex(),
+            "same": same,
+            "layout": layout,
+        }
         with os.fdopen(report_fd, "wb") as out:
             out.write(json.dumps(report).encode())
         status = 0
@@ -396,6 +475,50 @@ def _child(
         pass
     finally:
         os._exit(status)
+
+
+_RECORD = struct.Struct(">cQQ")
+"""A record of the saving child's pipe: ``D`` and a length (then that many bytes of the state;
+the second number is 0), or ``C``, an offset and a length (bytes the host copies from the
+state it holds)."""
+_DATA, _COPY = b"D", b"C"
+
+
+class _Records:
+    """What the saving child writes into its pipe: the state's bytes (in records of up to
+    :data:`CHUNK`, small writes gathered) and ranges of the state the host holds to copy."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+        self._pending = bytearray()
+        self.size = 0
+        """Bytes of the state so far, written or copied."""
+
+    def write(self, data: Any) -> int:
+        size = memoryview(data).nbytes
+        if size >= CHUNK:
+            self.flush()
+            self._record(data, size)
+        else:
+            self._pending += data
+            if len(self._pending) >= CHUNK:
+                self.flush()
+        self.size += size
+        return size
+
+    def copy(self, offset: int, length: int) -> None:
+        self.flush()
+        self._out.write(_RECORD.pack(_COPY, offset, length))
+        self.size += length
+
+    def flush(self) -> None:
+        if self._pending:
+            self._record(self._pending, len(self._pending))
+            self._pending = bytearray()
+
+    def _record(self, data: Any, size: int) -> None:
+        self._out.write(_RECORD.pack(_DATA, size, 0))
+        self._out.write(data)
 
 
 def _hashing(hashed: Any, out: BinaryIO | None = None) -> BinaryIO:
@@ -431,7 +554,7 @@ def _pickle_start(data: bytes | bytearray) -> int | str:
     """Where the pickle's u64 length is in ``data``, or why ``data`` is not a saved state."""
     if data.startswith(MAGIC_1):
         return len(MAGIC_1)
-    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + _HINT_LENGTH.size:
+    if not data.startswith((MAGIC, MAGIC_3)) or len(data) < len(MAGIC) + _HINT_LENGTH.size:
         return "it is not a saved session state (wrong format marker)"
     hint: int = _HINT_LENGTH.unpack_from(data, len(MAGIC))[0]
     return len(MAGIC) + _HINT_LENGTH.size + hint
@@ -453,17 +576,21 @@ def restore_state(data: bytes | bytearray, namespace: dict[str, Any]) -> str:
     start = at + LENGTH.size
     if start + length > len(data):
         return "it is truncated"
+    buffers = _buffers(data, start + length) if data.startswith(MAGIC_3) else ([], start + length)
+    if isinstance(buffers, str):
+        return buffers
     before = dict(namespace)
     # A bytes state is read where it is (BytesIO shares it): no copy of hundreds of MB.
     stream = io.BytesIO(data)
     stream.seek(start)
     try:
-        values = Unpickler(stream, namespace).load()
+        values = Unpickler(stream, namespace, buffers[0]).load()
         if not isinstance(values, dict):
             raise pickle.UnpicklingError(f"expected a dict of names, got {type(values).__name__}")
         if stream.tell() != start + length:
             raise pickle.UnpicklingError("the pickle does not end where its length says")
         namespace.update(values)
+        stream.seek(buffers[1])
         with tarfile.open(fileobj=stream, mode="r|") as tar:
             tar.extractall(_tmpfiles.TMP, filter="tar")
     except Exception as exc:
@@ -471,6 +598,28 @@ def restore_state(data: bytes | bytearray, namespace: dict[str, Any]) -> str:
         namespace.update(before)
         return f"it could not be loaded ({type(exc).__name__}: {str(exc)[:300]})"
     return ""
+
+
+def _buffers(data: bytes | bytearray, at: int) -> tuple[list[bytearray], int] | str:
+    """The out-of-band buffers of a format-3 state whose table starts at ``at`` (each a copy
+    of its own: the arrays built on them must be writable and must not keep the whole state
+    alive), and where the tar starts; or why the state is not whole."""
+    if len(data) < at + COUNT.size:
+        return "it is truncated"
+    (count,) = COUNT.unpack_from(data, at)
+    at += COUNT.size
+    if len(data) < at + count * LENGTH.size:
+        return "it is truncated"
+    lengths = [LENGTH.unpack_from(data, at + i * LENGTH.size)[0] for i in range(count)]
+    at += count * LENGTH.size
+    if at + sum(lengths) > len(data):
+        return "it is truncated"
+    view = memoryview(data)
+    buffers = []
+    for length in lengths:
+        buffers.append(bytearray(view[at : at + length]))
+        at += length
+    return buffers, at
 
 
 def is_bridge_object(value: Any) -> bool:

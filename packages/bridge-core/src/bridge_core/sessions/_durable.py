@@ -32,6 +32,7 @@ from bridge_protocol import (
     Restore,
     Restored,
     Snapshot,
+    SnapshotCopy,
 )
 
 from bridge_core.channel import Channel, ChannelClosed
@@ -40,6 +41,7 @@ from bridge_core.sessions._names import validate_session_name
 from bridge_core.sessions._store import (
     MAX_UNSAVED_CHARS,
     READ_CHUNK,
+    CommittedState,
     Epoch,
     SavedState,
     SessionStore,
@@ -165,6 +167,17 @@ class DurableLink:
         self._refused = 0
         """Bytes of the last state the disk limits refused (0: none, or failed otherwise)."""
         self._too_large = False
+        self._base: tuple[str, CommittedState] | None = None
+        """The snapshot whose state this link committed last, and its file: the one a
+        ``snapshot_copy`` may copy from (None: no copy is accepted)."""
+        self._copy_error = ""
+        """Why the snapshot being received cannot be saved, found at one of its copies."""
+        self._committed: CommittedState | None = None
+        self.bytes_sent = 0
+        """Bytes of the session's own states this sandbox sent (measured by tests and benches,
+        with :attr:`bytes_copied`: what copies saved the channel)."""
+        self.bytes_copied = 0
+        """Bytes of its states copied from the state committed before (``snapshot_copy``)."""
         self._restore: tuple[str, anyio.Event, list[str]] | None = None
 
     @property
@@ -196,10 +209,8 @@ class DurableLink:
             await self._on_unchanged(message)
             return
         if message.snapshot_id != self._snapshot_id:
-            self._abort()
-            self._snapshot_id = message.snapshot_id
-            if not message.error:
-                self._held, self._held_bytes = [], 0
+            self._begin(message.snapshot_id, held=not message.error)
+        self.bytes_sent += len(message.data)
         if (held := self._held) is not None and message.data:
             held.append(message.data)
             self._held_bytes += len(message.data)
@@ -213,6 +224,9 @@ class DurableLink:
         writer, kept = self._writer, self._held
         self._writer, self._held = None, None
         error = message.error
+        self._base = None  # from now on, the state on disk is the one this snapshot leaves
+        if self._copy_error and not error:
+            error, self._resend = self._copy_error, True  # the next comes whole
         if not error and (writer is not None or kept is not None):
             same_meta = self._meta == message.unsaved
             error = await anyio.to_thread.run_sync(
@@ -220,6 +234,8 @@ class DurableLink:
             )
             # Failed here: unless it can only fail again, the sandbox sends the next whole.
             self._resend = bool(error) and not self._too_large
+            if not error and self._committed is not None:
+                self._base = (message.snapshot_id, self._committed)
         elif writer is not None:
             writer.abort()  # the saving child failed after its first frames
         self._saved = not error
@@ -265,7 +281,7 @@ class DurableLink:
     def _gone(self) -> str:
         """The state the sandbox calls unchanged is not in the store (deleted outside the
         bridge): the sandbox is asked for its next state whole; why the save failed."""
-        self._saved = False
+        self._saved, self._base = False, None
         self._resend, self._refused = True, 0
         return "the state it is the same as is no longer saved"
 
@@ -289,7 +305,7 @@ class DurableLink:
         restore): what it saves from now on is the session's."""
         self.epoch = self.store.epoch(self.client, self.name)
         self._saved = False  # a state it sent before (forged: too early) is gone: never vouched
-        self._resend, self._refused = True, 0
+        self._resend, self._refused, self._base = True, 0, None
         self._meta = None
 
     def _start_writer(self, held: list[bytes]) -> StateWriter:
@@ -306,11 +322,12 @@ class DurableLink:
         same_meta: bool,
     ) -> str:
         """Write what is held (if anything), commit; "" or why not (blocking: in a thread)."""
-        self._too_large, self._refused = False, 0
+        self._too_large, self._refused, self._committed = False, 0, None
         try:
             if writer is None:
                 writer = self._start_writer(held or [])
             error = writer.commit(unsaved, same_meta=same_meta)
+            self._committed = writer.committed
             # Refused by the disk limits before reaching the largest kept: past it all the same.
             self._too_large = writer.too_large or writer.offered > self.store.settings.max_bytes
             self._refused = writer.offered if writer.over_budget else 0
@@ -319,6 +336,42 @@ class DurableLink:
             if writer is not None:
                 writer.abort()
             return f"the state could not be written: {exc.strerror or exc}"
+
+    def _begin(self, snapshot_id: str, *, held: bool) -> None:
+        """A new snapshot's first frame: whatever is left of the one before is dropped."""
+        self._abort()
+        self._snapshot_id = snapshot_id
+        self._copy_error = ""
+        if held:
+            self._held, self._held_bytes = [], 0
+
+    async def on_snapshot_copy(self, message: SnapshotCopy) -> None:
+        """A part of the snapshot being received that the state committed last already holds
+        (protocol version 2): copied from that file, after checking it is the one named."""
+        if message.snapshot_id.startswith(FORK_SNAPSHOT_PREFIX):
+            fork = self._fork  # a fork's state is sent whole: one with copies is refused
+            if fork is not None and fork.snapshot_id == message.snapshot_id and not fork.error:
+                fork.error = "a fork's state must be sent whole"
+                if fork.writer is not None:
+                    fork.writer.abort()
+                    fork.writer = None
+            return
+        if self.settled.is_set():
+            return  # no snapshot is expected (or its last frame came): nothing to copy into
+        if message.snapshot_id != self._snapshot_id:
+            self._begin(message.snapshot_id, held=True)
+        if self._copy_error:
+            return
+        base = self._base
+        if base is None or message.base != base[0] or message.snapshot_id == base[0]:
+            self._copy_error = "it copies from a state the bridge does not hold"
+            self._abort()
+            return
+        if self._writer is None:  # held so far: from now on it is written as it comes
+            held, self._held = self._held or [], None
+            self._writer = await anyio.to_thread.run_sync(self._start_writer, held)
+        self.bytes_copied += message.length
+        await anyio.to_thread.run_sync(self._writer.copy, base[1], message.offset, message.length)
 
     def _abort(self) -> None:
         self._held = None
@@ -467,7 +520,7 @@ class DurableLink:
                     error = f"the state could not be written: {exc.strerror or exc}"
         elif writer is not None:
             writer.abort()
-        fork.error = error or ""
+        fork.error = error or fork.error or ""
         fork.done.set()
 
 

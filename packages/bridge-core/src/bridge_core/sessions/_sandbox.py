@@ -44,6 +44,7 @@ from bridge_protocol import (
     Restored,
     Result,
     Snapshot,
+    SnapshotCopy,
     Stream,
     encode,
 )
@@ -303,6 +304,9 @@ class LiveSandbox:
         elif isinstance(message, Snapshot):
             if self.durable is not None:  # a sandbox that was never asked to save is ignored
                 await self.durable.on_snapshot(message)
+        elif isinstance(message, SnapshotCopy):
+            if self.durable is not None:
+                await self.durable.on_snapshot_copy(message)
         elif isinstance(message, Restored):
             if self.durable is not None:
                 self.durable.on_restored(message)

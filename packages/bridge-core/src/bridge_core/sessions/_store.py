@@ -18,6 +18,7 @@ name), so no name chosen by a client becomes a path.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import io
@@ -418,6 +419,59 @@ def _size(path: Path) -> int:
         return 0
 
 
+@dataclass(frozen=True, slots=True)
+class CommittedState:
+    """A state file a writer committed: a later state of the same session copies parts of it
+    while it is still that file (the same inode and size)."""
+
+    path: Path
+    inode: int
+    size: int
+
+    def open(self) -> int:
+        """An fd to read it, or -1 when the file there is no longer this one."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return -1
+        try:
+            found = os.fstat(fd)
+        except OSError:
+            found = None
+        if found is None or (found.st_ino, found.st_size) != (self.inode, self.size):
+            os.close(fd)
+            return -1
+        return fd
+
+
+def _copy_range(source: int, target: int, offset: int, length: int) -> None:
+    """Append ``length`` bytes of ``source`` from ``offset`` at ``target``'s position: by
+    ``copy_file_range`` (the kernel copies, or shares the blocks), else by reading."""
+    while length:
+        try:
+            done = os.copy_file_range(source, target, min(length, _COPY_STEP), offset)
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            done = _copy_by_reading(source, target, min(length, _COPY_STEP), offset)
+        if done <= 0:
+            raise OSError(errno.EIO, "the state it copies from ended early")
+        offset += done
+        length -= done
+
+
+def _copy_by_reading(source: int, target: int, length: int, offset: int) -> int:
+    data = os.pread(source, length, offset)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(target, view) :]
+    return len(data)
+
+
+_COPY_STEP = 64 * 1024 * 1024
+"""Bytes copied by one call (each in a worker thread: bounded so that none runs for long)."""
+
+
 class StateWriter:
     """One saved state being received; :meth:`commit` makes it the session's last good one."""
 
@@ -433,7 +487,11 @@ class StateWriter:
         self.over_budget = False
         """Whether the disk limits refused it: saving it again fails until room is made."""
         self.offered = 0
-        """Bytes of the state given to :meth:`write`, kept or not."""
+        """Bytes of the state given to :meth:`write` and :meth:`copy`, kept or not."""
+        self.committed: CommittedState | None = None
+        """What :meth:`commit` made the session's state (a later state may copy from it)."""
+        self._source: tuple[CommittedState, int] | None = None
+        """The state :meth:`copy` copies from, and its open fd (-1: gone)."""
         self._done = False
         try:
             fd, temp = tempfile.mkstemp(dir=store.root, prefix=".", suffix=".tmp")
@@ -448,28 +506,64 @@ class StateWriter:
 
     def write(self, data: bytes) -> None:
         self.offered += len(data)
-        if self.error:
+        if self.error or not self._room(len(data)):
             return
-        limit = self._store.settings.max_bytes
-        if self.size + len(data) > limit:
-            self.too_large = True
-            self.error = (
-                f"the session's state is larger than {limit:,} bytes (MCP_BRIDGE_SESSION_STATE_MAX)"
-            )
-            self.abort()
-            return
-        path = self._base.with_suffix(_SUFFIX)
-        if error := self._store._reserve(path, len(data)):
-            self.error = error
-            self.over_budget = True
-            self.abort()
-            return
-        self.size += len(data)
         try:
             self._file.write(data)
         except OSError as exc:  # the disk is full (or failing): may pass, like the budget
             self.error = f"the state could not be written: {exc.strerror or exc}"
             self.abort()
+
+    def copy(self, source: CommittedState, offset: int, length: int) -> None:
+        """Append ``length`` bytes of ``source`` from ``offset`` (a part of the state that did
+        not change since ``source``, the session's last committed state)."""
+        if self.error:
+            return
+        if offset < 0 or length < 0 or offset + length > source.size:
+            self.error = "a part it copies is not inside the state it copies from"
+        elif self._source is None or self._source[0] != source:
+            self._close_source()
+            self._source = (source, source.open())
+            if self._source[1] < 0:
+                self.error = "the state it copies from is gone or was replaced"
+        if self.error:
+            self.abort()
+            return
+        self.offered += length  # a range inside a state it holds: part of this state
+        if self._source is None or not self._room(length):
+            return
+        try:
+            self._file.flush()
+            _copy_range(self._source[1], self._file.fileno(), offset, length)
+        except OSError as exc:
+            self.error = f"the state could not be written: {exc.strerror or exc}"
+            self.abort()
+
+    def _room(self, size: int) -> bool:
+        """Count ``size`` more bytes against the largest state and the disk limits; False (and
+        the writer aborted) when they do not fit."""
+        limit = self._store.settings.max_bytes
+        if self.size + size > limit:
+            self.too_large = True
+            self.error = (
+                f"the session's state is larger than {limit:,} bytes (MCP_BRIDGE_SESSION_STATE_MAX)"
+            )
+            self.abort()
+            return False
+        path = self._base.with_suffix(_SUFFIX)
+        if error := self._store._reserve(path, size):
+            self.error = error
+            self.over_budget = True
+            self.abort()
+            return False
+        self.size += size
+        return True
+
+    def _close_source(self) -> None:
+        if self._source is not None and self._source[1] >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._source[1])
+        self._source = None
 
     def commit(self, unsaved: tuple[str, ...], *, same_meta: bool = False) -> str:
         """Replace the saved state atomically; return "" or why it was not kept.
@@ -515,10 +609,14 @@ class StateWriter:
 
     def _finish(self) -> str:
         """Close the temp file; "" if it may be committed, else why not."""
+        self._close_source()
         if self.error:
             return self.error
+        self._file.flush()
+        inode = os.fstat(self._file.fileno()).st_ino
         self._file.close()
         self._done = True  # its bytes leave the reserve in the commit
+        self.committed = CommittedState(self._base.with_suffix(_SUFFIX), inode, self.size)
         return ""
 
     def _touch_meta(self) -> bool:
@@ -533,6 +631,8 @@ class StateWriter:
         _write_meta(self._base, unsaved, forked_from)
 
     def abort(self) -> None:
+        self._close_source()
+        self.committed = None
         with contextlib.suppress(OSError):
             self._file.close()
         if self._temp is not None:
