@@ -571,8 +571,84 @@ async def test_a_forks_state_with_a_copy_is_refused(link: DurableLink) -> None:
 
 
 async def test_a_copy_after_the_snapshot_ended_writes_nothing(link: DurableLink) -> None:
-    await _saved_big(link)
+    first = await _saved_big(link)
     await link.on_snapshot_copy(SnapshotCopy("s-1-1", "s-1-1", 0, 10))  # none expected
+    assert link._writer is None
+    # One of a new snapshot is taken like a ``snapshot`` chunk would be (see the test below):
+    # nothing is left of it once the sandbox ends, and the saved state is kept.
     await link.on_snapshot_copy(SnapshotCopy("s-1-9", "s-1-1", 0, 10))
+    link.end()
     assert link._writer is None
     assert not list(link.store.root.glob("*.tmp"))
+    assert link.store._reserved[link.store._owner(None)] == 0
+    path = _state(link)
+    assert path is not None
+    assert path.read_bytes() == first
+
+
+async def test_a_snapshot_after_one_that_outlasted_the_settle_wait_keeps_its_copies(
+    link: DurableLink,
+) -> None:
+    # The next call ran on while s-1-1 was still streaming (settle is bounded): its result came
+    # before s-1-1's last frame, so no new snapshot is "expected" when s-1-2's copies arrive.
+    # The host must not drop them and commit what is left as the state.
+    link.expect_snapshot()
+    whole = STATE + BIG
+    await link.on_snapshot(Snapshot("s-1-1", data=whole))
+    link.expect_snapshot()  # the next execution's result: the snapshot before is still open
+    await link.on_snapshot(Snapshot("s-1-1", last=True))
+    assert link.settled.is_set()
+    await link.on_snapshot(Snapshot("s-1-2", data=b"HEAD"))
+    await link.on_snapshot_copy(SnapshotCopy("s-1-2", "s-1-1", len(STATE), len(BIG)))
+    await link.on_snapshot(Snapshot("s-1-2", data=b"TAIL", last=True))
+    path = _state(link)
+    assert path is not None
+    saved = path.read_bytes()
+    if link.notices:  # refused: the last good state is kept
+        assert saved == whole
+    else:  # saved: what the sandbox meant, byte for byte
+        assert saved == b"HEAD" + BIG + b"TAIL"
+
+
+async def test_refused_bytes_count_the_copies_after_the_refusal(tmp_path: Path) -> None:
+    # Like sent bytes (see test_refused_bytes_are_the_whole_state_held_or_streamed), copied
+    # bytes the disk limits refused are part of the state's size: it is asked for again only
+    # once the whole of it would fit, not a part.
+    whole = STATE + BIG
+    link = _link_on(tmp_path, StoreSettings(disk_limit=len(whole) + len(BIG) // 2))
+    await _saved_big(link)
+    link.expect_snapshot()
+    for _ in range(3):  # the second is refused; the third is part of the state all the same
+        await link.on_snapshot_copy(SnapshotCopy("s-1-2", "s-1-1", 0, len(whole)))
+    await link.on_snapshot(Snapshot("s-1-2", last=True))
+    assert "MCP_BRIDGE_SESSION_STATE_DISK" in link.notices[0]
+    assert link._refused == 3 * len(whole)
+    assert not list(link.store.root.glob("*.tmp"))
+
+
+async def test_a_long_copy_is_made_in_bounded_steps(
+    link: DurableLink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # docs/decisions.md: "in steps of at most 64 MiB per worker-thread call" (a copy of a
+    # 512 MiB state in one call holds the reader, and a stop, until it ends).
+    from bridge_core.sessions import _durable
+
+    monkeypatch.setattr(_durable, "COPY_STEP", 100_000)
+    calls: list[int] = []
+    copy = StateWriter.copy
+
+    def counted(self: StateWriter, source: Any, offset: int, length: int) -> None:
+        calls.append(length)
+        copy(self, source, offset, length)
+
+    monkeypatch.setattr(StateWriter, "copy", counted)
+    first = await _saved_big(link)
+    link.expect_snapshot()
+    await link.on_snapshot_copy(SnapshotCopy("s-1-2", "s-1-1", 0, len(first)))
+    await link.on_snapshot(Snapshot("s-1-2", last=True))
+    assert link.notices == []
+    path = _state(link)
+    assert path is not None
+    assert path.read_bytes() == first
+    assert len(calls) > 1
+    assert max(calls) <= 100_000

@@ -39,6 +39,7 @@ from bridge_core.channel import Channel, ChannelClosed
 from bridge_core.gateway import CallFailed
 from bridge_core.sessions._names import validate_session_name
 from bridge_core.sessions._store import (
+    COPY_STEP,
     MAX_UNSAVED_CHARS,
     READ_CHUNK,
     CommittedState,
@@ -356,8 +357,9 @@ class DurableLink:
                     fork.writer.abort()
                     fork.writer = None
             return
-        if self.settled.is_set():
-            return  # no snapshot is expected (or its last frame came): nothing to copy into
+        # Taken like a ``snapshot`` chunk whether or not one is expected (a snapshot may follow
+        # one that outlasted the settle wait: dropping its copies would commit the rest as the
+        # state). A copy into a snapshot that ended names no base this link holds.
         if message.snapshot_id != self._snapshot_id:
             self._begin(message.snapshot_id, held=True)
         if self._copy_error:
@@ -371,7 +373,16 @@ class DurableLink:
             held, self._held = self._held or [], None
             self._writer = await anyio.to_thread.run_sync(self._start_writer, held)
         self.bytes_copied += message.length
-        await anyio.to_thread.run_sync(self._writer.copy, base[1], message.offset, message.length)
+        writer, offset, length = self._writer, message.offset, message.length
+        if offset + length > base[1].size:  # refused whole, before any step
+            await anyio.to_thread.run_sync(writer.copy, base[1], offset, length)
+            return
+        while True:  # one worker-thread call per step: none runs for long, each may be cancelled
+            step = min(length, COPY_STEP)
+            await anyio.to_thread.run_sync(writer.copy, base[1], offset, step)
+            offset, length = offset + step, length - step
+            if not length or writer.error:
+                return
 
     def _abort(self) -> None:
         self._held = None

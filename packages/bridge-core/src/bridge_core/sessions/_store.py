@@ -449,11 +449,11 @@ def _copy_range(source: int, target: int, offset: int, length: int) -> None:
     ``copy_file_range`` (the kernel copies, or shares the blocks), else by reading."""
     while length:
         try:
-            done = os.copy_file_range(source, target, min(length, _COPY_STEP), offset)
+            done = os.copy_file_range(source, target, min(length, COPY_STEP), offset)
         except OSError as exc:
             if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
                 raise
-            done = _copy_by_reading(source, target, min(length, _COPY_STEP), offset)
+            done = _copy_by_reading(source, target, min(length, COPY_STEP), offset)
         if done <= 0:
             raise OSError(errno.EIO, "the state it copies from ended early")
         offset += done
@@ -468,8 +468,9 @@ def _copy_by_reading(source: int, target: int, length: int, offset: int) -> int:
     return len(data)
 
 
-_COPY_STEP = 64 * 1024 * 1024
-"""Bytes copied by one call (each in a worker thread: bounded so that none runs for long)."""
+COPY_STEP = 64 * 1024 * 1024
+"""Bytes copied by one call (each in a worker thread: bounded so that none runs for long; a
+longer ``snapshot_copy`` is copied in steps, see :meth:`DurableLink.on_snapshot_copy`)."""
 
 
 class StateWriter:
@@ -517,9 +518,12 @@ class StateWriter:
     def copy(self, source: CommittedState, offset: int, length: int) -> None:
         """Append ``length`` bytes of ``source`` from ``offset`` (a part of the state that did
         not change since ``source``, the session's last committed state)."""
+        inside = offset >= 0 and length >= 0 and offset + length <= source.size
+        if inside:  # a range inside a state it holds: part of this state, kept or not
+            self.offered += length
         if self.error:
             return
-        if offset < 0 or length < 0 or offset + length > source.size:
+        if not inside:
             self.error = "a part it copies is not inside the state it copies from"
         elif self._source is None or self._source[0] != source:
             self._close_source()
@@ -529,7 +533,6 @@ class StateWriter:
         if self.error:
             self.abort()
             return
-        self.offered += length  # a range inside a state it holds: part of this state
         if self._source is None or not self._room(length):
             return
         try:
