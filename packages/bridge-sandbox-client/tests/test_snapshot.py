@@ -29,12 +29,8 @@ from bridge_sandbox_client._preimport import (
     decode_hint,
     encode_hint,
 )
-from bridge_sandbox_client._snapshot import (
-    INLINE_LIMIT,
-    SnapshotTaker,
-    restore_state,
-    state_hint,
-)
+from bridge_sandbox_client._restoring import restore_state, state_hint
+from bridge_sandbox_client._snapshot import INLINE_LIMIT, SnapshotTaker
 
 WAIT = 20.0
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from bridge_core.sessions import SessionStore, StoreSettings
 from bridge_core.sessions._durable import FIRST_CHUNK, HELD_STATE, DurableLink, PendingFork
-from bridge_core.sessions._store import READ_CHUNK, StateWriter
+from bridge_core.sessions._state_writer import StateWriter
+from bridge_core.sessions._store import READ_CHUNK
 from bridge_protocol import (
     FORK_SNAPSHOT_PREFIX,
     UNCHANGED_SNAPSHOT_PREFIX,

@@ -51,13 +51,9 @@ from bridge_sandbox_client._interpreter import Interpreter
 from bridge_sandbox_client._modules import install_mcp_modules
 from bridge_sandbox_client._preimport import EarlyImports, import_modules
 from bridge_sandbox_client._proxies import Directory, RefusedServer
+from bridge_sandbox_client._restoring import restore_state, state_hint
 from bridge_sandbox_client._runtime import Runtime, build_runtime_module
-from bridge_sandbox_client._snapshot import (
-    SnapshotTaker,
-    is_bridge_object,
-    restore_state,
-    state_hint,
-)
+from bridge_sandbox_client._snapshot import SnapshotTaker, is_bridge_object
 from bridge_sandbox_client.errors import PolicyDenied, ToolError
 
 __all__ = ["SandboxClient"]

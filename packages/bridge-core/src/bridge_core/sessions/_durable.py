@@ -38,15 +38,17 @@ from bridge_protocol import (
 from bridge_core.channel import Channel, ChannelClosed
 from bridge_core.gateway import CallFailed
 from bridge_core.sessions._names import validate_session_name
-from bridge_core.sessions._store import (
+from bridge_core.sessions._state_writer import (
     COPY_STEP,
     MAX_UNSAVED_CHARS,
-    READ_CHUNK,
     CommittedState,
+    StateWriter,
+)
+from bridge_core.sessions._store import (
+    READ_CHUNK,
     Epoch,
     SavedState,
     SessionStore,
-    StateWriter,
 )
 
 __all__ = ["FORK_METHOD", "DurableLink", "ForkNames", "PendingFork", "RestoreOutcome"]

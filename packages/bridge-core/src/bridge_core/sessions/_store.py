@@ -18,23 +18,28 @@ name), so no name chosen by a client becomes a path.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
-import io
 import json
 import logging
 import math
 import os
-import tempfile
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
-from bridge_core.private_files import private_dir, write_private
+from bridge_core.private_files import private_dir
+from bridge_core.sessions._state_writer import (
+    MAX_UNSAVED_CHARS,
+    MAX_UNSAVED_LISTED,
+    META_SUFFIX,
+    RESET_MEANWHILE,
+    STATE_SUFFIX,
+    StateWriter,
+    write_meta,
+)
 
 __all__ = ["Epoch", "SavedState", "SessionStore", "StateWriter", "StoreSettings"]
 
@@ -42,12 +47,8 @@ logger = logging.getLogger("bridge_core.sessions")
 
 READ_CHUNK = 4 * 1024 * 1024
 """Bytes per ``Restore`` frame (the channel's frame limit is 16 MiB)."""
-MAX_UNSAVED_LISTED = 50
-MAX_UNSAVED_CHARS = 300
 MAX_ORIGIN_CHARS = 200
 """Characters of a fork's origin read back from its metadata (a session name is far shorter)."""
-_SUFFIX = ".state"
-_META = ".meta"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +65,6 @@ class StoreSettings:
     """Most of ``disk_limit`` the saved states of one HTTP client may take, so that one client
     cannot leave the others unsaved (``MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT``); the single
     client of a stdio bridge has the whole store."""
-
-
-RESET_MEANWHILE = "the session was reset (or its client left) while this state was being saved"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +128,7 @@ class SessionStore:
             return
         self._lock_fd = fd
         self._sweep()
-        for entry in self.root.glob(f"*{_SUFFIX}"):
+        for entry in self.root.glob(f"*{STATE_SUFFIX}"):
             self._committed[_owner_of(entry)] += _size(entry)
 
     def close(self) -> None:
@@ -144,14 +142,14 @@ class SessionStore:
             with contextlib.suppress(OSError):
                 if entry.name.endswith(".tmp"):
                     entry.unlink()  # a bridge killed while writing
-                elif entry.suffix == _SUFFIX and entry.stat().st_mtime < cutoff:
+                elif entry.suffix == STATE_SUFFIX and entry.stat().st_mtime < cutoff:
                     # The state's mtime is its last use; its metadata's, its last save.
                     entry.unlink()
-                    entry.with_suffix(_META).unlink(missing_ok=True)
+                    entry.with_suffix(META_SUFFIX).unlink(missing_ok=True)
                     logger.info("dropped saved session state %s (older than retention)", entry)
                 elif (
-                    entry.suffix == _META
-                    and not entry.with_suffix(_SUFFIX).exists()
+                    entry.suffix == META_SUFFIX
+                    and not entry.with_suffix(STATE_SUFFIX).exists()
                     and entry.stat().st_mtime < cutoff
                 ):
                     entry.unlink()  # its state is gone
@@ -192,7 +190,7 @@ class SessionStore:
 
     def _unlink(self, path: Path) -> None:
         with self._budget:
-            state = path.suffix == _SUFFIX
+            state = path.suffix == STATE_SUFFIX
             size = _size(path) if state else 0
             try:
                 path.unlink()
@@ -206,7 +204,7 @@ class SessionStore:
         """Count ``owner``'s committed bytes again from the disk (``_budget`` held): a state
         deleted outside the bridge must not count against the disk limits until a restart."""
         with contextlib.suppress(OSError):  # unreadable: the count stays as it was
-            states = list(self.root.glob(f"{owner}-*{_SUFFIX}"))
+            states = list(self.root.glob(f"{owner}-*{STATE_SUFFIX}"))
             self._committed[owner] = sum(_size(entry) for entry in states)
 
     def _found_gone(self, path: Path) -> None:
@@ -215,7 +213,7 @@ class SessionStore:
 
     def saved(self, client: str | None, name: str) -> SavedState | None:
         base = self._base(client, name)
-        path = base.with_suffix(_SUFFIX)
+        path = base.with_suffix(STATE_SUFFIX)
         try:
             info = path.stat()
         except OSError:
@@ -224,7 +222,7 @@ class SessionStore:
         forked_from = ""
         at = info.st_mtime  # a state without metadata (older versions)
         with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-            meta_path = base.with_suffix(_META)
+            meta_path = base.with_suffix(META_SUFFIX)
             at = meta_path.stat().st_mtime  # set by every commit (see StateWriter.commit)
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             unsaved = tuple(str(item)[:MAX_UNSAVED_CHARS] for item in meta["unsaved"])
@@ -237,7 +235,7 @@ class SessionStore:
         """The modules the saved state of ``client``'s session ``name`` names at its head (the
         sandbox wrote them: a hint past the limits or with anything but plain module names is
         dropped whole); () when none. Only those bytes are read, never the pickle after them."""
-        return tuple(_hint_of(self._base(client, name).with_suffix(_SUFFIX)))
+        return tuple(_hint_of(self._base(client, name).with_suffix(STATE_SUFFIX)))
 
     def recent_hints(self, client: str | None, states: int) -> tuple[str, ...]:
         """The hints of ``client``'s ``states`` most recently used saved states, merged (each
@@ -245,7 +243,7 @@ class SessionStore:
         from bridge_protocol.hints import MAX_HINT_MODULES  # see _hint_of
 
         dated = []
-        for entry in self.root.glob(f"{self._owner(client)}-*{_SUFFIX}"):
+        for entry in self.root.glob(f"{self._owner(client)}-*{STATE_SUFFIX}"):
             with contextlib.suppress(OSError):
                 dated.append((entry.stat().st_mtime, entry))
         merged: dict[str, None] = {}
@@ -255,7 +253,7 @@ class SessionStore:
         return tuple(merged)[:MAX_HINT_MODULES]
 
     def has_saved(self, client: str | None, name: str) -> bool:
-        return self._base(client, name).with_suffix(_SUFFIX).exists()
+        return self._base(client, name).with_suffix(STATE_SUFFIX).exists()
 
     @staticmethod
     def touch(state: SavedState) -> None:
@@ -266,7 +264,7 @@ class SessionStore:
     def keep(self, client: str | None, name: str) -> bool:
         """The saved state of ``client``'s session ``name`` is still in use (retention); False
         when it is gone (deleted outside the bridge)."""
-        path = self._base(client, name).with_suffix(_SUFFIX)
+        path = self._base(client, name).with_suffix(STATE_SUFFIX)
         try:
             os.utime(path)
         except FileNotFoundError:
@@ -285,19 +283,19 @@ class SessionStore:
         with self._budget:
             if self._outdated(epoch):
                 return False
-            if not base.with_suffix(_SUFFIX).exists():
+            if not base.with_suffix(STATE_SUFFIX).exists():
                 self._recount(_owner_of(base))  # deleted outside the bridge: its bytes are free
                 return False
         # A reset between the check and the write leaves metadata without a state: never read
         # (a state is found by its own file) and swept at the next start.
-        _write_meta(base, unsaved)
+        write_meta(base, unsaved)
         return True
 
     def delete(self, client: str | None, name: str) -> None:
         base = self._base(client, name)
         with self._budget:
             _bump(self._deletions, base.name)
-        for suffix in (_SUFFIX, _META):
+        for suffix in (STATE_SUFFIX, META_SUFFIX):
             self._unlink(base.with_suffix(suffix))
 
     def writer(self, client: str | None, name: str, epoch: Epoch | None = None) -> StateWriter:
@@ -306,12 +304,12 @@ class SessionStore:
         return StateWriter(self, self._base(client, name), epoch)
 
     def total_bytes(self) -> int:
-        return sum(_size(entry) for entry in self.root.glob(f"*{_SUFFIX}"))
+        return sum(_size(entry) for entry in self.root.glob(f"*{STATE_SUFFIX}"))
 
     def fits(self, client: str | None, name: str, size: int) -> bool:
         """Whether a state of ``size`` bytes for ``client``'s session ``name`` would fit the disk
         limits now (a refused state is asked for again only then)."""
-        path = self._base(client, name).with_suffix(_SUFFIX)
+        path = self._base(client, name).with_suffix(STATE_SUFFIX)
         with self._budget:
             return not self._over(path, size)
 
@@ -395,18 +393,6 @@ def _bump(deletions: Counter[str], key: str) -> None:
         deletions[key] += 1
 
 
-def _write_meta(base: Path, unsaved: tuple[str, ...], forked_from: str = "") -> None:
-    # Written by the host only; a state the session saves itself has no origin any more. When
-    # the state was saved is the metadata's mtime (every commit writes or dates it), not the
-    # state's: using a state refreshes the state's mtime (retention counts from its last use).
-    meta: dict[str, object] = {
-        "unsaved": [item[:MAX_UNSAVED_CHARS] for item in unsaved[:MAX_UNSAVED_LISTED]],
-    }
-    if forked_from:
-        meta["forked_from"] = forked_from
-    write_private(base.with_suffix(_META), json.dumps(meta).encode())
-
-
 def _owner_of(path: Path) -> str:
     """Whose state ``path`` is: the digest of its client that starts the file name."""
     return path.name.split("-", 1)[0]
@@ -417,232 +403,6 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-@dataclass(frozen=True, slots=True)
-class CommittedState:
-    """A state file a writer committed: a later state of the same session copies parts of it
-    while it is still that file (the same inode and size)."""
-
-    path: Path
-    inode: int
-    size: int
-
-    def open(self) -> int:
-        """An fd to read it, or -1 when the file there is no longer this one."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            return -1
-        try:
-            found = os.fstat(fd)
-        except OSError:
-            found = None
-        if found is None or (found.st_ino, found.st_size) != (self.inode, self.size):
-            os.close(fd)
-            return -1
-        return fd
-
-
-def _copy_range(source: int, target: int, offset: int, length: int) -> None:
-    """Append ``length`` bytes of ``source`` from ``offset`` at ``target``'s position: by
-    ``copy_file_range`` (the kernel copies, or shares the blocks), else by reading."""
-    while length:
-        try:
-            done = os.copy_file_range(source, target, min(length, COPY_STEP), offset)
-        except OSError as exc:
-            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-                raise
-            done = _copy_by_reading(source, target, min(length, COPY_STEP), offset)
-        if done <= 0:
-            raise OSError(errno.EIO, "the state it copies from ended early")
-        offset += done
-        length -= done
-
-
-def _copy_by_reading(source: int, target: int, length: int, offset: int) -> int:
-    data = os.pread(source, length, offset)
-    view = memoryview(data)
-    while view:
-        view = view[os.write(target, view) :]
-    return len(data)
-
-
-COPY_STEP = 64 * 1024 * 1024
-"""Bytes copied by one call (each in a worker thread: bounded so that none runs for long; a
-longer ``snapshot_copy`` is copied in steps, see :meth:`DurableLink.on_snapshot_copy`)."""
-
-
-class StateWriter:
-    """One saved state being received; :meth:`commit` makes it the session's last good one."""
-
-    def __init__(self, store: SessionStore, base: Path, epoch: Epoch | None = None) -> None:
-        self._store = store
-        self._base = base
-        self._epoch = epoch
-        self.size = 0
-        """Bytes written, each counted in the store's disk budget until commit or abort."""
-        self.error = ""
-        self.too_large = False
-        """Whether the state passed the largest one kept: saving it again would fail again."""
-        self.over_budget = False
-        """Whether the disk limits refused it: saving it again fails until room is made."""
-        self.offered = 0
-        """Bytes of the state given to :meth:`write` and :meth:`copy`, kept or not."""
-        self.committed: CommittedState | None = None
-        """What :meth:`commit` made the session's state (a later state may copy from it)."""
-        self._source: tuple[CommittedState, int] | None = None
-        """The state :meth:`copy` copies from, and its open fd (-1: gone)."""
-        self._done = False
-        try:
-            fd, temp = tempfile.mkstemp(dir=store.root, prefix=".", suffix=".tmp")
-        except OSError as exc:  # no file can be made (quota, read-only, no fd): may pass
-            self.error = f"the state could not be written: {exc.strerror or exc}"
-            self._done = True  # nothing reserved, nothing to remove
-            self._temp: Path | None = None
-            self._file: BinaryIO = io.BytesIO()
-            return
-        self._temp = Path(temp)
-        self._file = os.fdopen(fd, "wb")
-
-    def write(self, data: bytes) -> None:
-        self.offered += len(data)
-        if self.error or not self._room(len(data)):
-            return
-        try:
-            self._file.write(data)
-        except OSError as exc:  # the disk is full (or failing): may pass, like the budget
-            self.error = f"the state could not be written: {exc.strerror or exc}"
-            self.abort()
-
-    def copy(self, source: CommittedState, offset: int, length: int) -> None:
-        """Append ``length`` bytes of ``source`` from ``offset`` (a part of the state that did
-        not change since ``source``, the session's last committed state)."""
-        inside = offset >= 0 and length >= 0 and offset + length <= source.size
-        if inside:  # a range inside a state it holds: part of this state, kept or not
-            self.offered += length
-        if self.error:
-            return
-        if not inside:
-            self.error = "a part it copies is not inside the state it copies from"
-        elif self._source is None or self._source[0] != source:
-            self._close_source()
-            self._source = (source, source.open())
-            if self._source[1] < 0:
-                self.error = "the state it copies from is gone or was replaced"
-        if self.error:
-            self.abort()
-            return
-        if self._source is None or not self._room(length):
-            return
-        try:
-            self._file.flush()
-            _copy_range(self._source[1], self._file.fileno(), offset, length)
-        except OSError as exc:
-            self.error = f"the state could not be written: {exc.strerror or exc}"
-            self.abort()
-
-    def _room(self, size: int) -> bool:
-        """Count ``size`` more bytes against the largest state and the disk limits; False (and
-        the writer aborted) when they do not fit."""
-        limit = self._store.settings.max_bytes
-        if self.size + size > limit:
-            self.too_large = True
-            self.error = (
-                f"the session's state is larger than {limit:,} bytes (MCP_BRIDGE_SESSION_STATE_MAX)"
-            )
-            self.abort()
-            return False
-        path = self._base.with_suffix(_SUFFIX)
-        if error := self._store._reserve(path, size):
-            self.error = error
-            self.over_budget = True
-            self.abort()
-            return False
-        self.size += size
-        return True
-
-    def _close_source(self) -> None:
-        if self._source is not None and self._source[1] >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self._source[1])
-        self._source = None
-
-    def commit(self, unsaved: tuple[str, ...], *, same_meta: bool = False) -> str:
-        """Replace the saved state atomically; return "" or why it was not kept.
-
-        ``same_meta``: the session's metadata on disk was written by the caller's last commit
-        with these ``unsaved`` names: it is only marked as of now, not written again (replacing a
-        file by a rename costs ext4 a flush of the new file's data, ~0.4 ms here).
-        """
-        if error := self._finish():
-            return error
-        assert self._temp is not None  # made, or the error above says why not
-        try:
-            installed = self._store._install(
-                self._temp, self._base.with_suffix(_SUFFIX), self.size, self._epoch
-            )
-        except OSError:
-            self._store._release(self._base.with_suffix(_SUFFIX), self.size)
-            self._temp.unlink(missing_ok=True)
-            raise
-        if not installed:
-            return RESET_MEANWHILE
-        if not (same_meta and self._touch_meta()):
-            self._write_meta(unsaved)
-        return ""
-
-    def commit_new(self, unsaved: tuple[str, ...], forked_from: str) -> str:
-        """Like :meth:`commit` for a fork of session ``forked_from``, whose state must not
-        replace one: "" or why not."""
-        if error := self._finish():
-            return error
-        assert self._temp is not None  # made, or the error above says why not
-        try:
-            refused = self._store._install_new(
-                self._temp, self._base.with_suffix(_SUFFIX), self.size, self._epoch
-            )
-        except OSError:
-            self._store._release(self._base.with_suffix(_SUFFIX), self.size)
-            raise
-        if refused:
-            return refused
-        self._write_meta(unsaved, forked_from)
-        return ""
-
-    def _finish(self) -> str:
-        """Close the temp file; "" if it may be committed, else why not."""
-        self._close_source()
-        if self.error:
-            return self.error
-        self._file.flush()
-        inode = os.fstat(self._file.fileno()).st_ino
-        self._file.close()
-        self._done = True  # its bytes leave the reserve in the commit
-        self.committed = CommittedState(self._base.with_suffix(_SUFFIX), inode, self.size)
-        return ""
-
-    def _touch_meta(self) -> bool:
-        """Date the metadata as of this commit; False when it is missing."""
-        try:
-            os.utime(self._base.with_suffix(_META))
-        except FileNotFoundError:
-            return False
-        return True
-
-    def _write_meta(self, unsaved: tuple[str, ...], forked_from: str = "") -> None:
-        _write_meta(self._base, unsaved, forked_from)
-
-    def abort(self) -> None:
-        self._close_source()
-        self.committed = None
-        with contextlib.suppress(OSError):
-            self._file.close()
-        if self._temp is not None:
-            self._temp.unlink(missing_ok=True)
-        if not self._done:  # its bytes leave the budget once
-            self._done = True
-            self._store._release(self._base.with_suffix(_SUFFIX), self.size)
 
 
 # The hint rules live with the state format in bridge_protocol, imported on first use: the
