@@ -24,7 +24,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError
 from bridge_core.gateway import CallContext, CallFailed
 from bridge_core.runtime.base import RuntimeInfo, Sandbox, SandboxExit, SandboxSpec, SharedDir
-from bridge_core.sessions import SessionConfig, SessionManager
+from bridge_core.sessions import SessionConfig, SessionManager, SessionStore, StoreSettings
+from bridge_core.sessions._durable import DurableLink
 from bridge_protocol import (
     HOST_TO_SANDBOX,
     Call,
@@ -46,6 +47,7 @@ from bridge_protocol import (
     Request,
     Result,
     Shutdown,
+    Snapshot,
     Welcome,
     encode,
 )
@@ -492,3 +494,37 @@ __all__ = [
     "byte_stream_pair",
     "settle",
 ]
+
+
+# --- durable links (test_durable_link.py, test_snapshot_copy.py) ------------------------------
+
+STATE = b"MCPSNAP1" + bytes(8) + b"opaque to the host"
+
+
+def link_on(root: Path, settings: StoreSettings, client: str | None = None) -> DurableLink:
+    """The link of ``client``'s session "default" on a new store in ``root`` with ``settings``."""
+    store = SessionStore(root, settings)
+    store.open()
+    return DurableLink(store, client, "default")
+
+
+def asked(link: DurableLink) -> bool:
+    """:attr:`DurableLink.lost_last`, read anew (mypy would narrow the property)."""
+    return link.lost_last
+
+
+@pytest.fixture
+def link(tmp_path: Path) -> DurableLink:
+    return link_on(tmp_path, StoreSettings())
+
+
+def saved_path(link: DurableLink) -> Path | None:
+    saved = link.store.saved(None, "default")
+    return None if saved is None else saved.path
+
+
+async def take_snapshot(link: DurableLink, message: Snapshot) -> None:
+    """Deliver ``message`` as the snapshot the link expects; it must end settled."""
+    link.expect_snapshot()
+    await link.on_snapshot(message)
+    assert link.settled.is_set()

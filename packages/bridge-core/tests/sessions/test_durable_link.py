@@ -11,60 +11,30 @@ from typing import Any
 
 import pytest
 from bridge_core.sessions import SessionStore, StoreSettings
-from bridge_core.sessions._durable import FIRST_CHUNK, HELD_STATE, DurableLink, PendingFork
+from bridge_core.sessions._durable import FIRST_CHUNK, HELD_STATE, DurableLink
 from bridge_core.sessions._state_writer import StateWriter
 from bridge_core.sessions._store import READ_CHUNK
 from bridge_protocol import (
-    FORK_SNAPSHOT_PREFIX,
     UNCHANGED_SNAPSHOT_PREFIX,
     Restore,
     Restored,
     Snapshot,
-    SnapshotCopy,
 )
 
+from .conftest import STATE, asked, link_on, saved_path, take_snapshot
+
 pytestmark = pytest.mark.anyio
-
-STATE = b"MCPSNAP1" + bytes(8) + b"opaque to the host"
-
-
-def _link_on(root: Path, settings: StoreSettings, client: str | None = None) -> DurableLink:
-    """The link of ``client``'s session "default" on a new store in ``root`` with ``settings``."""
-    store = SessionStore(root, settings)
-    store.open()
-    return DurableLink(store, client, "default")
-
-
-def _asked(link: DurableLink) -> bool:
-    """:attr:`DurableLink.lost_last`, read anew (mypy would narrow the property)."""
-    return link.lost_last
-
-
-@pytest.fixture
-def link(tmp_path: Path) -> DurableLink:
-    return _link_on(tmp_path, StoreSettings())
-
-
-def _state(link: DurableLink) -> Path | None:
-    saved = link.store.saved(None, "default")
-    return None if saved is None else saved.path
-
-
-async def _snapshot(link: DurableLink, message: Snapshot) -> None:
-    link.expect_snapshot()
-    await link.on_snapshot(message)
-    assert link.settled.is_set()
 
 
 async def test_an_unchanged_snapshot_keeps_the_saved_state_and_writes_nothing(
     link: DurableLink,
 ) -> None:
-    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
-    path = _state(link)
+    await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    path = saved_path(link)
     assert path is not None
     assert path.read_bytes() == STATE
     written = path.stat().st_mtime_ns
-    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True))
+    await take_snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True))
     assert link.notices == []
     assert path.read_bytes() == STATE
     assert path.stat().st_mtime_ns == written
@@ -72,8 +42,8 @@ async def test_an_unchanged_snapshot_keeps_the_saved_state_and_writes_nothing(
 
 
 async def test_unsaved_names_of_an_unchanged_state_are_still_named(link: DurableLink) -> None:
-    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True, unsaved=("f (file): no",)))
-    await _snapshot(
+    await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True, unsaved=("f (file): no",)))
+    await take_snapshot(
         link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True, unsaved=("f (file): no",))
     )
     assert len(link.notices) == 1
@@ -83,8 +53,8 @@ async def test_unsaved_names_of_an_unchanged_state_are_still_named(link: Durable
 async def test_unchanged_before_anything_was_saved_is_not_taken_as_saved(
     link: DurableLink,
 ) -> None:
-    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-1", last=True))
-    assert _state(link) is None
+    await take_snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-1", last=True))
+    assert saved_path(link) is None
     assert len(link.notices) == 1
     assert "could not be saved" in link.notices[0]
 
@@ -92,11 +62,11 @@ async def test_unchanged_before_anything_was_saved_is_not_taken_as_saved(
 async def test_unchanged_after_a_state_that_failed_to_save_still_says_it_is_not_saved(
     tmp_path: Path,
 ) -> None:
-    link = _link_on(tmp_path, StoreSettings(max_bytes=len(STATE) - 1))
+    link = link_on(tmp_path, StoreSettings(max_bytes=len(STATE) - 1))
     store = link.store
-    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
     assert "MCP_BRIDGE_SESSION_STATE_MAX" in link.notices[0]
-    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True))
+    await take_snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True))
     assert "could not be saved" in link.notices[0]
     assert store.saved(None, "default") is None
 
@@ -107,27 +77,27 @@ async def test_a_state_past_the_disk_budget_is_asked_for_again_once_it_fits_and_
     # The disk budget can be freed (another session reset), a state too large stays so: the
     # sandbox is told to send its next state whole (``resave``) only after the first kind, and
     # only once that state would fit (before: at every call, each one refused again).
-    link = _link_on(tmp_path, StoreSettings(disk_limit=len(STATE) + 7))
+    link = link_on(tmp_path, StoreSettings(disk_limit=len(STATE) + 7))
     store = link.store
     other = DurableLink(store, None, "other")
-    await _snapshot(other, Snapshot("o-1-1", data=b"12345678", last=True))  # leaves 7 bytes
+    await take_snapshot(other, Snapshot("o-1-1", data=b"12345678", last=True))  # leaves 7 bytes
     asked = []  # lost_last, read after each step
     asked.append(link.lost_last)  # a new sandbox has sent nothing: nothing to ask for
-    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
     assert "MCP_BRIDGE_SESSION_STATE_DISK" in link.notices[0]
     asked.append(link.lost_last)  # no room: not asked for
     store.delete(None, "other")  # room again: asked for, and the resave lands
     asked.append(link.lost_last)
     link.resave_asked()
     asked.append(link.lost_last)
-    await _snapshot(link, Snapshot("s-1-2", data=STATE, last=True))
+    await take_snapshot(link, Snapshot("s-1-2", data=STATE, last=True))
     assert link.notices == []
     asked.append(link.lost_last)
     assert asked == [False, False, True, False, False]
     assert store.saved(None, "default") is not None
 
-    too_large = _link_on(tmp_path / "small", StoreSettings(max_bytes=len(STATE) - 1))
-    await _snapshot(too_large, Snapshot("s-1-1", data=STATE, last=True))
+    too_large = link_on(tmp_path / "small", StoreSettings(max_bytes=len(STATE) - 1))
+    await take_snapshot(too_large, Snapshot("s-1-1", data=STATE, last=True))
     assert "MCP_BRIDGE_SESSION_STATE_MAX" in too_large.notices[0]
     assert not too_large.lost_last
 
@@ -135,12 +105,12 @@ async def test_a_state_past_the_disk_budget_is_asked_for_again_once_it_fits_and_
 async def test_an_unchanged_snapshot_with_data_is_refused_and_nothing_is_vouched_for(
     link: DurableLink,
 ) -> None:
-    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
-    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", data=b"x", last=True))
+    await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    await take_snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", data=b"x", last=True))
     assert "one frame without data" in link.notices[0]
-    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-3", last=True))
+    await take_snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-3", last=True))
     assert "could not be saved" in link.notices[0]
-    path = _state(link)
+    path = saved_path(link)
     assert path is not None
     assert path.read_bytes() == STATE  # the last good state is never lost
 
@@ -162,7 +132,7 @@ async def test_a_restore_sends_the_head_of_the_state_ahead_of_the_bulk(link: Dur
     # The head names the modules the sandbox imports while the rest arrives: it goes first, in a
     # small frame; the host only cuts the bytes, it never reads them.
     state = STATE + bytes(9 * 1024 * 1024)
-    await _snapshot(link, Snapshot("s-1-1", data=state, last=True))
+    await take_snapshot(link, Snapshot("s-1-1", data=state, last=True))
     sandbox = _Sandbox(link)
     outcome = await link.restore(sandbox)  # type: ignore[arg-type]
     assert outcome.error == ""
@@ -182,7 +152,7 @@ async def test_a_forks_first_restore_says_where_it_comes_from(tmp_path: Path) ->
     link = DurableLink(store, None, "trial")
     notice = (await link.restore(_Sandbox(link))).notice("trial")  # type: ignore[arg-type]
     assert notice.startswith("session 'trial' was forked from session 'main' at ")
-    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))  # its own state now
+    await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))  # its own state now
     notice = (await link.restore(_Sandbox(link))).notice("trial")  # type: ignore[arg-type]
     assert notice.startswith("session 'trial' was restored from its state saved at ")
 
@@ -190,13 +160,13 @@ async def test_a_forks_first_restore_says_where_it_comes_from(tmp_path: Path) ->
 async def test_the_last_snapshot_of_a_reset_session_s_old_sandbox_is_dropped(
     link: DurableLink,
 ) -> None:
-    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
     link.store.delete(None, "default")  # a reset: the old sandbox's final snapshot is in flight
-    await _snapshot(link, Snapshot("s-1-2", data=STATE + b"!", last=True))
+    await take_snapshot(link, Snapshot("s-1-2", data=STATE + b"!", last=True))
     assert link.store.saved(None, "default") is None
     assert "reset" in link.notices[0]
     fresh = DurableLink(link.store, None, "default")  # the sandbox after the reset saves again
-    await _snapshot(fresh, Snapshot("s-2-1", data=STATE, last=True))
+    await take_snapshot(fresh, Snapshot("s-2-1", data=STATE, last=True))
     assert fresh.notices == []
     assert link.store.saved(None, "default") is not None
 
@@ -205,12 +175,12 @@ async def test_an_unchanged_state_in_use_is_kept_past_a_short_retention(tmp_path
     # Before: the retention clock of an unchanged state was refreshed once an hour whatever the
     # retention; with MCP_BRIDGE_SESSION_STATE_RETENTION under an hour, a session in use the
     # whole time lost its state at the next bridge start.
-    link = _link_on(tmp_path, StoreSettings(retention=1e-6))  # a quarter: any later call
-    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
-    path = _state(link)
+    link = link_on(tmp_path, StoreSettings(retention=1e-6))  # a quarter: any later call
+    await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    path = saved_path(link)
     assert path is not None
     os.utime(path, (1, 1))  # saved long ago: only its use since keeps it
-    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True))
+    await take_snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True))
     assert path.stat().st_mtime > 1
 
 
@@ -219,15 +189,15 @@ async def test_unchanged_after_the_state_was_deleted_by_a_refused_restore_is_not
 ) -> None:
     # A sandbox that sends a state before it answers the restore, then refuses the restore: the
     # bridge deletes the saved state and keeps the sandbox; "unchanged" must not vouch for it.
-    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
     link.store.delete(None, "default")
     link.forgotten()
-    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True))
+    await take_snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True))
     assert "could not be saved" in link.notices[0]
 
 
 def _meta(link: DurableLink) -> Path:
-    state = _state(link)
+    state = saved_path(link)
     assert state is not None
     return state.with_suffix(".meta")
 
@@ -237,11 +207,11 @@ async def test_a_changed_state_with_the_same_unsaved_names_dates_its_metadata_in
 ) -> None:
     # Before: every commit replaced the metadata file too (a second rename over a file, which
     # ext4 pays with a flush); now it is written only when what it says changes.
-    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True, unsaved=("f (file): no",)))
+    await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True, unsaved=("f (file): no",)))
     meta = _meta(link)
     inode = meta.stat().st_ino
     os.utime(meta, (1, 1))  # as if saved long ago
-    await _snapshot(
+    await take_snapshot(
         link, Snapshot("s-1-2", data=STATE + b"!", last=True, unsaved=("f (file): no",))
     )
     assert meta.stat().st_ino == inode
@@ -249,7 +219,7 @@ async def test_a_changed_state_with_the_same_unsaved_names_dates_its_metadata_in
     assert saved is not None
     assert saved.saved_at > 1  # the second commit's time, read from the metadata
     assert saved.unsaved == ("f (file): no",)
-    await _snapshot(link, Snapshot("s-1-3", data=STATE, last=True))  # no unsaved names now
+    await take_snapshot(link, Snapshot("s-1-3", data=STATE, last=True))  # no unsaved names now
     assert meta.stat().st_ino != inode
     saved = link.store.saved(None, "default")
     assert saved is not None
@@ -257,9 +227,9 @@ async def test_a_changed_state_with_the_same_unsaved_names_dates_its_metadata_in
 
 
 async def test_metadata_missing_at_a_commit_is_written_again(link: DurableLink) -> None:
-    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True, unsaved=("f (file): no",)))
+    await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True, unsaved=("f (file): no",)))
     _meta(link).unlink()
-    await _snapshot(
+    await take_snapshot(
         link, Snapshot("s-1-2", data=STATE + b"!", last=True, unsaved=("f (file): no",))
     )
     saved = link.store.saved(None, "default")
@@ -274,9 +244,10 @@ async def test_an_unchanged_state_with_a_new_unsaved_name_records_it_for_the_res
     # Before: binding an open file leaves the pickle byte for byte the same, so the snapshot was
     # "unchanged" and the saved metadata kept the old list: the notice after a restore did not
     # name the file that was lost.
-    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
     unsaved = ("fh (TextIOWrapper): cannot pickle",)
-    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True, unsaved=unsaved))
+    unchanged = Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True, unsaved=unsaved)
+    await take_snapshot(link, unchanged)
     saved = link.store.saved(None, "default")
     assert saved is not None
     assert saved.unsaved == unsaved
@@ -333,7 +304,7 @@ async def test_no_temp_file_for_a_large_state_is_a_failed_save_asked_for_again(
     assert "Disk quota exceeded" in link.notices[0]
     assert link.lost_last
     monkeypatch.undo()
-    await _snapshot(link, Snapshot("s-1-2", data=STATE, last=True))
+    await take_snapshot(link, Snapshot("s-1-2", data=STATE, last=True))
     assert link.notices == []
     assert not link.lost_last
 
@@ -345,19 +316,20 @@ async def test_a_state_deleted_outside_the_bridge_frees_its_bytes_for_the_resave
     # The store counted the deleted file's bytes as committed forever (until restart): the
     # resave the link asks for was refused by the disk limit for a file that no longer exists,
     # and, once a refused state waited for room, never asked for again.
-    link = _link_on(tmp_path, StoreSettings(disk_limit=len(STATE) + 1, retention=1e-6))
-    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    link = link_on(tmp_path, StoreSettings(disk_limit=len(STATE) + 1, retention=1e-6))
+    await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
     saved = link.store.saved(None, "default")
     assert saved is not None
     saved.path.unlink()  # by hand: e.g. to make room
     unsaved = ("fh (file): no",) if found_by == "new unsaved name" else ()
     if found_by == "new unsaved name":
         link.store.settings = StoreSettings(disk_limit=len(STATE) + 1)
-    await _snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True, unsaved=unsaved))
+    unchanged = Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True, unsaved=unsaved)
+    await take_snapshot(link, unchanged)
     assert "no longer saved" in link.notices[0]
-    assert _asked(link)
+    assert asked(link)
     link.resave_asked()
-    await _snapshot(link, Snapshot("s-1-3", data=STATE, last=True, unsaved=unsaved))
+    await take_snapshot(link, Snapshot("s-1-3", data=STATE, last=True, unsaved=unsaved))
     assert link.store.saved(None, "default") is not None, link.notices
     assert link.store.total_bytes() == len(STATE)
 
@@ -369,21 +341,21 @@ async def test_a_budget_refused_state_past_the_largest_kept_is_not_asked_for_aga
     # so it is taken as "may pass": once room is made it is asked for whole, only to be refused
     # as too large.
     chunk = b"x" * 60
-    link = _link_on(tmp_path, StoreSettings(max_bytes=100, disk_limit=190))
+    link = link_on(tmp_path, StoreSettings(max_bytes=100, disk_limit=190))
     store = link.store
     for other in ("a", "b"):
         other_link = DurableLink(store, None, other)
-        await _snapshot(other_link, Snapshot("o-1-1", data=b"y" * 70, last=True))
+        await take_snapshot(other_link, Snapshot("o-1-1", data=b"y" * 70, last=True))
     assert store.total_bytes() == 140  # leaves 50 bytes: the first 60 are refused
     link.expect_snapshot()
     await link.on_snapshot(Snapshot("s-1-1", data=chunk))
     await link.on_snapshot(Snapshot("s-1-1", data=chunk))
     await link.on_snapshot(Snapshot("s-1-1", data=chunk, last=True))
     assert "MCP_BRIDGE_SESSION_STATE_DISK" in link.notices[0]
-    assert not _asked(link)  # no room
+    assert not asked(link)  # no room
     store.delete(None, "a")
     store.delete(None, "b")  # room for 180 bytes now, but 180 > max_bytes: it would be refused
-    assert not _asked(link)
+    assert not asked(link)
 
 
 async def _send(link: DurableLink, snapshot_id: str, data: bytes, frame: int) -> None:
@@ -397,61 +369,62 @@ async def _send(link: DurableLink, snapshot_id: str, data: bytes, frame: int) ->
 async def test_refused_bytes_are_the_whole_state_held_or_streamed(
     tmp_path: Path, size: int
 ) -> None:
-    link = _link_on(tmp_path, StoreSettings(disk_limit=size * 2))
+    link = link_on(tmp_path, StoreSettings(disk_limit=size * 2))
     store = link.store
     filler = DurableLink(store, None, "filler")
     await _send(filler, "f-1-1", b"f" * (size + size // 2), 256 * 1024)  # leaves size // 2
     await _send(link, "s-1-1", b"s" * size, 256 * 1024)
     assert "MCP_BRIDGE_SESSION_STATE_DISK" in link.notices[0]
     assert link._refused == size
-    assert not _asked(link)
+    assert not asked(link)
     await _send(filler, "f-1-2", b"f" * (size - 1), 256 * 1024)  # room for size + 1
-    assert _asked(link)
+    assert asked(link)
     link.resave_asked()
-    assert not _asked(link)
+    assert not asked(link)
     await _send(link, "s-1-2", b"s" * size, 256 * 1024)
     assert link.notices == []
-    assert not _asked(link)
+    assert not asked(link)
     assert store.total_bytes() == 2 * size - 1
     assert not list(store.root.glob("*.tmp"))
 
 
 async def test_a_state_refused_by_the_client_share_waits_for_the_share(tmp_path: Path) -> None:
-    link = _link_on(tmp_path, StoreSettings(disk_limit=10_000, client_share=100), client="c1")
+    link = link_on(tmp_path, StoreSettings(disk_limit=10_000, client_share=100), client="c1")
     store = link.store
-    await _snapshot(DurableLink(store, "c1", "other"), Snapshot("o-1-1", data=b"o" * 60, last=True))
-    await _snapshot(DurableLink(store, "c2", "x"), Snapshot("x-1-1", data=b"x" * 90, last=True))
-    await _snapshot(link, Snapshot("s-1-1", data=b"s" * 50, last=True))
+    other = DurableLink(store, "c1", "other")
+    await take_snapshot(other, Snapshot("o-1-1", data=b"o" * 60, last=True))
+    await take_snapshot(DurableLink(store, "c2", "x"), Snapshot("x-1-1", data=b"x" * 90, last=True))
+    await take_snapshot(link, Snapshot("s-1-1", data=b"s" * 50, last=True))
     assert "PER_CLIENT" in link.notices[0]
-    assert not _asked(link)
+    assert not asked(link)
     store.delete("c2", "x")  # another client's room is not this client's
-    assert not _asked(link)
+    assert not asked(link)
     store.delete("c1", "other")
-    assert _asked(link)
+    assert asked(link)
 
 
 async def test_forgotten_and_a_later_good_save_clear_the_refusal(tmp_path: Path) -> None:
-    link = _link_on(tmp_path, StoreSettings(disk_limit=10))
-    await _snapshot(link, Snapshot("s-1-1", data=b"s" * 50, last=True))
+    link = link_on(tmp_path, StoreSettings(disk_limit=10))
+    await take_snapshot(link, Snapshot("s-1-1", data=b"s" * 50, last=True))
     assert (link._resend, link._refused) == (True, 50)
-    assert not _asked(link)
+    assert not asked(link)
     link.forgotten()
-    assert _asked(link)  # asked at once (nothing of the session is vouched for)
+    assert asked(link)  # asked at once (nothing of the session is vouched for)
     link.resave_asked()
-    await _snapshot(link, Snapshot("s-1-2", data=b"s" * 50, last=True))  # refused again
-    assert not _asked(link)
-    await _snapshot(link, Snapshot("s-1-3", data=b"s" * 5, last=True))  # shrank: saved
+    await take_snapshot(link, Snapshot("s-1-2", data=b"s" * 50, last=True))  # refused again
+    assert not asked(link)
+    await take_snapshot(link, Snapshot("s-1-3", data=b"s" * 5, last=True))  # shrank: saved
     assert link.notices == []
     assert (link._resend, link._refused) == (False, 0)
 
 
 async def test_an_error_frame_after_a_refusal_leaves_the_refusal(tmp_path: Path) -> None:
-    link = _link_on(tmp_path, StoreSettings(disk_limit=10))
-    await _snapshot(link, Snapshot("s-1-1", data=b"s" * 50, last=True))
+    link = link_on(tmp_path, StoreSettings(disk_limit=10))
+    await take_snapshot(link, Snapshot("s-1-1", data=b"s" * 50, last=True))
     link.expect_snapshot()
     await link.on_snapshot(Snapshot("s-1-2", data=b"t" * 5))
     await link.on_snapshot(Snapshot("s-1-2", last=True, error="pickling failed"))
-    assert not _asked(link)  # still the 50 bytes: no room, not asked
+    assert not asked(link)  # still the 50 bytes: no room, not asked
     assert not list(link.store.root.glob("*.tmp"))
     assert link.store._reserved[link.store._owner(None)] == 0
 
@@ -459,197 +432,14 @@ async def test_an_error_frame_after_a_refusal_leaves_the_refusal(tmp_path: Path)
 async def test_a_reset_of_a_state_deleted_outside_the_bridge_frees_its_bytes(
     tmp_path: Path,
 ) -> None:
-    link = _link_on(tmp_path, StoreSettings(disk_limit=len(STATE) + 1))
+    link = link_on(tmp_path, StoreSettings(disk_limit=len(STATE) + 1))
     store = link.store
-    await _snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
+    await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
     saved = store.saved(None, "default")
     assert saved is not None
     saved.path.unlink()  # by hand, then the session is reset before its link noticed
     store.delete(None, "default")
     other = DurableLink(store, None, "other")
-    await _snapshot(other, Snapshot("o-1-1", data=STATE, last=True))
+    await take_snapshot(other, Snapshot("o-1-1", data=STATE, last=True))
     assert other.notices == []
     assert store.total_bytes() == len(STATE)
-
-
-# --- snapshot_copy (protocol version 2) ----------------------------------------------------------
-
-BIG = bytes(range(256)) * 4096  # 1 MiB that is not all one byte
-
-
-async def _saved_big(link: DurableLink) -> bytes:
-    """Commit ``STATE + BIG`` as snapshot s-1-1; return it."""
-    whole = STATE + BIG
-    await _snapshot(link, Snapshot("s-1-1", data=whole, last=True))
-    assert link.notices == []
-    return whole
-
-
-async def test_a_copy_takes_its_bytes_from_the_state_committed_last(link: DurableLink) -> None:
-    first = await _saved_big(link)
-    link.expect_snapshot()
-    await link.on_snapshot(Snapshot("s-1-2", data=b"HEAD"))
-    await link.on_snapshot_copy(SnapshotCopy("s-1-2", "s-1-1", len(STATE), len(BIG)))
-    await link.on_snapshot(Snapshot("s-1-2", data=b"TAIL", last=True))
-    assert link.notices == []
-    path = _state(link)
-    assert path is not None
-    assert path.read_bytes() == b"HEAD" + first[len(STATE) :] + b"TAIL"
-    # That state is the one the next copies come from.
-    link.expect_snapshot()
-    await link.on_snapshot_copy(SnapshotCopy("s-1-3", "s-1-2", 0, 4))
-    await link.on_snapshot(Snapshot("s-1-3", last=True))
-    assert link.notices == []
-    assert path.read_bytes() == b"HEAD"
-
-
-@pytest.mark.parametrize(
-    ("base", "offset", "length"),
-    [
-        ("s-1-0", 0, 10),  # not the state it holds
-        ("s-1-1", 0, len(STATE + BIG) + 1),  # past its end
-        ("s-1-1", len(STATE + BIG), 1),
-        ("s-1-1", 2**63, 2**63),  # a hostile range
-    ],
-)
-async def test_a_copy_from_elsewhere_fails_the_save_and_keeps_the_last_state(
-    link: DurableLink, base: str, offset: int, length: int
-) -> None:
-    first = await _saved_big(link)
-    link.expect_snapshot()
-    await link.on_snapshot(Snapshot("s-1-2", data=b"HEAD"))
-    await link.on_snapshot_copy(SnapshotCopy("s-1-2", base, offset, length))
-    await link.on_snapshot(Snapshot("s-1-2", data=b"TAIL", last=True))
-    assert "could not be saved" in link.notices[0]
-    assert _asked(link)  # the next comes whole
-    path = _state(link)
-    assert path is not None
-    assert path.read_bytes() == first
-    assert not list(link.store.root.glob("*.tmp"))
-    # A copy from the refused state is refused too: it was never committed.
-    link.resave_asked()
-    link.expect_snapshot()
-    await link.on_snapshot_copy(SnapshotCopy("s-1-3", "s-1-2", 0, 4))
-    await link.on_snapshot(Snapshot("s-1-3", last=True))
-    assert "does not hold" in link.notices[0]
-
-
-async def test_a_copy_from_a_state_replaced_on_disk_is_refused(link: DurableLink) -> None:
-    await _saved_big(link)
-    path = _state(link)
-    assert path is not None
-    other = path.with_name("other")
-    other.write_bytes(b"X" * len(STATE + BIG))
-    other.replace(path)  # the same size, another file: not the one it saved
-    link.expect_snapshot()
-    await link.on_snapshot_copy(SnapshotCopy("s-1-2", "s-1-1", 0, 10))
-    await link.on_snapshot(Snapshot("s-1-2", last=True))
-    assert "gone or was replaced" in link.notices[0]
-
-
-async def test_copied_bytes_count_against_the_largest_state(tmp_path: Path) -> None:
-    link = _link_on(tmp_path, StoreSettings(max_bytes=len(STATE + BIG) + 10))
-    await _saved_big(link)
-    link.expect_snapshot()
-    for number in (1, 2):
-        await link.on_snapshot_copy(SnapshotCopy("s-1-2", "s-1-1", 0, len(BIG)))
-        assert number == 1 or link._writer is None or link._writer.error
-    await link.on_snapshot(Snapshot("s-1-2", last=True))
-    assert "MCP_BRIDGE_SESSION_STATE_MAX" in link.notices[0]
-    assert not _asked(link)  # too large: it would only fail again
-
-
-async def test_a_forks_state_with_a_copy_is_refused(link: DurableLink) -> None:
-    await _saved_big(link)
-    fork = PendingFork(f"{FORK_SNAPSHOT_PREFIX}1-1", "trial", link.store.epoch(None, "trial"))
-    link._fork = fork
-    await link.on_snapshot(Snapshot(fork.snapshot_id, data=b"HEAD"))
-    await link.on_snapshot_copy(SnapshotCopy(fork.snapshot_id, "s-1-1", 0, 4))
-    await link.on_snapshot(Snapshot(fork.snapshot_id, last=True))
-    assert fork.done.is_set()
-    assert "sent whole" in fork.error
-    assert link.store.saved(None, "trial") is None
-
-
-async def test_a_copy_after_the_snapshot_ended_writes_nothing(link: DurableLink) -> None:
-    first = await _saved_big(link)
-    await link.on_snapshot_copy(SnapshotCopy("s-1-1", "s-1-1", 0, 10))  # none expected
-    assert link._writer is None
-    # One of a new snapshot is taken like a ``snapshot`` chunk would be (see the test below):
-    # nothing is left of it once the sandbox ends, and the saved state is kept.
-    await link.on_snapshot_copy(SnapshotCopy("s-1-9", "s-1-1", 0, 10))
-    link.end()
-    assert link._writer is None
-    assert not list(link.store.root.glob("*.tmp"))
-    assert link.store._reserved[link.store._owner(None)] == 0
-    path = _state(link)
-    assert path is not None
-    assert path.read_bytes() == first
-
-
-async def test_a_snapshot_after_one_that_outlasted_the_settle_wait_keeps_its_copies(
-    link: DurableLink,
-) -> None:
-    # The next call ran on while s-1-1 was still streaming (settle is bounded): its result came
-    # before s-1-1's last frame, so no new snapshot is "expected" when s-1-2's copies arrive.
-    # The host must not drop them and commit what is left as the state.
-    link.expect_snapshot()
-    whole = STATE + BIG
-    await link.on_snapshot(Snapshot("s-1-1", data=whole))
-    link.expect_snapshot()  # the next execution's result: the snapshot before is still open
-    await link.on_snapshot(Snapshot("s-1-1", last=True))
-    assert link.settled.is_set()
-    await link.on_snapshot(Snapshot("s-1-2", data=b"HEAD"))
-    await link.on_snapshot_copy(SnapshotCopy("s-1-2", "s-1-1", len(STATE), len(BIG)))
-    await link.on_snapshot(Snapshot("s-1-2", data=b"TAIL", last=True))
-    path = _state(link)
-    assert path is not None
-    saved = path.read_bytes()
-    if link.notices:  # refused: the last good state is kept
-        assert saved == whole
-    else:  # saved: what the sandbox meant, byte for byte
-        assert saved == b"HEAD" + BIG + b"TAIL"
-
-
-async def test_refused_bytes_count_the_copies_after_the_refusal(tmp_path: Path) -> None:
-    # Like sent bytes (see test_refused_bytes_are_the_whole_state_held_or_streamed), copied
-    # bytes the disk limits refused are part of the state's size: it is asked for again only
-    # once the whole of it would fit, not a part.
-    whole = STATE + BIG
-    link = _link_on(tmp_path, StoreSettings(disk_limit=len(whole) + len(BIG) // 2))
-    await _saved_big(link)
-    link.expect_snapshot()
-    for _ in range(3):  # the second is refused; the third is part of the state all the same
-        await link.on_snapshot_copy(SnapshotCopy("s-1-2", "s-1-1", 0, len(whole)))
-    await link.on_snapshot(Snapshot("s-1-2", last=True))
-    assert "MCP_BRIDGE_SESSION_STATE_DISK" in link.notices[0]
-    assert link._refused == 3 * len(whole)
-    assert not list(link.store.root.glob("*.tmp"))
-
-
-async def test_a_long_copy_is_made_in_bounded_steps(
-    link: DurableLink, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # docs/decisions.md: "in steps of at most 64 MiB per worker-thread call" (a copy of a
-    # 512 MiB state in one call holds the reader, and a stop, until it ends).
-    from bridge_core.sessions import _durable
-
-    monkeypatch.setattr(_durable, "COPY_STEP", 100_000)
-    calls: list[int] = []
-    copy = StateWriter.copy
-
-    def counted(self: StateWriter, source: Any, offset: int, length: int) -> None:
-        calls.append(length)
-        copy(self, source, offset, length)
-
-    monkeypatch.setattr(StateWriter, "copy", counted)
-    first = await _saved_big(link)
-    link.expect_snapshot()
-    await link.on_snapshot_copy(SnapshotCopy("s-1-2", "s-1-1", 0, len(first)))
-    await link.on_snapshot(Snapshot("s-1-2", last=True))
-    assert link.notices == []
-    path = _state(link)
-    assert path is not None
-    assert path.read_bytes() == first
-    assert len(calls) > 1
-    assert max(calls) <= 100_000
