@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from bridge_protocol import (
     SANDBOX_TO_HOST,
+    UNCHANGED_SNAPSHOT_PREFIX,
     Call,
     CancelCall,
     Display,
@@ -37,10 +38,13 @@ from bridge_protocol import (
     Reply,
     Request,
     Result,
+    SnapshotCopy,
     Welcome,
     encode,
 )
 from bridge_protocol.names import python_forms
+from bridge_sandbox_client import _tmpfiles
+from bridge_sandbox_client._snapshot import SnapshotTaker
 
 WAIT = 20.0
 """Upper bound of every wait in these tests (never a sleep: a bound on an event)."""
@@ -422,3 +426,60 @@ __all__ = [
     "host_suggestions",
     "text",
 ]
+
+
+# --- snapshots (test_snapshot.py, test_snapshot_copies.py) ---------------------------------
+
+
+class SnapshotHost:
+    """Collects what the taker sends, from whichever thread sends it."""
+
+    def __init__(self, *, copies: bool = False) -> None:
+        self.frames: queue.Queue[Any] = queue.Queue()
+        self.taker = SnapshotTaker(self.frames.put, lambda line: None, copies=copies)
+
+    def snapshot(self, namespace: dict[str, Any]) -> tuple[list[Any], bool]:
+        """Take one; return its frames and whether ``take`` returned with all of them sent."""
+        self.taker.take(namespace, lambda name, value: False)
+        at_once = not self.frames.empty() and self._ends()
+        frames = []
+        while True:
+            frame = self.frames.get(timeout=WAIT)
+            frames.append(frame)
+            if getattr(frame, "last", False):
+                return frames, at_once
+
+    def _ends(self) -> bool:
+        return bool(self.frames.queue) and getattr(self.frames.queue[-1], "last", False)
+
+
+@pytest.fixture
+def tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(_tmpfiles, "TMP", tmp_path)
+    return tmp_path
+
+
+def frames_data(frames: list[Any]) -> bytes:
+    """The bytes a whole snapshot's frames carry."""
+    return b"".join(frame.data for frame in frames)
+
+
+class CopyingHost(SnapshotHost):
+    """A version-2 host: it keeps each state it got whole and applies ``snapshot_copy``
+    frames from the one they name, as the bridge does."""
+
+    def __init__(self) -> None:
+        super().__init__(copies=True)
+        self.states: dict[str, bytes] = {}
+
+    def saved(self, namespace: dict[str, Any]) -> tuple[list[Any], bytes]:
+        frames, _ = self.snapshot(namespace)
+        state = bytearray()
+        for frame in frames:
+            if isinstance(frame, SnapshotCopy):
+                state += self.states[frame.base][frame.offset : frame.offset + frame.length]
+            else:
+                state += frame.data
+        if not frames[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX):
+            self.states[frames[-1].snapshot_id] = bytes(state)
+        return frames, bytes(state)

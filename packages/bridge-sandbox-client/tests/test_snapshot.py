@@ -10,7 +10,6 @@ import io
 import mmap
 import os
 import pickle
-import queue
 import struct
 import sys
 import tarfile
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bridge_protocol import UNCHANGED_SNAPSHOT_PREFIX, Snapshot, SnapshotCopy
+from bridge_protocol import UNCHANGED_SNAPSHOT_PREFIX, Snapshot
 from bridge_sandbox_client import _tmpfiles
 from bridge_sandbox_client._preimport import (
     MAX_HINT_BYTES,
@@ -30,46 +29,16 @@ from bridge_sandbox_client._preimport import (
     encode_hint,
 )
 from bridge_sandbox_client._restoring import restore_state, state_hint
-from bridge_sandbox_client._snapshot import INLINE_LIMIT, SnapshotTaker
+from bridge_sandbox_client._snapshot import INLINE_LIMIT
+
+from .conftest import SnapshotHost, frames_data  # type: ignore[import-not-found]  # pytest (importlib mode) resolves it
 
 WAIT = 20.0
 
 
-class Host:
-    """Collects what the taker sends, from whichever thread sends it."""
-
-    def __init__(self, *, copies: bool = False) -> None:
-        self.frames: queue.Queue[Any] = queue.Queue()
-        self.taker = SnapshotTaker(self.frames.put, lambda line: None, copies=copies)
-
-    def snapshot(self, namespace: dict[str, Any]) -> tuple[list[Any], bool]:
-        """Take one; return its frames and whether ``take`` returned with all of them sent."""
-        self.taker.take(namespace, lambda name, value: False)
-        at_once = not self.frames.empty() and self._ends()
-        frames = []
-        while True:
-            frame = self.frames.get(timeout=WAIT)
-            frames.append(frame)
-            if getattr(frame, "last", False):
-                return frames, at_once
-
-    def _ends(self) -> bool:
-        return bool(self.frames.queue) and getattr(self.frames.queue[-1], "last", False)
-
-
-@pytest.fixture
-def tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(_tmpfiles, "TMP", tmp_path)
-    return tmp_path
-
-
-def _data(frames: list[Snapshot]) -> bytes:
-    return b"".join(frame.data for frame in frames)
-
-
 def test_a_small_state_is_sent_at_once_in_one_frame_and_loads_back(tmp: Path) -> None:
     (tmp / "note.txt").write_text("kept")
-    host = Host()
+    host = SnapshotHost()
     frames, at_once = host.snapshot({"x": 41, "words": ["a", "b"]})
     assert at_once
     assert len(frames) == 1
@@ -82,7 +51,7 @@ def test_a_small_state_is_sent_at_once_in_one_frame_and_loads_back(tmp: Path) ->
 
 
 def test_the_same_state_again_is_sent_as_unchanged_and_a_change_whole(tmp: Path) -> None:
-    host = Host()
+    host = SnapshotHost()
     namespace: dict[str, Any] = {"x": 1}
     first, _ = host.snapshot(namespace)
     again, at_once = host.snapshot(namespace)
@@ -100,7 +69,7 @@ def test_a_file_rewritten_with_the_same_size_and_times_is_saved_anew(tmp: Path) 
     # A reused tar header must never stand for content: here only the bytes differ.
     note = tmp / "note.bin"
     note.write_bytes(b"first")
-    host = Host()
+    host = SnapshotHost()
     host.snapshot({"x": 1})
     times = note.stat()
     note.write_bytes(b"secnd")
@@ -117,7 +86,7 @@ def test_a_file_written_through_a_shared_mapping_is_saved_anew(tmp: Path) -> Non
     # of the file's times (measured): the content is read at every save, never assumed.
     data = tmp / "mapped.bin"
     data.write_bytes(bytes(4096))
-    host = Host()
+    host = SnapshotHost()
     with data.open("r+b") as file, mmap.mmap(file.fileno(), 4096) as mapping:
         mapping[:5] = b"first"
         host.snapshot({"x": 1})
@@ -242,14 +211,14 @@ def test_a_file_replaced_by_a_symlink_while_tarred_is_not_read_through_it(
 def test_a_large_state_is_saved_by_a_child_and_the_next_small_one_inline_again(
     tmp: Path,
 ) -> None:
-    host = Host()
+    host = SnapshotHost()
     large = {"blob": b"x" * (INLINE_LIMIT + 1)}
     frames, at_once = host.snapshot(large)
     assert not at_once
     assert frames[-1].last
     assert not frames[-1].error
     namespace: dict[str, Any] = {}
-    assert restore_state(_data(frames), namespace) == ""
+    assert restore_state(frames_data(frames), namespace) == ""
     assert namespace == large
     frames, _ = host.snapshot({"x": 1})  # by a child (the last state was large), found small
     assert not frames[-1].error
@@ -265,10 +234,10 @@ def _unchanged(frames: list[Snapshot]) -> bool:
 
 def test_a_large_state_unchanged_since_the_last_is_not_sent_again(tmp: Path) -> None:
     (tmp / "big.bin").write_bytes(b"f" * (INLINE_LIMIT + 1))
-    host = Host()
+    host = SnapshotHost()
     namespace: dict[str, Any] = {"blob": b"x" * (INLINE_LIMIT + 1), "n": 1}
     first, _ = host.snapshot(namespace)
-    assert len(_data(first)) > 2 * INLINE_LIMIT
+    assert len(frames_data(first)) > 2 * INLINE_LIMIT
     again, _ = host.snapshot(namespace)  # a child made and hashed it: the bytes were not sent
     assert _unchanged(again)
     assert _unchanged(host.snapshot(namespace)[0])
@@ -278,111 +247,22 @@ def test_a_large_state_unchanged_since_the_last_is_not_sent_again(tmp: Path) -> 
     assert not changed[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
     assert not changed[-1].error
     loaded: dict[str, Any] = {}
-    assert restore_state(_data(changed), loaded) == ""
+    assert restore_state(frames_data(changed), loaded) == ""
     assert loaded == namespace
     assert _unchanged(host.snapshot(namespace)[0])
     (tmp / "big.bin").write_bytes(b"g" * (INLINE_LIMIT + 1))
     changed, _ = host.snapshot(namespace)
     assert not changed[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
     (tmp / "big.bin").unlink()
-    assert restore_state(_data(changed), {}) == ""
+    assert restore_state(frames_data(changed), {}) == ""
     assert (tmp / "big.bin").read_bytes() == b"g" * (INLINE_LIMIT + 1)
-
-
-class CopyingHost(Host):
-    """A version-2 host: it keeps each state it got whole and applies ``snapshot_copy``
-    frames from the one they name, as the bridge does."""
-
-    def __init__(self) -> None:
-        super().__init__(copies=True)
-        self.states: dict[str, bytes] = {}
-
-    def saved(self, namespace: dict[str, Any]) -> tuple[list[Any], bytes]:
-        frames, _ = self.snapshot(namespace)
-        state = bytearray()
-        for frame in frames:
-            if isinstance(frame, SnapshotCopy):
-                state += self.states[frame.base][frame.offset : frame.offset + frame.length]
-            else:
-                state += frame.data
-        if not frames[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX):
-            self.states[frames[-1].snapshot_id] = bytes(state)
-        return frames, bytes(state)
-
-
-def _sent(frames: list[Any]) -> int:
-    return sum(len(frame.data) for frame in frames if isinstance(frame, Snapshot))
-
-
-def test_with_copies_only_the_buffers_that_changed_are_sent(tmp: Path) -> None:
-    numpy = pytest.importorskip("numpy")  # the standard image's; not in the bare sandbox env
-    host = CopyingHost()
-    size = 4 * 1024 * 1024
-    namespace: dict[str, Any] = {
-        "kept": numpy.arange(size // 8, dtype=numpy.int64),
-        "changed": numpy.ones(size // 8, dtype=numpy.int64),
-        "n": 1,
-    }
-    first, state = host.saved(namespace)
-    assert not any(isinstance(frame, SnapshotCopy) for frame in first)  # nothing to copy from
-    assert _sent(first) > 2 * size
-    namespace["changed"][0] = 7
-    namespace["n"] = 2
-    second, state = host.saved(namespace)
-    copies = [frame for frame in second if isinstance(frame, SnapshotCopy)]
-    assert [(c.base, c.length) for c in copies] == [(first[-1].snapshot_id, size)]
-    assert size < _sent(second) < size + 64 * 1024  # the changed array and the small rest
-    loaded: dict[str, Any] = {}
-    assert restore_state(state, loaded) == ""
-    assert loaded.keys() == namespace.keys()
-    assert all((loaded[k] == namespace[k]).all() for k in ("kept", "changed"))
-    assert loaded["n"] == 2
-    loaded["kept"][0] = -1  # a restored array is the session's own, writable
-    # The state the copies came from is the one the next copies name.
-    namespace["n"] = 3
-    third, state = host.saved(namespace)
-    assert {c.base for c in third if isinstance(c, SnapshotCopy)} == {second[-1].snapshot_id}
-    assert _sent(third) < 64 * 1024
-    assert restore_state(state, loaded) == ""
-    assert loaded["n"] == 3
-
-
-def test_without_copies_or_after_a_resave_a_large_state_is_sent_whole(tmp: Path) -> None:
-    numpy = pytest.importorskip("numpy")
-    namespace: dict[str, Any] = {"a": numpy.zeros(1024 * 1024), "n": 1}
-    old = Host()  # a version-1 host
-    old.snapshot(namespace)
-    namespace["n"] = 2
-    frames, _ = old.snapshot(namespace)
-    assert not any(isinstance(frame, SnapshotCopy) for frame in frames)
-    assert _data(frames).startswith(b"MCPSNAP2")  # no out-of-band buffers for it
-    host = CopyingHost()
-    host.saved(namespace)
-    host.taker.resend()  # the host could not save it: nothing may be copied from it
-    namespace["n"] = 3
-    frames, state = host.saved(namespace)
-    assert not any(isinstance(frame, SnapshotCopy) for frame in frames)
-    assert state.startswith(b"MCPSNAP3")
-    loaded: dict[str, Any] = {}
-    assert restore_state(state, loaded) == ""
-    assert loaded["n"] == 3
-
-
-def test_a_format_3_state_cut_short_is_refused_whole(tmp: Path) -> None:
-    numpy = pytest.importorskip("numpy")
-    host = CopyingHost()
-    _, state = host.saved({"a": numpy.zeros(1024 * 1024), "n": 1})
-    namespace: dict[str, Any] = {"before": 1}
-    for cut in (len(state) // 2, 200, 160):  # in the buffer, the table, the pickle
-        assert restore_state(state[:cut], namespace) == "it is truncated"
-        assert namespace == {"before": 1}
 
 
 def test_a_large_file_written_through_a_mapping_is_saved_anew(tmp: Path) -> None:
     # Its times do not change (see the inline test above): the child reads /tmp to compare.
     data = tmp / "mapped.bin"
     data.write_bytes(bytes(INLINE_LIMIT + 1))
-    host = Host()
+    host = SnapshotHost()
     with data.open("r+b") as file, mmap.mmap(file.fileno(), INLINE_LIMIT + 1) as mapping:
         mapping[:5] = b"first"
         host.snapshot({"x": 1})
@@ -391,19 +271,19 @@ def test_a_large_file_written_through_a_mapping_is_saved_anew(tmp: Path) -> None
         again, _ = host.snapshot({"x": 1})
     assert not again[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
     data.unlink()
-    assert restore_state(_data(again), {}) == ""
+    assert restore_state(frames_data(again), {}) == ""
     assert data.read_bytes()[:5] == b"secnd"
 
 
 def test_after_a_small_state_or_a_failed_one_a_large_state_is_sent_whole(tmp: Path) -> None:
-    host = Host()
+    host = SnapshotHost()
     large: dict[str, Any] = {"blob": b"x" * (INLINE_LIMIT + 1)}
     host.snapshot(large)
     host.snapshot({"x": 1})  # small: by a child (the last was large), then inline again
     host.snapshot({"x": 1})
     frames, _ = host.snapshot(large)  # the host holds the small state now
     assert not frames[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
-    assert len(_data(frames)) > INLINE_LIMIT
+    assert len(frames_data(frames)) > INLINE_LIMIT
     failed, _ = host.snapshot({**large, "bad": _Exits()})
     assert failed[-1].error or failed[-1].unsaved  # the name left out, or the save failed
     frames, _ = host.snapshot(large)
@@ -412,7 +292,7 @@ def test_after_a_small_state_or_a_failed_one_a_large_state_is_sent_whole(tmp: Pa
 
 @pytest.mark.parametrize("size", [1, INLINE_LIMIT + 1], ids=["inline", "by-a-child"])
 def test_after_a_resave_the_same_state_is_sent_whole_once(tmp: Path, size: int) -> None:
-    host = Host()
+    host = SnapshotHost()
     namespace: dict[str, Any] = {"blob": b"x" * size}
     host.snapshot(namespace)
     assert _unchanged(host.snapshot(namespace)[0])
@@ -420,13 +300,13 @@ def test_after_a_resave_the_same_state_is_sent_whole_once(tmp: Path, size: int) 
     again, _ = host.snapshot(namespace)
     assert not again[-1].snapshot_id.startswith(UNCHANGED_SNAPSHOT_PREFIX)
     loaded: dict[str, Any] = {}
-    assert restore_state(_data(again), loaded) == ""
+    assert restore_state(frames_data(again), loaded) == ""
     assert loaded == namespace
     assert _unchanged(host.snapshot(namespace)[0])
 
 
 def test_a_fork_of_an_unchanged_large_state_is_sent_whole(tmp: Path) -> None:
-    host = Host()
+    host = SnapshotHost()
     large: dict[str, Any] = {"blob": b"x" * (INLINE_LIMIT + 1)}
     host.snapshot(large)
     host.taker.take(large, lambda name, value: False, host.taker.fork_id())
@@ -434,13 +314,13 @@ def test_a_fork_of_an_unchanged_large_state_is_sent_whole(tmp: Path) -> None:
     while not frames or not frames[-1].last:
         frames.append(host.frames.get(timeout=WAIT))
     loaded: dict[str, Any] = {}
-    assert restore_state(_data(frames), loaded) == ""
+    assert restore_state(frames_data(frames), loaded) == ""
     assert loaded == large
     assert _unchanged(host.snapshot(large)[0])  # the session's own copy is still the same
 
 
 def test_a_running_user_thread_leaves_the_state_to_a_child(tmp: Path) -> None:
-    host = Host()
+    host = SnapshotHost()
     stop = threading.Event()
     worker = threading.Thread(target=stop.wait, name="user-worker")
     worker.start()
@@ -452,7 +332,7 @@ def test_a_running_user_thread_leaves_the_state_to_a_child(tmp: Path) -> None:
     assert not at_once
     assert not frames[-1].error
     namespace: dict[str, Any] = {}
-    assert restore_state(_data(frames), namespace) == ""
+    assert restore_state(frames_data(frames), namespace) == ""
     assert namespace == {"x": 1}
 
 
@@ -462,7 +342,7 @@ class _Exits:
 
 
 def test_a_reduce_that_exits_is_a_failed_snapshot_not_an_exit(tmp: Path) -> None:
-    host = Host()
+    host = SnapshotHost()
     frames, at_once = host.snapshot({"bad": _Exits()})
     assert at_once
     assert "SystemExit" in frames[-1].error
@@ -476,15 +356,15 @@ def test_a_state_names_the_modules_its_pickle_needs_and_not_the_builtins(tmp: Pa
     import fractions
     import json
 
-    host = Host()
+    host = SnapshotHost()
     state = {"codec": json, "price": [decimal.Decimal("1.5")], "kind": fractions.Fraction}
     frames, _ = host.snapshot(state)
-    hint = state_hint(_data(frames))
+    hint = state_hint(frames_data(frames))
     assert hint is not None
     assert {"json", "decimal", "fractions"} <= set(hint)
     assert "builtins" not in hint
     namespace: dict[str, Any] = {}
-    assert restore_state(_data(frames), namespace) == ""
+    assert restore_state(frames_data(frames), namespace) == ""
     assert namespace == state
 
 
@@ -528,7 +408,7 @@ def test_a_hint_is_bounded_and_only_plain_module_names_are_read() -> None:
 
 
 def test_a_snapshot_taken_while_the_last_one_is_forwarded_follows_it_whole(tmp: Path) -> None:
-    host = Host()
+    host = SnapshotHost()
     host.taker.take({"blob": b"x" * (INLINE_LIMIT + 1)}, lambda name, value: False)
     host.taker._inline = True  # the next state is small: tried inline while the child works
     host.taker.take({"x": 1}, lambda name, value: False)
@@ -570,7 +450,7 @@ def test_no_fd_is_left_open_when_the_second_pipe_cannot_be_made(
     tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # User code holding all but two fds: the state pipe is made, the report pipe is not.
-    host = Host()
+    host = SnapshotHost()
     made: list[tuple[int, int]] = []
     real_pipe = os.pipe
 
@@ -594,7 +474,7 @@ def test_a_fork_taken_by_a_user_thread_as_the_execution_ends_never_loses_a_forwa
     # runtime.fork_session_sync() from a thread user code left running: its take runs while the
     # main thread takes the session's own snapshot. Neither forwarder may be lost (the next take
     # joins it): otherwise two snapshots' frames interleave and the host commits a mix.
-    host = Host()
+    host = SnapshotHost()
     large: dict[str, Any] = {"blob": b"x" * (INLINE_LIMIT + 1)}
     release = threading.Event()
 
@@ -643,7 +523,7 @@ def test_a_child_forked_by_a_user_thread_does_not_hold_the_snapshot_up(tmp: Path
     # A thread of user code forks workers that live a while (multiprocessing's "fork"): one
     # forked while a saving child's pipes are open must not keep their write ends, or the
     # forwarder waits for that worker to exit (for ever, for a pool's), and every later take.
-    host = Host()
+    host = SnapshotHost()
     large: dict[str, Any] = {"blob": b"x" * (INLINE_LIMIT + 1)}
     stop = threading.Event()
     workers: list[int] = []
