@@ -82,18 +82,24 @@ async def containers_left(pid: int, *, since: float) -> list[str]:
 
 
 def bridge_pids(state_dir: Path) -> list[int]:
-    """Pids of bridge processes started with ``--state-dir state_dir`` (from /proc)."""
-    pids = []
+    """Pids of bridge processes started with ``--state-dir state_dir`` (from /proc).
+
+    A child the bridge has forked but not yet exec'd (a subprocess being started) shows the
+    bridge's argv for a moment; it is not a bridge, so processes whose parent is one are left out.
+    """
+    parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_bytes()
         except OSError:
             continue
         if b"mcp_code_execution_mode" in argv and str(state_dir).encode() in argv:
-            pids.append(int(entry.name))
-    return pids
+            # The parent pid is the second field after the parenthesised command name.
+            parents[int(entry.name)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
+    return sorted(pid for pid, parent in parents.items() if parent not in parents)
 
 
 def _texts(result: Any) -> list[str]:

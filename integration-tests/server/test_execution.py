@@ -218,14 +218,13 @@ async def test_sigterm_stops_the_bridge_and_removes_its_containers(
 ) -> None:
     async with open_bridge(tmp_path, check_orphans=False) as bridge:
         await bridge.run("x = 1")
-        pids = bridge_pids(bridge.state_dir)
-        assert owned_containers(pids[0])
+        (pid,) = bridge_pids(bridge.state_dir)
+        assert owned_containers(pid)
         terminated = time.time()
-        for pid in pids:
-            os.kill(pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGTERM)
         # Leaving the client context waits for the bridge process to exit.
     assert bridge_pids(tmp_path / "state") == []
-    assert await containers_left(pids[0], since=terminated) == []
+    assert await containers_left(pid, since=terminated) == []
 
 
 async def test_a_cold_sandbox_start_does_not_eat_a_short_timeout(
