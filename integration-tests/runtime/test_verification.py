@@ -107,6 +107,31 @@ async def test_an_image_not_in_the_store_says_how_to_build_it_and_leaves_nothing
     assert list((tmp_path / "state" / "sandboxes").glob("*/*")) == []  # per owner
 
 
+async def test_a_start_asks_podman_nothing_while_the_sandbox_connects(
+    podman_backend: PodmanBackend, sandbox_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Inspects while the sandbox's Python starts would be polls for its death: the held init's
+    # pidfd says that, and gives the pid the connection's peer is checked against.
+    if podman_backend.channel == "stdio":
+        pytest.skip("the stdio channel waits on the attach stream, not on a connection")
+    asked: list[str] = []
+    inspect = _podman_api.inspect
+
+    def counted(client: Any, name: str) -> dict[str, Any]:
+        asked.append(name)
+        return inspect(client, name)
+
+    monkeypatch.setattr(_podman_api, "inspect", counted)
+    sandbox = await podman_backend.start(
+        SandboxSpec(name="unpolled", image=sandbox_image, connect_timeout=START_TIMEOUT)
+    )
+    try:
+        # One to read back the applied seccomp filter, one to hold the started init.
+        assert len(asked) == 2, asked
+    finally:
+        await podman_backend.kill(sandbox)
+
+
 async def test_a_profile_file_changed_after_the_bridge_wrote_it_is_caught_and_never_run(
     podman_backend: PodmanBackend, sandbox_image: str, tmp_path: Path
 ) -> None:

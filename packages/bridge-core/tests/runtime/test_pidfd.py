@@ -4,7 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bridge_core.runtime._pidfd import open_init, send_kill
+import anyio
+from bridge_core.runtime._pidfd import HeldInit, open_init, send_kill
 
 
 def test_a_process_whose_cgroup_does_not_name_the_container_is_refused() -> None:
@@ -36,3 +37,20 @@ def test_a_matching_process_is_held_and_killed_through_its_pidfd(tmp_path: Path)
     finally:
         child.kill()
         child.wait()
+
+
+async def test_a_held_init_tells_when_its_process_exits() -> None:
+    async with await anyio.open_process([sys.executable, "-c", "input()"]) as child:
+        held = HeldInit(os.pidfd_open(child.pid), child.pid)
+        try:
+            assert held.alive()
+            with anyio.move_on_after(0.2) as waited:
+                await held.exited()
+            assert waited.cancelled_caught  # still running: the wait goes on
+            assert child.stdin is not None
+            await child.stdin.aclose()
+            with anyio.fail_after(20):
+                await held.exited()
+            assert not held.alive()
+        finally:
+            os.close(held.fd)

@@ -7,15 +7,41 @@ exit and its auto-removal deletes the container. A pidfd (Linux >= 5.3) names th
 not a number that could be reused. The process is only trusted to be the container's init when
 its cgroup path names the container's id, which also rules out a runtime in another pid
 namespace (a VM, a remote host): there the pid means nothing here and the API is used instead.
+
+The same descriptor tells a start that waits for the sandbox's connection when the sandbox died
+first (it turns readable when the process exits: no polling of the API while the sandbox's
+Python starts), and keeps the init's pid trustworthy for the peer check of that connection.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["open_init", "send_kill"]
+import anyio
+
+__all__ = ["HeldInit", "open_init", "send_kill"]
+
+
+@dataclass(frozen=True, slots=True)
+class HeldInit:
+    """A container's init process: its pidfd and the pid it was opened for."""
+
+    fd: int
+    pid: int
+
+    def alive(self) -> bool:
+        """Whether the process has not exited (a pidfd turns readable when it does)."""
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        return not poller.poll(0)
+
+    async def exited(self) -> None:
+        """Return once the process has exited (cancellable; the fd must stay open meanwhile)."""
+        await anyio.wait_readable(self.fd)
 
 
 def open_init(pid: int, container_id: str, *, proc: Path = Path("/proc")) -> int | None:

@@ -122,7 +122,7 @@ class PodmanBackend:
         self._state_dir = state_dir
         self._service = service
         self._live: dict[str, ContainerSandbox] = {}
-        self._init_fds: dict[str, int] = {}
+        self._inits: dict[str, _pidfd.HeldInit] = {}
         self._image_envs = ImageEnvs()
         self.owner = current_owner()
         """This bridge process, as written in the ownership label of every container it starts."""
@@ -294,7 +294,7 @@ class PodmanBackend:
             await _run(self._create_verify_start, spec, name, channel.path)
             stream = await accept_channel(
                 listener,
-                exited=partial(self._death, name, spec.limits.memory_bytes),
+                exited=partial(self._death_while_starting, name, spec.limits.memory_bytes),
                 check_peer=partial(self._check_peer, name),
                 what=f"sandbox container {name}",
                 connect_timeout=spec.connect_timeout,
@@ -403,7 +403,16 @@ class PodmanBackend:
         pid = int((attrs.get("State") or {}).get("Pid") or 0)
         init_fd = _pidfd.open_init(pid, str(attrs.get("Id", "")))
         if init_fd is not None:
-            self._init_fds[name] = init_fd
+            self._inits[name] = _pidfd.HeldInit(init_fd, pid)
+
+    async def _death_while_starting(self, name: str, memory_limit: int) -> str | None:
+        """:meth:`_death` for a start waiting for the channel: with the init held, it waits for
+        the init to exit first, so the API is not asked every poll while the sandbox's Python
+        starts (podman answers each inspect with work of its own, on the cores that start)."""
+        held = self._inits.get(name)
+        if held is not None:
+            await held.exited()
+        return await self._death(name, memory_limit)
 
     async def _death(self, name: str, memory_limit: int) -> str | None:
         try:
@@ -421,6 +430,12 @@ class PodmanBackend:
 
     async def _check_peer(self, name: str, peer: PeerCredentials) -> str | None:
         """Why ``peer`` is not a process of container ``name`` (None: it is)."""
+        held = self._inits.get(name)
+        if held is not None and held.alive():
+            # The pid the held pidfd names (checked to be the container's when opened); alive
+            # after the check too, so the pid was not reused while /proc was read.
+            problem = await anyio.to_thread.run_sync(container_peer_problem, peer, held.pid)
+            return problem if held.alive() else "the container's first process exited"
         try:
             inspect: dict[str, Any] = await _run(api.inspect, self._client, name)
         except api.FAILURES as exc:
@@ -493,8 +508,8 @@ class PodmanBackend:
             await anyio.to_thread.run_sync(self._forget_all, names)
 
     def _kill_init(self, name: str) -> bool:
-        init_fd = self._init_fds.get(name)
-        return init_fd is not None and _pidfd.send_kill(init_fd)
+        held = self._inits.get(name)
+        return held is not None and _pidfd.send_kill(held.fd)
 
     async def _api_kill(self, name: str, limiter: anyio.CapacityLimiter) -> None:
         try:
@@ -514,8 +529,8 @@ class PodmanBackend:
         """The part of :meth:`_forget` that never waits, for many sandboxes in one thread."""
         for name in names:
             self._events.forget(name)
-            if (init_fd := self._init_fds.pop(name, None)) is not None:
-                os.close(init_fd)
+            if (held := self._inits.pop(name, None)) is not None:
+                os.close(held.fd)
             ChannelDir(self._sandboxes / name).remove()
             self._log_path(name).unlink(missing_ok=True)
 
