@@ -118,3 +118,16 @@ def test_a_send_that_fails_ends_the_process_though_the_host_still_listens(host: 
         "._sock.shutdown(socket.SHUT_WR)"
     )
     assert host.process.wait(timeout=WAIT) == 0
+
+
+def test_the_client_starts_without_the_import_machinery_it_does_not_use() -> None:
+    # importlib.abc pulls importlib.resources, tempfile and more into every sandbox's start
+    # (~9 ms of it in the image); the mcp module finder needs none of it.
+    probe = (
+        "import sys, bridge_sandbox_client.__main__; "
+        "print(sorted(m for m in ('importlib.abc', 'importlib.resources') if m in sys.modules))"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=WAIT, check=True
+    )
+    assert shown.stdout.strip() == "[]"
