@@ -65,10 +65,11 @@ class BackgroundExecutor:
             self._opened.set()
 
     async def wait_open(self) -> None:
-        await self._opened.wait()
+        if not self._opened.is_set():  # waiting on a set event still yields a loop turn
+            await self._opened.wait()
 
     async def _executor_now(self) -> Executor:
-        await self._opened.wait()
+        await self.wait_open()
         if self._executor is None:
             raise BridgeUnavailable(self._failure or "the bridge is not open")
         return self._executor

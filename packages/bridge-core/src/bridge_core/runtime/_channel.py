@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-from anyio.abc import SocketListener, SocketStream
+from anyio.abc import ByteStream, SocketListener, SocketStream
 from bridge_protocol.hints import strict_hint
 from bridge_protocol.paths import CHANNEL_SOCKET_NAME, PREIMPORT_FILE_NAME
 
 from bridge_core.errors import SandboxStartError
 from bridge_core.private_files import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, private_dir
+from bridge_core.runtime._loop_stream import served_by_loop
 from bridge_core.runtime._peer import PeerCredentials, peer_credentials
 
 __all__ = ["EXIT_POLL_INTERVAL", "ChannelDir", "PeerCheck", "accept_channel"]
@@ -137,7 +138,7 @@ async def accept_channel(
     check_peer: PeerCheck,
     what: str,
     connect_timeout: float,
-) -> SocketStream:
+) -> ByteStream:
     """Accept the sandbox's connection, or fail early when the sandbox died before connecting.
 
     Every connection is first checked by ``check_peer`` on its ``SO_PEERCRED``; one from any
@@ -203,7 +204,7 @@ async def accept_channel(
             await anyio.aclose_forcefully(accepted)
         raise
     if accepted is not None:
-        return accepted
+        return await served_by_loop(accepted)
     also = ""
     if refused_count:
         also = f"; refused {refused_count} connection(s) from other processes: " + "; ".join(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-from anyio.abc import Process, SocketListener, SocketStream
+from anyio.abc import ByteStream, Process, SocketListener
 
 from bridge_core.runtime._channel import ChannelDir, accept_channel
 from bridge_core.runtime._hardening import container_name
@@ -41,7 +41,7 @@ class LocalSandbox:
     """A sandbox-client subprocess with its connected channel."""
 
     name: str
-    stream: SocketStream
+    stream: ByteStream
     spec: SandboxSpec
     process: Process
     channel: ChannelDir

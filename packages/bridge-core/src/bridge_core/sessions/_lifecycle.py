@@ -169,8 +169,9 @@ class DurableSessions:
         live = sess.live
         if live is None or live.durable is None:
             return
-        with anyio.move_on_at(min(start_by, anyio.current_time() + SNAPSHOT_WAIT)):
-            await live.durable.settled.wait()
+        if not live.durable.settled.is_set():  # waiting on a set event still yields a turn
+            with anyio.move_on_at(min(start_by, anyio.current_time() + SNAPSHOT_WAIT)):
+                await live.durable.settled.wait()
         notices.extend(live.durable.notices)
         live.durable.notices.clear()
         if not live.durable.settled.is_set():

@@ -33,7 +33,9 @@ class Session:
         self.client = client
         """Whose session this is (None: the only client of a stdio bridge)."""
         self.live: LiveSandbox | None = None
-        self.turn = anyio.Semaphore(1)
+        # fast_acquire: a free turn is taken without yielding a loop turn first (a call always
+        # waits on its sandbox before it gives the turn back, so no caller can starve others).
+        self.turn = anyio.Semaphore(1, fast_acquire=True)
         self.users = 0
         """Executions waiting for or holding the turn (an idle-expiry sweep skips the session)."""
         self.last_used = now

@@ -1,0 +1,120 @@
+"""The channel socket on an asyncio transport: same stream contract, bounds kept."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.abc import ByteStream
+from bridge_core.runtime._loop_stream import BUFFER_LIMIT, LoopSocketStream, served_by_loop
+
+
+@asynccontextmanager
+async def connected(tmp_path: Path) -> AsyncIterator[tuple[ByteStream, socket.socket]]:
+    """(the host's end, served by the loop; the sandbox's end, a plain non-blocking socket)."""
+    path = tmp_path / "channel.sock"
+    async with await anyio.create_unix_listener(path) as listener:
+        peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        peer.setblocking(False)
+        peer.connect(str(path))
+        accepted = await listener.accept()
+    host = await served_by_loop(accepted)
+    try:
+        yield host, peer
+    finally:
+        await host.aclose()
+        peer.close()
+
+
+async def test_bytes_go_both_ways_and_the_end_of_the_peer_is_the_end_of_the_stream(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    async with connected(tmp_path) as (host, peer):
+        assert isinstance(host, LoopSocketStream) == (anyio_backend == "asyncio")
+        peer.send(b"hello")
+        with anyio.fail_after(10):
+            assert await host.receive() == b"hello"
+            await host.send(b"welcome")
+            await anyio.wait_readable(peer)
+        assert peer.recv(100) == b"welcome"
+        peer.shutdown(socket.SHUT_WR)
+        with anyio.fail_after(10), pytest.raises(anyio.EndOfStream):
+            await host.receive()
+
+
+async def test_a_receive_waiting_when_the_stream_is_closed_ends_with_closed(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    async with connected(tmp_path) as (host, _peer):
+        caught: list[BaseException] = []
+
+        async def receive() -> None:
+            try:
+                await host.receive()
+            except BaseException as exc:
+                caught.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(receive)
+            await anyio.sleep(0.1)
+            await host.aclose()
+        assert len(caught) == 1
+        assert isinstance(caught[0], anyio.ClosedResourceError)
+        with pytest.raises(anyio.ClosedResourceError):
+            await host.send(b"x")
+
+
+async def test_a_cancelled_receiver_is_cancelled_even_with_bytes_waiting(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    async with connected(tmp_path) as (host, peer):
+        peer.send(b"waiting")
+        await anyio.sleep(0.1)  # the transport has read them
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await host.receive()
+        assert scope.cancelled_caught
+        with anyio.fail_after(10):
+            assert await host.receive() == b"waiting"  # nothing was lost
+
+
+async def test_a_flooding_peer_fills_only_a_bounded_buffer(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    async with connected(tmp_path) as (_host, peer):
+        sent = 0
+        chunk = b"x" * 65536
+        for _ in range(50):  # give the loop turns to read while the peer floods
+            try:
+                while sent < 64 * 1024 * 1024:
+                    sent += peer.send(chunk)
+            except BlockingIOError:
+                pass
+            await anyio.sleep(0.01)
+        # What the two socket buffers hold, plus at most twice the reader's limit and one read
+        # (256 KiB): a host that read on would have taken all 64 MiB.
+        kernel = peer.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) * 3
+        assert BUFFER_LIMIT <= 64 * 1024
+        assert sent <= kernel + 1024 * 1024, sent
+
+
+async def test_a_send_to_a_peer_that_stops_reading_waits_and_its_frame_stays_whole(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    async with connected(tmp_path) as (host, peer):
+        frame = bytes(range(256)) * 16384  # 4 MiB: more than the socket buffers hold
+        with anyio.move_on_after(0.5) as waited:
+            await host.send(frame)
+        assert waited.cancelled_caught  # the peer reads nothing: the sender waits
+        if anyio_backend != "asyncio":
+            return  # anyio's own stream may have cut the frame: the channel closes it then
+        received = bytearray()
+        with anyio.fail_after(20):
+            while len(received) < len(frame):
+                await anyio.wait_readable(peer)
+                received += peer.recv(1 << 20)
+        assert bytes(received) == frame
