@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx2
 import mcp_types as types
-from anyio.abc import ObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
@@ -32,6 +32,7 @@ from bridge_core.proxy.options import ProxyOptions
 from bridge_core.redaction import Redactor
 from bridge_core.servers import ServerSpec
 
+from ._handoff import EagerSend, handed_over, items
 from ._relay import ClientRelay
 from ._stderr import StderrTail
 from ._stdio import StdioServer, open_stdio
@@ -216,6 +217,8 @@ class Connection:
             )
             # The session runs on a dispatcher of our own, so that a tools/call can be sent raw
             # through it (:attr:`dispatcher`; the SDK's documented ``dispatcher=`` seam).
+            if isinstance(write, MemoryObjectSendStream):
+                write = EagerSend(write)
             dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(relay_recv, write)
             async with ClientSession(
                 dispatcher=dispatcher, message_handler=self._on_message, **callbacks
@@ -264,14 +267,14 @@ class Connection:
     async def _relay(
         self,
         source: AsyncIterable[SessionMessage | Exception],
-        sink: ObjectSendStream[SessionMessage | Exception],
+        sink: MemoryObjectSendStream[SessionMessage | Exception],
     ) -> None:
         # `lost` only when the server's side ended (EOF); a sink closed by our own teardown or a
         # cancel is not a loss.
         try:
             async with sink:
-                async for item in source:
-                    await sink.send(item)
+                async for item in items(source):
+                    await handed_over(sink, item)
                 if not self._stopping:
                     self.lost = True
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):

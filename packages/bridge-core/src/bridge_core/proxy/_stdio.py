@@ -53,6 +53,7 @@ from bridge_core.runtime._ownership import current_owner
 from bridge_core.servers import ServerSpec
 
 from . import _cgroup
+from ._handoff import handed_over, taken
 from ._leftovers import forget_group, record_group
 from ._toollist import ToolListLimits
 
@@ -204,7 +205,7 @@ class StdioServer:
         if message is None:
             return True
         try:
-            await self._deliver.send(message)
+            await handed_over(self._deliver, message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return False
         return True
@@ -318,7 +319,11 @@ class StdioServer:
         assert stdin is not None
         try:
             async with self._outbox:
-                async for session_message in self._outbox:
+                while True:
+                    try:
+                        session_message = await taken(self._outbox)
+                    except anyio.EndOfStream:
+                        break
                     message = session_message.message
                     self._note(message)
                     data = message.model_dump_json(by_alias=True, exclude_unset=True)

@@ -92,7 +92,8 @@ class _Upstream:
                     continue
                 conn = self._start()
             was_ready = conn.ready.is_set()
-            await conn.ready.wait()
+            if not was_ready:  # waiting on a set event would still yield a loop turn
+                await conn.ready.wait()
             session = conn.session
             if session is not None and conn.alive:
                 return conn, session
