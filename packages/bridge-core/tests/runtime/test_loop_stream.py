@@ -118,3 +118,25 @@ async def test_a_send_to_a_peer_that_stops_reading_waits_and_its_frame_stays_who
                 await anyio.wait_readable(peer)
                 received += peer.recv(1 << 20)
         assert bytes(received) == frame
+
+
+async def test_closing_with_bytes_a_peer_never_read_drops_them_and_the_connection(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    async with connected(tmp_path) as (host, peer):
+        frame = b"z" * (4 * 1024 * 1024)
+        with anyio.move_on_after(0.5):
+            await host.send(frame)
+        await host.aclose()
+        read = 0
+        with anyio.fail_after(20):
+            while True:
+                await anyio.wait_readable(peer)
+                try:
+                    chunk = peer.recv(1 << 20)
+                except ConnectionResetError:
+                    break
+                if not chunk:
+                    break
+                read += len(chunk)
+        assert read < len(frame)  # the rest was dropped, not held for a reader that never came

@@ -75,7 +75,13 @@ class LoopSocketStream(ByteStream):
         if self._closed:
             return
         self._closed = True
-        self._writer.close()  # the transport closes the socket on its next loop iteration
+        transport = self._writer.transport
+        if transport.get_write_buffer_size():
+            # A graceful close would keep the socket open until a peer that does not read took
+            # it all; anyio's stream never holds written bytes, so nothing it promised is lost.
+            transport.abort()
+        else:
+            transport.close()  # the socket closes on the loop's next iteration
         self._reader.feed_eof()  # a receive waiting now returns (and raises Closed)
 
 
