@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -295,3 +296,45 @@ async def test_input_gets_eof_at_once_instead_of_hanging(
     assert payload_of(asked)["error"]["type"] == "EOFError"
     assert code_text(asked).startswith("your name: \n[traceback]\n")
     assert code_text(read) == "''"  # stdin is /dev/null
+
+
+PING_FLOOD = """
+import time
+from bridge_protocol.codec import encode
+from bridge_protocol.messages import Ping
+sock = channel_writer()
+burst = encode(Ping(nonce=7)) * 5000  # the sandbox client's own reader takes the pongs
+end = time.monotonic() + {seconds}
+while time.monotonic() < end:
+    sock.sendall(burst)
+'flooded'
+"""
+
+
+async def test_a_ping_flood_does_not_stall_the_other_sessions(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # Every ping is answered with a pong by the host's reader. Both the channel's receive (bytes
+    # already buffered) and its send (the socket takes a pong at once) return without a loop
+    # turn: unless the reader gives the loop a turn now and then, each loop iteration runs the
+    # pings of a whole buffer (~30 000 pongs, a system call each): the bystander's warm calls,
+    # a few loop iterations each, then take seconds instead of milliseconds.
+    flood_seconds = 8
+    async with open_bridge(tmp_path) as bridge:
+        await bridge.run("1", session="bystander")  # warm
+        await bridge.run("1", session="flooder")
+        timings: list[float] = []
+        async with anyio.create_task_group() as tg:
+            code = CHANNEL + PING_FLOOD.format(seconds=flood_seconds)
+            tg.start_soon(partial(bridge.run, code, session="flooder"))
+            await anyio.sleep(2)  # the flood is on
+            for _ in range(5):
+                started = anyio.current_time()
+                with anyio.fail_after(CALL_TIMEOUT):
+                    done = await bridge.run("6 * 7", session="bystander")
+                timings.append(anyio.current_time() - started)
+                assert text_of(done).endswith("42")
+        await _next_call_works(bridge)
+    print("bystander warm calls during the flood:", [f"{t:.3f}" for t in timings])
+    # Measured: 0.37-1.46 s each with the reader holding the loop; 25-45 ms with the turns.
+    assert sorted(timings)[len(timings) // 2] < 0.2, timings

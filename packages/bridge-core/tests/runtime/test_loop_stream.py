@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 from anyio.abc import ByteStream
 from bridge_core.runtime._loop_stream import BUFFER_LIMIT, LoopSocketStream, served_by_loop
@@ -140,3 +142,114 @@ async def test_closing_with_bytes_a_peer_never_read_drops_them_and_the_connectio
                     break
                 read += len(chunk)
         assert read < len(frame)  # the rest was dropped, not held for a reader that never came
+
+
+async def rest_of(host: ByteStream) -> bytes:
+    """What ``host`` receives until it ends (at its end, or broken: the peer is gone)."""
+    received = bytearray()
+    try:
+        while True:
+            received += await host.receive(65536)
+    except (anyio.EndOfStream, anyio.BrokenResourceError):
+        return bytes(received)
+
+
+async def test_bytes_read_before_the_peer_reset_the_connection_are_still_received(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    # The sandbox sends its last output and exits with bytes of the host's unread: the kernel
+    # resets the connection. The bytes read before the reset must not be dropped with it.
+    async with connected(tmp_path) as (host, peer):
+        with anyio.fail_after(10):
+            await host.send(b"never read by the sandbox")
+        last = b"o" * 100_000  # below the pause mark: the reset is read right after them
+        peer.setblocking(True)
+        peer.sendall(last)
+        await anyio.sleep(0.1)
+        peer.close()  # unread bytes in its queue: ECONNRESET for the host
+        received = bytearray()
+        with anyio.fail_after(10):
+            received += await host.receive(65536)
+            await anyio.sleep(0.1)  # the reader was busy (streaming output) meanwhile
+            received += await rest_of(host)
+        assert bytes(received) == last
+
+
+async def test_bytes_read_before_a_send_found_the_peer_gone_are_still_received(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    async with connected(tmp_path) as (host, peer):
+        last = b"r" * 100_000
+        peer.setblocking(True)
+        peer.sendall(last)
+        peer.close()  # a clean exit: nothing of the host's unread
+        await anyio.sleep(0.1)
+        received = bytearray()
+        with anyio.fail_after(10):
+            received += await host.receive(65536)
+            with pytest.raises(anyio.BrokenResourceError):
+                await host.send(b"interrupt")  # EPIPE
+            await anyio.sleep(0.1)
+            received += await rest_of(host)
+        assert bytes(received) == last
+
+
+async def test_a_task_answering_buffered_messages_without_waiting_still_yields_the_loop(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    # A sandbox flooding pings: each is answered with a small send (a system call), and both
+    # the receive (bytes already buffered) and the send (the socket takes it) return at once.
+    # Without a turn now and then the reader would hold the loop for the whole buffer (hundreds
+    # of milliseconds per loop iteration for every other session on the bridge).
+    async with connected(tmp_path) as (host, peer):
+        sent = 0
+        with contextlib.suppress(BlockingIOError):
+            while sent < 2 * BUFFER_LIMIT:
+                sent += peer.send(b"p" * 4096)
+        await anyio.sleep(0.1)  # the transport has read them
+        turns = 0
+
+        async def other_session() -> None:
+            nonlocal turns
+            while True:
+                await anyio.lowlevel.checkpoint()
+                turns += 1
+                with contextlib.suppress(BlockingIOError):
+                    peer.recv(1 << 16)  # the pongs (a kernel buffer holds ~280 tiny sends)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(other_session)
+            await anyio.lowlevel.checkpoint()
+            before = turns
+            with anyio.fail_after(10):
+                for _ in range(2000):  # 24 KB of pings in, 2000 pongs out
+                    assert await host.receive(12)
+                    await host.send(b"pong")
+            during = turns - before
+            tg.cancel_scope.cancel()
+        assert during >= 10, during
+
+
+async def test_a_stream_that_cannot_be_handed_to_the_loop_is_closed(
+    tmp_path: Path, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if anyio_backend != "asyncio":
+        pytest.skip("only asyncio's loop takes the socket")
+    path = tmp_path / "channel.sock"
+    async with await anyio.create_unix_listener(path) as listener:
+        peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        peer.connect(str(path))
+        accepted = await listener.accept()
+
+    def no_more_descriptors(self: socket.socket) -> socket.socket:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(socket.socket, "dup", no_more_descriptors)
+    try:
+        with pytest.raises(OSError, match="Too many"):
+            await served_by_loop(accepted)
+        monkeypatch.undo()
+        peer.settimeout(10)
+        assert peer.recv(10) == b""  # the host's end was closed, not left to the collector
+    finally:
+        peer.close()

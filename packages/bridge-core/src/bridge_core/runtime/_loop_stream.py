@@ -16,8 +16,15 @@ writes it at once when the socket takes it. Bounds stay: the reader stops readin
 makes the host hold no more than that; a send waits while the transport holds more than its
 high-water mark, so a sandbox that stops reading still blocks its sender (whose deadline the
 channel bounds). A receive that finds bytes waiting still honours cancellation
-(``checkpoint_if_cancelled``), and cannot starve the loop: the buffer it drains is refilled only
-by the loop.
+(``checkpoint_if_cancelled``). Skipping the loop turn must not let one sandbox starve the loop: a
+task that goes on receiving buffered bytes and sending replies (a sandbox flooding pings answers
+itself one pong each, a system call apiece, all from one buffer) gives the loop a turn once it
+has moved :data:`TURN_BUDGET` bytes without waiting (each send counts :data:`SEND_COST` more).
+
+A connection lost to an error (the sandbox exited with bytes of ours unread, so the kernel resets
+it; or a write found it closed) still lets the bytes read before it be received: only then does
+the stream end, as a socket's own reads would (an asyncio reader would raise the error at once
+and drop them: the sandbox's last output and result).
 
 On trio (or any other backend) the anyio stream is kept as it is.
 """
@@ -25,40 +32,75 @@ On trio (or any other backend) the anyio stream is kept as it is.
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import anyio
 import anyio.lowlevel
 from anyio.abc import ByteStream, SocketAttribute, SocketStream
 
-__all__ = ["BUFFER_LIMIT", "LoopSocketStream", "served_by_loop"]
+__all__ = ["BUFFER_LIMIT", "SEND_COST", "TURN_BUDGET", "LoopSocketStream", "served_by_loop"]
 
 BUFFER_LIMIT = 64 * 1024
 """The reader's limit: reading the socket pauses past twice this many unread bytes."""
+TURN_BUDGET = 64 * 1024
+"""Bytes received and sent without waiting after which a receive or send yields a loop turn (as
+anyio's stream did before each read of up to 64 KiB)."""
+SEND_COST = 1024
+"""What a send counts beyond its bytes: its system call (a flood of tiny replies must yield too)."""
+
+
+class _Protocol(asyncio.StreamReaderProtocol):
+    """A stream reader protocol whose lost connection ends the reader only after its bytes."""
+
+    lost: Exception | None = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # asyncio's sets the error on the reader, which then raises it before its buffered bytes
+        self.lost = exc
+        super().connection_lost(None)
 
 
 class LoopSocketStream(ByteStream):
     """A connected socket read and written through an asyncio transport."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, protocol: _Protocol
+    ) -> None:
         self._reader = reader
         self._writer = writer
+        self._protocol = protocol
         self._closed = False
+        self._budget = TURN_BUDGET
+
+    async def _checkpoint(self, cost: int) -> None:
+        """Cancellation honoured; a loop turn once the budget is spent (see the module doc)."""
+        self._budget -= cost
+        if self._budget < 0:
+            self._budget = TURN_BUDGET
+            await anyio.lowlevel.checkpoint()
+        else:
+            await anyio.lowlevel.checkpoint_if_cancelled()
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         if self._closed:
             raise anyio.ClosedResourceError
-        await anyio.lowlevel.checkpoint_if_cancelled()
+        await self._checkpoint(0)
         data = await self._reader.read(max_bytes)
         if not data:
             if self._closed:
                 raise anyio.ClosedResourceError
+            if self._protocol.lost is not None:
+                raise anyio.BrokenResourceError from self._protocol.lost
             raise anyio.EndOfStream
+        self._budget -= len(data)
         return data
 
     async def send(self, item: bytes) -> None:
         if self._closed:
             raise anyio.ClosedResourceError
-        await anyio.lowlevel.checkpoint_if_cancelled()
+        await self._checkpoint(len(item) + SEND_COST)
+        if self._closed:  # closed by another task during the turn
+            raise anyio.ClosedResourceError
         writer = self._writer
         if writer.is_closing():
             raise anyio.BrokenResourceError
@@ -95,15 +137,18 @@ async def served_by_loop(stream: SocketStream) -> ByteStream:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # not asyncio's loop (trio)
         return stream
-    own = stream.extra(SocketAttribute.raw_socket).dup()
+    own: socket.socket | None = None
     try:
+        own = stream.extra(SocketAttribute.raw_socket).dup()  # EMFILE: the stream still closes
         own.setblocking(False)
         reader = asyncio.StreamReader(limit=BUFFER_LIMIT, loop=loop)
-        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        protocol = _Protocol(reader, loop=loop)
         transport, _ = await loop.connect_accepted_socket(lambda: protocol, own)
     except BaseException:
-        own.close()
+        if own is not None:
+            own.close()
         await anyio.aclose_forcefully(stream)
         raise
     await stream.aclose()
-    return LoopSocketStream(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
+    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    return LoopSocketStream(reader, writer, protocol)
