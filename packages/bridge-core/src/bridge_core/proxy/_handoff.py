@@ -11,7 +11,7 @@ the wait.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable
 from types import TracebackType
 from typing import Generic, Self, TypeVar
 
@@ -39,17 +39,26 @@ async def taken(stream: MemoryObjectReceiveStream[T]) -> T:
         return await stream.receive()
 
 
-async def items(source: AsyncIterable[T]) -> AsyncIterator[T]:
-    """``source``'s items; a memory stream's taken as :func:`taken` does."""
-    if not isinstance(source, MemoryObjectReceiveStream):
-        async for item in source:
-            yield item
-        return
-    while True:
+def items(source: AsyncIterable[T]) -> AsyncIterable[T]:
+    """``source``'s items; a memory stream's taken as :func:`taken` does (an iterator object,
+    not an async generator: a cancelled relay leaves nothing to finalise)."""
+    if isinstance(source, MemoryObjectReceiveStream):
+        return _Taken(source)
+    return source
+
+
+class _Taken(Generic[T]):
+    def __init__(self, stream: MemoryObjectReceiveStream[T]) -> None:
+        self._stream = stream
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> T:
         try:
-            yield await taken(source)
+            return await taken(self._stream)
         except anyio.EndOfStream:
-            return
+            raise StopAsyncIteration from None
 
 
 class EagerSend(Generic[T]):
