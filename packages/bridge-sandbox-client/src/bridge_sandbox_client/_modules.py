@@ -12,7 +12,7 @@ import importlib.util
 import sys
 import types
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from bridge_protocol.names import ALIAS_PREFIX, alias_for
 
@@ -25,7 +25,6 @@ __all__ = ["McpModules", "install_mcp_modules"]
 if TYPE_CHECKING:
     import importlib.machinery
 
-    from _typeshed.importlib import LoaderProtocol
 
 _ERRORS = tuple(name for name in errors.__all__ if name != "error_from_fault")
 
@@ -120,8 +119,8 @@ class McpModules:
 
     def _spec(self, fullname: str, *, is_package: bool) -> importlib.machinery.ModuleSpec | None:
         # typeshed's loader protocol still asks for the legacy load_module, which the import
-        # system never calls on a loader with exec_module.
-        loader = cast("LoaderProtocol", self)
+        # system never calls on a loader with exec_module (its name is in typeshed only).
+        loader: Any = self
         return importlib.util.spec_from_loader(fullname, loader, is_package=is_package)
 
     @staticmethod
