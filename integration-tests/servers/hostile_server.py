@@ -16,6 +16,9 @@ started by the bridge, then misbehaves on purpose. Run as
 - ``answer(result)``: answers with ``result`` itself as the JSON-RPC result, whatever it is (a
   malformed ``CallToolResult``).
 - ``big(size)``: a well-formed text result of ``size`` bytes of ``y`` (one complete line).
+- ``request()``: the request as the server got it (its ``id`` and ``params._meta``), as JSON text.
+- ``script(lines)``: writes each of ``lines`` as a line of its own, with ``@ID@`` replaced by the
+  request's id as JSON, and nothing else (the script writes the answer, or several, or none).
 
 ``--tools N`` lists N generated tools besides these (``--page-size``: tools per ``tools/list``
 page; one page by default, whatever its size).
@@ -62,6 +65,8 @@ BUILTIN = [
     _tool("echo", "Echo the given text back.", text="string"),
     _tool("answer", "Answer with the given value as the result itself.", result="object"),
     _tool("big", "A text result of the given size.", size="integer"),
+    _tool("request", "The request's id and _meta as JSON text."),
+    _tool("script", "Write the given lines, @ID@ replaced by the request id.", lines="array"),
 ]
 
 
@@ -131,6 +136,13 @@ def _call(request_id: Any, params: dict[str, Any]) -> dict[str, Any] | None:
         return None
     if name == "big":
         return _text("y" * int(args.get("size", 0)))
+    if name == "request":
+        return _text(json.dumps({"id": request_id, "meta": params.get("_meta")}))
+    if name == "script":
+        for line in args.get("lines", []):
+            OUT.write(str(line).replace("@ID@", json.dumps(request_id)).encode() + b"\n")
+        OUT.flush()
+        return None
     return _text(f"{name} ran")
 
 

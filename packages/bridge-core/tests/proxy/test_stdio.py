@@ -90,7 +90,7 @@ async def test_a_tool_list_within_the_bounds_is_listed_across_pages(hostile: Pro
     options = ProxyOptions(max_tools=100)
     async with UpstreamPool([hostile("--tools", "90", "--page-size", "7")], options) as pool:
         tools = await pool.list_tools("hostile")
-    assert len(tools) == 97  # 90 generated + 7 built in
+    assert len(tools) == 99  # 90 generated + 9 built in
 
 
 @linux_only
@@ -213,10 +213,14 @@ def _json_free_text(result: dict[str, Any]) -> str:
 
 @pytest.mark.parametrize(
     ("result", "named"),
-    [([1, 2], "JSONRPCResponse.result: Input should be an object"), ("text", "JSONRPCResponse")],
+    [
+        # The SDK's message parse names the model (trio); the call lane names the value (asyncio).
+        ([1, 2], ("JSONRPCResponse.result: Input should be an object", "'result' is a list")),
+        ("text", ("JSONRPCResponse", "'result' is a string")),
+    ],
 )
 async def test_an_answer_that_is_not_json_rpc_fails_its_call_at_once_not_at_the_timeout(
-    hostile: ProbeFactory, result: object, named: str
+    hostile: ProbeFactory, result: object, named: tuple[str, str]
 ) -> None:
     # A "result" that is not an object fails the SDK's message parse: the line used to be
     # skipped as junk, and the call waited out the whole call timeout ("did not answer").
@@ -227,5 +231,5 @@ async def test_an_answer_that_is_not_json_rpc_fails_its_call_at_once_not_at_the_
         again = await pool.call_tool("hostile", "echo", {"text": "still here"})
     message = str(caught.value)
     assert "the answer to tools/call is not a valid JSON-RPC response: " in message
-    assert named in message
+    assert any(name in message for name in named), message
     assert _json_free_text(again) == "still here"

@@ -33,6 +33,7 @@ from bridge_core.redaction import Redactor
 from bridge_core.servers import ServerSpec
 
 from ._handoff import EagerSend, handed_over, items
+from ._lane import CallLane
 from ._relay import ClientRelay
 from ._stderr import StderrTail
 from ._stdio import StdioServer, open_stdio
@@ -78,6 +79,8 @@ class Connection:
         """The session's JSON-RPC dispatcher, for the raw ``tools/call`` of a stdio server (our
         transport, where no HTTP header the SDK would stamp on a request matters); ``None`` for
         HTTP and SSE servers, called through the session."""
+        self.lane: CallLane | None = None
+        """The stdio server's call lane (:mod:`._lane`) while :attr:`ready`, on asyncio."""
         self._tools: list[types.Tool] = []
         self.tools_by_name: dict[str, types.Tool] = {}
         """:attr:`tools` by name (the first of a name a server lists twice): built once per
@@ -135,6 +138,7 @@ class Connection:
         finally:
             self.session = None
             self.dispatcher = None
+            self.lane = None
             status = self._stdio.process.returncode if self._stdio is not None else None
             tail = self._tail.tail() if self._tail is not None else ""
             if self.failure is None:
@@ -233,6 +237,7 @@ class Connection:
                 self.session = session
                 if self.spec.transport == "stdio":
                     self.dispatcher = dispatcher
+                    self.lane = self._stdio.lane if self._stdio is not None else None
                 self.ready.set()
                 tg.start_soon(self._announce_tools, self.tools)
                 tg.start_soon(self._refresh_on_change, session)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["InvalidCallResult", "checked_call_result"]
+__all__ = ["InvalidCallResult", "checked_call_result", "describe"]
 
 _SHOWN = 60
 """Characters of an upstream-chosen name shown in an error (its bytes are hostile)."""
@@ -47,22 +47,22 @@ def checked_call_result(raw: object) -> dict[str, Any]:
     Raises :class:`InvalidCallResult` naming the first field that is wrong.
     """
     if not isinstance(raw, dict):
-        raise InvalidCallResult(f"the result is {_kind(raw)}, not an object")
+        raise InvalidCallResult(f"the result is {describe(raw)}, not an object")
     kind = raw.get("resultType")
     if kind is not None and kind != "complete":
         # An input-required round (or an extension's claimed result): the sandbox cannot answer.
         raise InvalidCallResult(f"resultType is {_shown(kind)}; only 'complete' can be proxied")
     content = raw.get("content")
     if not isinstance(content, list):
-        raise InvalidCallResult(f"'content' is {_kind(content)}, not a list of content blocks")
+        raise InvalidCallResult(f"'content' is {describe(content)}, not a list of content blocks")
     for index, block in enumerate(content):
         _check_block(index, block)
     is_error = raw.get("isError")
     if is_error is not None and not isinstance(is_error, bool):
-        raise InvalidCallResult(f"'isError' is {_kind(is_error)}, not true or false")
+        raise InvalidCallResult(f"'isError' is {describe(is_error)}, not true or false")
     structured = raw.get("structuredContent")
     if structured is not None and not isinstance(structured, dict):
-        raise InvalidCallResult(f"'structuredContent' is {_kind(structured)}, not an object")
+        raise InvalidCallResult(f"'structuredContent' is {describe(structured)}, not an object")
     if None in raw.values():
         return {key: value for key, value in raw.items() if value is not None}
     return raw
@@ -71,7 +71,7 @@ def checked_call_result(raw: object) -> dict[str, Any]:
 def _check_block(index: int, block: object) -> None:
     where = f"content[{index}]"
     if not isinstance(block, dict):
-        raise InvalidCallResult(f"{where} is {_kind(block)}, not a content block object")
+        raise InvalidCallResult(f"{where} is {describe(block)}, not a content block object")
     kind = block.get("type")
     if kind == "resource":
         if not isinstance(block.get("resource"), dict):
@@ -88,7 +88,8 @@ def _check_block(index: int, block: object) -> None:
             raise InvalidCallResult(f"{where} ({kind}) has no string {field!r}")
 
 
-def _kind(value: object) -> str:
+def describe(value: object) -> str:
+    """What kind of JSON value ``value`` is, for an error message (never the value itself)."""
     if value is None:
         return "missing (or null)"
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
@@ -98,5 +99,5 @@ def _kind(value: object) -> str:
 
 def _shown(value: object) -> str:
     if not isinstance(value, str):
-        return _kind(value)
+        return describe(value)
     return repr(value if len(value) <= _SHOWN else value[:_SHOWN] + "…")

@@ -27,6 +27,7 @@ documents, so nothing here depends on SDK internals.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import itertools
 import logging
@@ -54,6 +55,7 @@ from bridge_core.servers import ServerSpec
 
 from . import _cgroup
 from ._handoff import handed_over, taken
+from ._lane import CallLane
 from ._leftovers import forget_group, record_group
 from ._toollist import ToolListLimits
 
@@ -138,6 +140,8 @@ class StdioServer:
         """Our requests awaiting an answer: id → method."""
         self._junk_lines = 0
         self._stopping = False
+        self.lane = CallLane(self._send_line, self._requests) if _on_asyncio() else None
+        """``tools/call`` past the SDK's dispatcher (:mod:`._lane`); None on trio."""
 
     @property
     def pid(self) -> int:
@@ -179,6 +183,8 @@ class StdioServer:
             if not self._stopping:
                 logger.warning("reading from MCP server %r failed: %s", self.name, exc)
         finally:
+            if self.lane is not None:
+                self.lane.close(self.cut or "Connection closed")
             if self.cut is None:
                 await self._drain(stdout)
 
@@ -201,6 +207,9 @@ class StdioServer:
 
     async def _hand_over(self, line: bytes | bytearray) -> bool:
         """Parse and deliver one line; False once the session is gone."""
+        lane = self.lane
+        if lane is not None and lane.expects(line) and await lane.take(line):
+            return True
         message = self._parse(line)
         if message is None:
             return True
@@ -313,6 +322,13 @@ class StdioServer:
 
     # -- writing ------------------------------------------------------------------------------
 
+    async def _send_line(self, line: bytes) -> None:
+        """The lane's write: the whole line goes into the pipe's transport before any await
+        (asyncio), so concurrent writers never interleave and a cancel never cuts a line."""
+        stdin = self.process.stdin
+        assert stdin is not None
+        await stdin.send(line)
+
     async def write_stdin(self) -> None:
         """Send each message the session writes as one line."""
         stdin = self.process.stdin
@@ -354,6 +370,8 @@ class StdioServer:
     async def shutdown(self, cgroup: Path | None) -> None:
         """Stop traffic, flush, stop the server and everything it started. Call shielded."""
         self._stopping = True
+        if self.lane is not None:
+            self.lane.close("the MCP server is shutting down")
         self.read.close()  # a delivery blocked on a gone session returns; the reader drains
         self.write.close()
         with anyio.move_on_after(_WRITER_FLUSH_TIMEOUT):
@@ -485,6 +503,14 @@ def _check_command(command: str, env: dict[str, str], cwd: str | Path | None) ->
     elif shutil.which(command, path=env.get("PATH", os.defpath)) is not None:
         return
     raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+
+
+def _on_asyncio() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # trio's loop
+        return False
+    return True
 
 
 def _mib(count: int) -> str:

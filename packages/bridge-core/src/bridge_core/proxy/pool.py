@@ -29,6 +29,7 @@ from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from bridge_core import tracing
 from bridge_core.catalog import closest_names
 from bridge_core.client_link import ClientLink
 from bridge_core.proxy import _resources as resources
@@ -296,8 +297,15 @@ class UpstreamPool:
         conn, session = await up.session()
         # With a client to tell, the call asks for the server's progress (a token).
         progress = None if client is None else up.relay.progress_to(client, tool)
+        lane = conn.lane if not tracing.enabled() else None
         try:
-            if conn.dispatcher is not None:
+            if lane is not None:
+                # A stdio server on asyncio, no span to make: the request written and its
+                # answer read past the SDK's dispatcher (:mod:`._lane`), the answer checked.
+                params = {"name": tool, "arguments": dict(arguments or {})}
+                raw = await lane.call(params, time_limit=limit, on_progress=progress)
+                result = checked_call_result(raw)
+            elif conn.dispatcher is not None:
                 # A stdio server: the request sent raw, its answer checked, no models.
                 options: CallOptions = {"timeout": limit}
                 if progress is not None:
@@ -316,7 +324,9 @@ class UpstreamPool:
         except MCPError as exc:
             if exc.code == types.REQUEST_TIMEOUT:
                 raise UpstreamTimeout(server, tool, limit) from None
-            if exc.code == types.CONNECTION_CLOSED and not conn.alive:
+            if exc.code == types.CONNECTION_CLOSED and (not conn.alive or lane is not None):
+                # The lane learns of the end from the transport's reader, a loop turn or two
+                # before the connection does: both wait for its report.
                 with anyio.move_on_after(_CRASH_REPORT_WAIT):
                     await conn.ended.wait()
                 failure = conn.failure or UpstreamUnavailable(

@@ -1,0 +1,255 @@
+"""The call lane of a stdio server: a ``tools/call`` written straight to its stdin, its answer
+taken straight from its stdout reader.
+
+Why: through the SDK's dispatcher a proxied call crossed four hand-overs between tasks (the
+request's write stream to our writer task, the line from our reader to the session's relay, the
+relay to the dispatcher's read loop, the dispatcher to the request's answer stream), each a
+loop turn or two, and built and validated a JSON-RPC model each way: 1.04 ms per call of the
+host's time against 0.15 ms for the same line written and read by hand (``bench/floor.py``
+figures in ``docs/performance.md``). Here the caller writes the line itself and waits on one
+event that the reader sets; the answer is parsed once, into plain values, and shape-checked by
+:func:`~._results.checked_call_result` as before.
+
+What stays the SDK's: everything else on the connection (``initialize``, tool lists, the
+server's own requests and notifications, resources, prompts). Lane requests carry string ids
+with :data:`ID_PREFIX`, which the SDK (integer ids) never uses, so the reader can tell their
+answers apart by a byte search before anything parses the line.
+
+Where the lane is not used: with tracing on, calls go through the dispatcher, which makes the
+upstream call's span and passes its trace context on; on trio, because a send cancelled there
+may have written part of a line (on asyncio the whole line is in the pipe's transport before
+the first await, so a cancelled caller never leaves half a request on the server's stdin).
+
+Failures are the dispatcher's own errors (:class:`~mcp.shared.exceptions.MCPError` with the same
+codes), so callers handle both paths alike: the server's error answer, ``REQUEST_TIMEOUT``
+(a ``notifications/cancelled`` is sent upstream, as on a caller's cancel), ``CONNECTION_CLOSED``
+when the connection ends with the call in flight, and ``INTERNAL_ERROR`` naming what is wrong
+with an answer that is not a JSON-RPC response.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+from pydantic import ConfigDict, TypeAdapter, with_config
+from typing_extensions import TypedDict  # pydantic needs this one below Python 3.12
+
+from ._results import describe as _kind
+
+__all__ = ["ID_PREFIX", "CallLane"]
+
+logger = logging.getLogger("bridge_core.proxy")
+
+ID_PREFIX = "mcp-bridge-call-"
+"""The start of every lane request's id (a string: the SDK numbers its own requests)."""
+_MARK = f'"{ID_PREFIX}'.encode()
+"""How a line that may concern a lane call starts its id or progress token (a byte search)."""
+_CANCEL_WRITE_TIMEOUT = 2.0
+"""Bound on writing the courtesy ``notifications/cancelled`` of an abandoned call."""
+_SHOWN_ERROR_CHARS = 300
+_serials = itertools.count(1)
+
+
+@with_config(ConfigDict(extra="ignore"))
+class _Line(TypedDict, total=False):
+    """What the lane reads of a line: its values as plain JSON values, nothing built per field."""
+
+    jsonrpc: object
+    id: object
+    method: object
+    params: object
+    result: object
+    error: object
+
+
+# pydantic-core's parser: the same strict JSON and nesting bound as the SDK's own adapter.
+_line_adapter = TypeAdapter(_Line)
+
+SendLine = Callable[[bytes], Awaitable[None]]
+"""Writes one whole line to the server's stdin; raises when the connection is gone."""
+
+
+class _Waiter:
+    __slots__ = ("answer", "done", "on_progress")
+
+    def __init__(self, on_progress: ProgressFnT | None) -> None:
+        self.done = anyio.Event()
+        self.answer: dict[str, Any] | MCPError | None = None
+        self.on_progress = on_progress
+
+
+class CallLane:
+    """``tools/call`` requests of one stdio connection that bypass the SDK's dispatcher."""
+
+    def __init__(self, send_line: SendLine, in_flight: dict[types.RequestId, str]) -> None:
+        """``in_flight``: the transport's record of requests awaiting an answer (id → method),
+        which lane calls join while they wait (it bounds tool-list answers)."""
+        self._send_line = send_line
+        self._in_flight = in_flight
+        self._waiters: dict[str, _Waiter] = {}
+        self._closed: str | None = None
+
+    async def call(
+        self,
+        params: dict[str, Any],
+        *,
+        time_limit: float,
+        on_progress: ProgressFnT | None = None,
+    ) -> Any:
+        """Send ``tools/call`` with ``params`` (JSON values) and return the answer's ``result``
+        (unchecked: the caller checks its shape). Raises :class:`MCPError`."""
+        if self._closed is not None:
+            raise MCPError(code=types.CONNECTION_CLOSED, message=self._closed)
+        request_id = f"{ID_PREFIX}{next(_serials)}"
+        if on_progress is not None:  # the request id doubles as the token, as in the SDK
+            params = {**params, "_meta": {"progressToken": request_id}}
+        request = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        line = _encode(request)
+        waiter = _Waiter(on_progress)
+        self._waiters[request_id] = waiter
+        self._in_flight[request_id] = "tools/call"
+        written = False
+        try:
+            with anyio.fail_after(time_limit):
+                await self._write(line)
+                written = True
+                await waiter.done.wait()
+        except TimeoutError:
+            if written:
+                await self._cancel(request_id, f"timed out after {time_limit:g}s", shield=False)
+            raise MCPError(
+                code=types.REQUEST_TIMEOUT, message="Request 'tools/call' timed out"
+            ) from None
+        except anyio.get_cancelled_exc_class():
+            if written and not waiter.done.is_set():
+                await self._cancel(request_id, "caller cancelled", shield=True)
+            raise
+        finally:
+            del self._waiters[request_id]
+            self._in_flight.pop(request_id, None)
+        answer = waiter.answer
+        if isinstance(answer, MCPError):
+            raise answer
+        assert answer is not None
+        return answer["result"]
+
+    async def _write(self, line: bytes) -> None:
+        try:
+            await self._send_line(line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed") from None
+
+    async def _cancel(self, request_id: str, reason: str, *, shield: bool) -> None:
+        """The courtesy cancel the SDK sends for an abandoned request; best effort, bounded."""
+        line = _encode(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": request_id, "reason": reason},
+            }
+        )
+        with anyio.move_on_after(_CANCEL_WRITE_TIMEOUT, shield=shield):
+            try:
+                await self._send_line(line)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                pass
+
+    # -- the reader's side --------------------------------------------------------------------
+
+    def expects(self, line: bytes | bytearray) -> bool:
+        """Whether ``line`` may answer (or report progress on) a lane call: a byte search."""
+        return bool(self._waiters) and _MARK in line
+
+    async def take(self, line: bytes | bytearray) -> bool:
+        """Deliver ``line`` if it is a lane call's answer or progress; False to leave it to the
+        SDK's session (anything else, including a line that does not parse)."""
+        try:
+            message = _line_adapter.validate_json(line)
+        except ValueError:
+            return False
+        request_id = message.get("id")
+        if "method" in message:
+            if request_id is None and message.get("method") == "notifications/progress":
+                return await self._progress(message.get("params"))
+            return False
+        waiter = self._waiters.get(request_id) if isinstance(request_id, str) else None
+        if waiter is None or waiter.done.is_set():
+            return False
+        waiter.answer = _answer(message)
+        waiter.done.set()
+        return True
+
+    def close(self, reason: str = "Connection closed") -> None:
+        """The connection ended: calls in flight and later ones fail with ``CONNECTION_CLOSED``."""
+        if self._closed is None:
+            self._closed = reason
+        for waiter in self._waiters.values():
+            if not waiter.done.is_set():
+                waiter.answer = MCPError(code=types.CONNECTION_CLOSED, message=reason)
+                waiter.done.set()
+
+    async def _progress(self, params: object) -> bool:
+        if not isinstance(params, dict):
+            return False
+        token, progress = params.get("progressToken"), params.get("progress")
+        waiter = self._waiters.get(token) if isinstance(token, str) else None
+        if waiter is None or waiter.on_progress is None:
+            return False
+        if not isinstance(progress, int | float) or isinstance(progress, bool):
+            return True  # ours, but not a progress value: dropped, as the SDK drops it
+        total, text = params.get("total"), params.get("message")
+        # Awaited here, not spawned: a server flooding progress is paced by its own stdout
+        # (the relay drops what exceeds its log budget without waiting).
+        try:
+            await waiter.on_progress(
+                float(progress),
+                float(total) if isinstance(total, int | float) else None,
+                text if isinstance(text, str) else None,
+            )
+        except Exception:
+            logger.warning("relaying the progress of a tool call failed", exc_info=True)
+        return True
+
+
+def _encode(message: dict[str, Any]) -> bytes:
+    # Compact, non-ASCII as UTF-8 like the SDK's writer; the arguments were checked to be JSON
+    # values by the gateway, and JSON escapes every newline inside a string.
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+def _answer(message: _Line) -> dict[str, Any] | MCPError:
+    """The answer as the caller gets it: the message (holding ``result``) or the error."""
+    problem = None
+    if message.get("jsonrpc") != "2.0":
+        problem = "'jsonrpc' is not \"2.0\""
+    elif "error" in message:
+        error = message["error"]
+        if not isinstance(error, dict):
+            problem = "'error' is not an object"
+        else:
+            code, text = error.get("code"), error.get("message")
+            if not isinstance(code, int) or isinstance(code, bool):
+                problem = "error.code is not an integer"
+            elif not isinstance(text, str):
+                problem = "error.message is not a string"
+            else:
+                return MCPError(code=code, message=text, data=error.get("data"))
+    elif "result" not in message:
+        problem = "it has neither 'result' nor 'error'"
+    elif not isinstance(message["result"], dict):
+        problem = f"'result' is {_kind(message['result'])}, not an object"
+    if problem is not None:
+        return MCPError(
+            code=types.INTERNAL_ERROR,
+            message="the answer to tools/call is not a valid JSON-RPC response: "
+            f"{problem[:_SHOWN_ERROR_CHARS]}",
+        )
+    return dict(message)
