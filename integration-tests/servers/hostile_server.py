@@ -19,6 +19,9 @@ started by the bridge, then misbehaves on purpose. Run as
 - ``request()``: the request as the server got it (its ``id`` and ``params._meta``), as JSON text.
 - ``script(lines)``: writes each of ``lines`` as a line of its own, with ``@ID@`` replaced by the
   request's id as JSON, and nothing else (the script writes the answer, or several, or none).
+- ``stall(seconds)``: stops reading stdin for ``seconds`` (its pipe fills up), then answers.
+- ``received()``: every message read so far (``method``, ``id``, the tool's ``name`` or the
+  cancelled ``requestId``), as JSON text.
 
 ``--tools N`` lists N generated tools besides these (``--page-size``: tools per ``tools/list``
 page; one page by default, whatever its size).
@@ -67,7 +70,11 @@ BUILTIN = [
     _tool("big", "A text result of the given size.", size="integer"),
     _tool("request", "The request's id and _meta as JSON text."),
     _tool("script", "Write the given lines, @ID@ replaced by the request id.", lines="array"),
+    _tool("stall", "Stop reading stdin for a while, then answer.", seconds="number"),
+    _tool("received", "Every message read so far, as JSON text."),
 ]
+RECEIVED: list[dict[str, Any]] = []
+"""What the server has read (``received()``), in order."""
 
 
 def _generated(count: int) -> list[dict[str, Any]]:
@@ -143,6 +150,11 @@ def _call(request_id: Any, params: dict[str, Any]) -> dict[str, Any] | None:
             OUT.write(str(line).replace("@ID@", json.dumps(request_id)).encode() + b"\n")
         OUT.flush()
         return None
+    if name == "stall":
+        time.sleep(float(args.get("seconds", 1)))
+        return _text("stalled")
+    if name == "received":
+        return _text(json.dumps(RECEIVED))
     return _text(f"{name} ran")
 
 
@@ -160,6 +172,14 @@ def main() -> None:
             continue
         method, request_id = request.get("method"), request.get("id")
         params = request.get("params") or {}
+        RECEIVED.append(
+            {
+                "method": method,
+                "id": request_id,
+                "name": params.get("name"),
+                "requestId": params.get("requestId"),
+            }
+        )
         if request_id is None:
             continue  # a notification
         result: dict[str, Any] | None

@@ -16,6 +16,7 @@ import pytest
 from bridge_core import tracing
 from bridge_core.proxy import UpstreamPool
 from bridge_core.proxy._lane import ID_PREFIX, CallLane
+from bridge_core.proxy.errors import UpstreamRPCError, UpstreamTimeout
 from mcp.shared.exceptions import MCPError
 from opentelemetry.trace import NoOpTracerProvider
 
@@ -133,13 +134,46 @@ async def test_progress_reaches_the_callback_and_malformed_values_are_dropped() 
             return _line(message)
 
         assert await lane.take(progress(progressToken=token, progress=1, total=4, message="a"))
+        await anyio.wait_all_tasks_blocked()  # the call's task relays it
         assert await lane.take(progress(progressToken=token, progress=True))
         assert await lane.take(progress(progressToken=token, progress="2"))
         assert await lane.take(progress(progressToken=token, progress=2.5, total="x"))
         assert not await lane.take(progress(progressToken=token + "9", progress=3))
         assert not await lane.take(_line({"jsonrpc": "2.0", "method": "x", "params": {}}))
+        await anyio.wait_all_tasks_blocked()
         assert await lane.take(_line({"jsonrpc": "2.0", "id": token, "result": RESULT}))
     assert seen == [(1.0, 4.0, "a"), (2.5, None, None)]
+
+
+async def test_progress_the_client_is_slow_to_take_is_coalesced_not_queued() -> None:
+    # The reader never waits on the relay: it keeps the latest progress, which the call's own
+    # task relays once the previous one is through; an answer ends the call, progress or not.
+    pipe = Pipe()
+    lane = CallLane(pipe.send_line, {})
+    seen: list[float] = []
+    release = anyio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+        await release.wait()
+
+    def progress(token: str, value: int) -> bytes:
+        params = {"progressToken": token, "progress": value}
+        return _line({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: lane.call({"name": "t"}, time_limit=10, on_progress=on_progress))
+        token = (await _requested(pipe))["id"]
+        with anyio.fail_after(5):
+            assert await lane.take(progress(token, 1))
+            await anyio.wait_all_tasks_blocked()  # its relay now holds the call's task
+            for value in range(2, 1001):
+                assert await lane.take(progress(token, value))
+            release.set()
+            await anyio.wait_all_tasks_blocked()
+            assert await lane.take(progress(token, 1001))
+            assert await lane.take(_line({"jsonrpc": "2.0", "id": token, "result": RESULT}))
+    assert seen == [1.0, 1000.0]
 
 
 @pytest.mark.parametrize(
@@ -272,3 +306,122 @@ async def test_junk_and_forged_answers_before_the_real_one_change_nothing(
 
 def _result(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": False}
+
+
+async def _received(pool: UpstreamPool) -> list[dict[str, Any]]:
+    """What the hostile server has read so far."""
+    received: list[dict[str, Any]] = json.loads(_text(await pool.call_tool("hostile", "received")))
+    return received
+
+
+async def test_an_error_answer_with_the_generic_server_error_code_is_the_servers_error(
+    hostile: ProbeFactory,
+) -> None:
+    # -32000 is JSON-RPC's generic "server error", and also the code of the SDK's (and the
+    # lane's) "connection closed": a live server's error answer must not be taken for its end
+    # (the call used to wait 10 s for a crash report, then say the server closed its connection).
+    error = {"code": types.CONNECTION_CLOSED, "message": "boom"}
+    line = '{"jsonrpc": "2.0", "id": @ID@, "error": ' + json.dumps(error) + "}"
+    async with UpstreamPool([hostile()]) as pool:
+        with anyio.fail_after(5), pytest.raises(UpstreamRPCError) as caught:
+            await pool.call_tool("hostile", "script", {"lines": [line]})
+        assert caught.value.code == types.CONNECTION_CLOSED
+        assert "boom" in str(caught.value)
+        assert pool.is_running("hostile")
+
+
+async def test_an_answer_whose_id_is_escaped_json_still_answers_its_call(
+    hostile: ProbeFactory, anyio_backend: str
+) -> None:
+    # Valid JSON for the same id, which the byte search does not see: the session's parse
+    # finds it, and it must still reach its call (not wait out the timeout).
+    if anyio_backend != "asyncio":
+        pytest.skip("the call lane runs on asyncio")
+    async with UpstreamPool([hostile()]) as pool:
+        with anyio.fail_after(5):
+            ran = json.loads(_text(await pool.call_tool("hostile", "request")))
+            serial = int(ran["id"].removeprefix(ID_PREFIX)) + 1
+            escaped = json.dumps(f"{ID_PREFIX}{serial}").replace("-", "\\u002d")
+            line = f'{{"jsonrpc": "2.0", "id": {escaped}, "result": {json.dumps(RESULT)}}}'
+            result = await pool.call_tool("hostile", "script", {"lines": [line]})
+    assert result == RESULT
+
+
+async def test_a_call_timed_out_while_the_servers_stdin_is_full_is_still_cancelled_upstream(
+    hostile: ProbeFactory, anyio_backend: str
+) -> None:
+    if anyio_backend != "asyncio":
+        pytest.skip("the call lane runs on asyncio")  # the SDK's clock starts after the write
+    # The request is in the pipe's buffer once its write began: the server reads it later, so
+    # it must be told the call was abandoned (the cancel used to be skipped when the time ran
+    # out while the write waited for the server to read).
+    async with UpstreamPool([hostile()]) as pool, anyio.create_task_group() as tg:
+        tg.start_soon(lambda: pool.call_tool("hostile", "stall", {"seconds": 1.5}))
+        await anyio.sleep(0.3)
+        with pytest.raises(UpstreamTimeout):
+            await pool.call_tool("hostile", "echo", {"text": "x" * 1_000_000}, call_timeout=0.3)
+        with anyio.fail_after(10):
+            received = await _received(pool)
+    (echo,) = [m for m in received if m["name"] == "echo"]
+    cancels = [m["requestId"] for m in received if m["method"] == "notifications/cancelled"]
+    assert echo["id"] in cancels
+
+
+async def test_a_server_that_stops_reading_stdin_does_not_pile_up_abandoned_requests(
+    hostile: ProbeFactory, anyio_backend: str
+) -> None:
+    # Each request used to go into the pipe's buffer whether or not the server read it, and
+    # stay there after its call timed out: a server that stops reading stdin grew the bridge by
+    # every request sent to it, for as long as it lived. Now one write waits on the full pipe
+    # and the others wait for it to drain with nothing written.
+    if anyio_backend != "asyncio":
+        pytest.skip("the call lane runs on asyncio")
+    timeouts: list[UpstreamTimeout] = []
+
+    async def abandoned_call() -> None:
+        try:
+            await pool.call_tool("hostile", "echo", {"text": "x" * 200_000}, call_timeout=0.3)
+        except UpstreamTimeout as exc:
+            timeouts.append(exc)
+
+    async with UpstreamPool([hostile()]) as pool:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: pool.call_tool("hostile", "stall", {"seconds": 3}))
+            await anyio.sleep(0.3)
+            for _ in range(10):
+                tg.start_soon(abandoned_call)
+        with anyio.fail_after(10):
+            received = await _received(pool)
+    assert len(timeouts) == 10
+    echoes = [m for m in received if m["name"] == "echo"]
+    assert len(echoes) == 1, len(echoes)
+
+
+class _StuckClient:
+    """A client that never takes a log notification (its connection is not read)."""
+
+    identity = None
+
+    def supports(self, capability: object) -> bool:
+        return True
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        await anyio.sleep_forever()
+
+
+async def test_progress_for_a_stuck_client_does_not_hold_up_other_calls(
+    hostile: ProbeFactory,
+) -> None:
+    # The relay bounds each log notification to the client at 1 s; awaited in the reader, five
+    # progress notifications held every other answer of the server up for 5 s.
+    progress = json.dumps(
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
+    ).replace('"progress": 1}', '"progress": 1, "progressToken": @ID@}')
+    answer = '{"jsonrpc": "2.0", "id": @ID@, "result": ' + json.dumps(RESULT) + "}"
+    client: Any = _StuckClient()
+    async with UpstreamPool([hostile()]) as pool, anyio.create_task_group() as tg:
+        lines = [progress] * 5 + [answer]
+        tg.start_soon(lambda: pool.call_tool("hostile", "script", {"lines": lines}, client=client))
+        await anyio.sleep(0.1)
+        with anyio.fail_after(0.5):
+            assert _text(await pool.call_tool("hostile", "echo", {"text": "other"})) == "other"

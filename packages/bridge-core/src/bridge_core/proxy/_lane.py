@@ -44,7 +44,7 @@ from typing_extensions import TypedDict  # pydantic needs this one below Python 
 
 from ._results import describe as _kind
 
-__all__ = ["ID_PREFIX", "CallLane"]
+__all__ = ["ID_PREFIX", "CallLane", "LaneClosed"]
 
 logger = logging.getLogger("bridge_core.proxy")
 
@@ -77,13 +77,29 @@ SendLine = Callable[[bytes], Awaitable[None]]
 """Writes one whole line to the server's stdin; raises when the connection is gone."""
 
 
+class LaneClosed(MCPError):
+    """The lane's own ``CONNECTION_CLOSED``: the connection ended, or its stdin broke. A class
+    of its own because the code alone cannot tell it from a live server's error answer:
+    -32000 is also JSON-RPC's generic "server error", which servers use freely."""
+
+
+_Progress = tuple[float, float | None, str | None]
+
+
 class _Waiter:
-    __slots__ = ("answer", "done", "on_progress")
+    __slots__ = ("answer", "on_progress", "progress", "wake")
 
     def __init__(self, on_progress: ProgressFnT | None) -> None:
-        self.done = anyio.Event()
+        self.wake = anyio.Event()
+        """Set when the answer, or progress, arrives (a new one after each progress)."""
         self.answer: dict[str, Any] | MCPError | None = None
         self.on_progress = on_progress
+        self.progress: _Progress | None = None
+        """The latest progress not yet relayed (a newer one replaces it)."""
+
+    def settle(self, answer: dict[str, Any] | MCPError) -> None:
+        self.answer = answer
+        self.wake.set()
 
 
 class CallLane:
@@ -107,7 +123,7 @@ class CallLane:
         """Send ``tools/call`` with ``params`` (JSON values) and return the answer's ``result``
         (unchecked: the caller checks its shape). Raises :class:`MCPError`."""
         if self._closed is not None:
-            raise MCPError(code=types.CONNECTION_CLOSED, message=self._closed)
+            raise LaneClosed(code=types.CONNECTION_CLOSED, message=self._closed)
         request_id = f"{ID_PREFIX}{next(_serials)}"
         if on_progress is not None:  # the request id doubles as the token, as in the SDK
             params = {**params, "_meta": {"progressToken": request_id}}
@@ -119,9 +135,18 @@ class CallLane:
         written = False
         try:
             with anyio.fail_after(time_limit):
-                await self._write(line)
+                # A write interrupted by the time limit or a cancel may have put the line in the
+                # pipe already (it waits for the server to read after that), so a started write
+                # counts as sent, as in the SDK: a cancel for an id the server never saw is
+                # ignored, while a skipped one would leave the server working for nobody.
                 written = True
-                await waiter.done.wait()
+                await self._write(line)
+                while waiter.answer is None:
+                    await waiter.wake.wait()
+                    waiter.wake = anyio.Event()
+                    if waiter.progress is not None and waiter.answer is None:
+                        report, waiter.progress = waiter.progress, None
+                        await _relay_progress(waiter, report)
         except TimeoutError:
             if written:
                 await self._cancel(request_id, f"timed out after {time_limit:g}s", shield=False)
@@ -129,7 +154,7 @@ class CallLane:
                 code=types.REQUEST_TIMEOUT, message="Request 'tools/call' timed out"
             ) from None
         except anyio.get_cancelled_exc_class():
-            if written and not waiter.done.is_set():
+            if written and waiter.answer is None:
                 await self._cancel(request_id, "caller cancelled", shield=True)
             raise
         finally:
@@ -138,14 +163,13 @@ class CallLane:
         answer = waiter.answer
         if isinstance(answer, MCPError):
             raise answer
-        assert answer is not None
         return answer["result"]
 
     async def _write(self, line: bytes) -> None:
         try:
             await self._send_line(line)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed") from None
+            raise LaneClosed(code=types.CONNECTION_CLOSED, message="Connection closed") from None
 
     async def _cancel(self, request_id: str, reason: str, *, shield: bool) -> None:
         """The courtesy cancel the SDK sends for an abandoned request; best effort, bounded."""
@@ -178,13 +202,30 @@ class CallLane:
         request_id = message.get("id")
         if "method" in message:
             if request_id is None and message.get("method") == "notifications/progress":
-                return await self._progress(message.get("params"))
+                return self._progress(message.get("params"))
             return False
         waiter = self._waiters.get(request_id) if isinstance(request_id, str) else None
-        if waiter is None or waiter.done.is_set():
+        if waiter is None or waiter.answer is not None:
             return False
-        waiter.answer = _answer(message)
-        waiter.done.set()
+        waiter.settle(_answer(message))
+        return True
+
+    def settle(self, message: object) -> bool:
+        """Deliver an answer the session's parse made of a line :meth:`take` did not claim;
+        False to leave it to the session. Such a line names a lane call in a way the byte
+        search does not see (its id in escaped JSON: ``"mcp\\u002dbridge-call-1"``), or is
+        the transport's error in place of an answer that is not JSON-RPC (``_stdio``): either
+        way, without this its call would wait out its time limit."""
+        if not self._waiters or not isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            return False
+        waiter = self._waiters.get(message.id) if isinstance(message.id, str) else None
+        if waiter is None or waiter.answer is not None:
+            return False
+        if isinstance(message, types.JSONRPCError):
+            error = message.error
+            waiter.settle(MCPError(code=error.code, message=error.message, data=error.data))
+        else:
+            waiter.settle({"result": message.result})
         return True
 
     def close(self, reason: str = "Connection closed") -> None:
@@ -192,11 +233,10 @@ class CallLane:
         if self._closed is None:
             self._closed = reason
         for waiter in self._waiters.values():
-            if not waiter.done.is_set():
-                waiter.answer = MCPError(code=types.CONNECTION_CLOSED, message=reason)
-                waiter.done.set()
+            if waiter.answer is None:
+                waiter.settle(LaneClosed(code=types.CONNECTION_CLOSED, message=reason))
 
-    async def _progress(self, params: object) -> bool:
+    def _progress(self, params: object) -> bool:
         if not isinstance(params, dict):
             return False
         token, progress = params.get("progressToken"), params.get("progress")
@@ -206,17 +246,25 @@ class CallLane:
         if not isinstance(progress, int | float) or isinstance(progress, bool):
             return True  # ours, but not a progress value: dropped, as the SDK drops it
         total, text = params.get("total"), params.get("message")
-        # Awaited here, not spawned: a server flooding progress is paced by its own stdout
-        # (the relay drops what exceeds its log budget without waiting).
-        try:
-            await waiter.on_progress(
-                float(progress),
-                float(total) if isinstance(total, int | float) else None,
-                text if isinstance(text, str) else None,
-            )
-        except Exception:
-            logger.warning("relaying the progress of a tool call failed", exc_info=True)
+        # Relayed by the call's own task, not awaited here: the relay may wait on the client
+        # (up to its bound), and the reader must not keep the server's other answers waiting
+        # meanwhile. Only the latest progress is kept: a flood costs the reader a parse per
+        # line and the call nothing but what its client takes.
+        waiter.progress = (
+            float(progress),
+            float(total) if isinstance(total, int | float) else None,
+            text if isinstance(text, str) else None,
+        )
+        waiter.wake.set()
         return True
+
+
+async def _relay_progress(waiter: _Waiter, report: _Progress) -> None:
+    assert waiter.on_progress is not None
+    try:
+        await waiter.on_progress(*report)
+    except Exception:
+        logger.warning("relaying the progress of a tool call failed", exc_info=True)
 
 
 def _encode(message: dict[str, Any]) -> bytes:

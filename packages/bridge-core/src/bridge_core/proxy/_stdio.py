@@ -140,6 +140,10 @@ class StdioServer:
         """Our requests awaiting an answer: id → method."""
         self._junk_lines = 0
         self._stopping = False
+        self._lane_writes = 0
+        """Lane writes under way (:meth:`_send_line`)."""
+        self._lane_write_left = False
+        """Whether a lane write was interrupted, its line perhaps still waiting in the pipe."""
         self.lane = CallLane(self._send_line, self._requests) if _on_asyncio() else None
         """``tools/call`` past the SDK's dispatcher (:mod:`._lane`); None on trio."""
 
@@ -212,6 +216,8 @@ class StdioServer:
             return True
         message = self._parse(line)
         if message is None:
+            return True
+        if lane is not None and lane.settle(message.message):
             return True
         try:
             await handed_over(self._deliver, message)
@@ -324,10 +330,27 @@ class StdioServer:
 
     async def _send_line(self, line: bytes) -> None:
         """The lane's write: the whole line goes into the pipe's transport before any await
-        (asyncio), so concurrent writers never interleave and a cancel never cuts a line."""
+        (asyncio), so concurrent writers never interleave and a cancel never cuts a line.
+
+        The transport takes a line whether or not the server reads: its ``send`` then waits
+        for the pipe to drain, and a caller that times out there leaves its line behind. So
+        while another lane write is under way or was left waiting, a write first waits for the
+        pipe to drain with nothing written (an empty send): a server that stops reading its
+        stdin holds one abandoned line of ours, not every request and courtesy cancel sent to
+        it for as long as it lives."""
         stdin = self.process.stdin
         assert stdin is not None
-        await stdin.send(line)
+        if self._lane_writes or self._lane_write_left:
+            await stdin.send(b"")
+            self._lane_write_left = False
+        self._lane_writes += 1
+        try:
+            await stdin.send(line)
+        except anyio.get_cancelled_exc_class():
+            self._lane_write_left = True
+            raise
+        finally:
+            self._lane_writes -= 1
 
     async def write_stdin(self) -> None:
         """Send each message the session writes as one line."""

@@ -34,6 +34,7 @@ from bridge_core.catalog import closest_names
 from bridge_core.client_link import ClientLink
 from bridge_core.proxy import _resources as resources
 from bridge_core.proxy._connection import Connection
+from bridge_core.proxy._lane import LaneClosed
 from bridge_core.proxy._leftovers import kill_dead_owners_groups
 from bridge_core.proxy._relay import ClientRelay
 from bridge_core.proxy._results import InvalidCallResult, checked_call_result
@@ -324,9 +325,12 @@ class UpstreamPool:
         except MCPError as exc:
             if exc.code == types.REQUEST_TIMEOUT:
                 raise UpstreamTimeout(server, tool, limit) from None
-            if exc.code == types.CONNECTION_CLOSED and (not conn.alive or lane is not None):
+            if exc.code == types.CONNECTION_CLOSED and (
+                not conn.alive or isinstance(exc, LaneClosed)
+            ):
                 # The lane learns of the end from the transport's reader, a loop turn or two
-                # before the connection does: both wait for its report.
+                # before the connection does: both wait for its report. (A live server's error
+                # answer may carry the same code: it is the server's error, below.)
                 with anyio.move_on_after(_CRASH_REPORT_WAIT):
                     await conn.ended.wait()
                 failure = conn.failure or UpstreamUnavailable(
