@@ -145,9 +145,9 @@ async def test_progress_reaches_the_callback_and_malformed_values_are_dropped() 
     assert seen == [(1.0, 4.0, "a"), (2.5, None, None)]
 
 
-async def test_progress_the_client_is_slow_to_take_is_coalesced_not_queued() -> None:
-    # The reader never waits on the relay: it keeps the latest progress, which the call's own
-    # task relays once the previous one is through; an answer ends the call, progress or not.
+async def test_progress_the_client_is_slow_to_take_keeps_only_the_newest_few() -> None:
+    # The reader never waits on the relay: it keeps the newest 16 progress values, which the
+    # call's own task relays once the previous one is through.
     pipe = Pipe()
     lane = CallLane(pipe.send_line, {})
     seen: list[float] = []
@@ -157,23 +157,44 @@ async def test_progress_the_client_is_slow_to_take_is_coalesced_not_queued() -> 
         seen.append(progress)
         await release.wait()
 
-    def progress(token: str, value: int) -> bytes:
-        params = {"progressToken": token, "progress": value}
-        return _line({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
-
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: lane.call({"name": "t"}, time_limit=10, on_progress=on_progress))
         token = (await _requested(pipe))["id"]
         with anyio.fail_after(5):
-            assert await lane.take(progress(token, 1))
+            assert await lane.take(_progress_line(token, 1))
             await anyio.wait_all_tasks_blocked()  # its relay now holds the call's task
             for value in range(2, 1001):
-                assert await lane.take(progress(token, value))
+                assert await lane.take(_progress_line(token, value))
             release.set()
             await anyio.wait_all_tasks_blocked()
-            assert await lane.take(progress(token, 1001))
+            assert await lane.take(_progress_line(token, 1001))
             assert await lane.take(_line({"jsonrpc": "2.0", "id": token, "result": RESULT}))
-    assert seen == [1.0, 1000.0]
+    assert seen == [1.0, *map(float, range(985, 1002))]
+
+
+async def test_progress_read_with_the_answer_reaches_the_client_before_the_result() -> None:
+    # server-everything writes its last progress and its answer back to back: one read.
+    pipe = Pipe()
+    lane = CallLane(pipe.send_line, {})
+    events: list[object] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        events.append(progress)
+
+    async def call() -> None:
+        events.append(await lane.call({"name": "t"}, time_limit=10, on_progress=on_progress))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        token = (await _requested(pipe))["id"]
+        assert await lane.take(_progress_line(token, 3))
+        assert await lane.take(_line({"jsonrpc": "2.0", "id": token, "result": RESULT}))
+    assert events == [3.0, RESULT]
+
+
+def _progress_line(token: str, value: int) -> bytes:
+    params = {"progressToken": token, "progress": value}
+    return _line({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
 
 
 @pytest.mark.parametrize(

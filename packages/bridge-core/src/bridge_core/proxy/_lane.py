@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -52,6 +53,8 @@ ID_PREFIX = "mcp-bridge-call-"
 """The start of every lane request's id (a string: the SDK numbers its own requests)."""
 _MARK = f'"{ID_PREFIX}'.encode()
 """How a line that may concern a lane call starts its id or progress token (a byte search)."""
+_PROGRESS_KEPT = 16
+"""Progress notifications of one call kept while its client is slow to take them."""
 _CANCEL_WRITE_TIMEOUT = 2.0
 """Bound on writing the courtesy ``notifications/cancelled`` of an abandoned call."""
 _SHOWN_ERROR_CHARS = 300
@@ -94,8 +97,8 @@ class _Waiter:
         """Set when the answer, or progress, arrives (a new one after each progress)."""
         self.answer: dict[str, Any] | MCPError | None = None
         self.on_progress = on_progress
-        self.progress: _Progress | None = None
-        """The latest progress not yet relayed (a newer one replaces it)."""
+        self.progress: deque[_Progress] = deque(maxlen=_PROGRESS_KEPT)
+        """Progress not yet relayed, oldest first (past the bound the oldest is dropped)."""
 
     def settle(self, answer: dict[str, Any] | MCPError) -> None:
         self.answer = answer
@@ -144,9 +147,8 @@ class CallLane:
                 while waiter.answer is None:
                     await waiter.wake.wait()
                     waiter.wake = anyio.Event()
-                    if waiter.progress is not None and waiter.answer is None:
-                        report, waiter.progress = waiter.progress, None
-                        await _relay_progress(waiter, report)
+                    while waiter.progress and waiter.answer is None:
+                        await _relay_progress(waiter, waiter.progress.popleft())
         except TimeoutError:
             if written:
                 await self._cancel(request_id, f"timed out after {time_limit:g}s", shield=False)
@@ -161,6 +163,11 @@ class CallLane:
             del self._waiters[request_id]
             self._in_flight.pop(request_id, None)
         answer = waiter.answer
+        if not isinstance(answer, LaneClosed):
+            # A server's last progress often comes in the same read as its answer: the client
+            # sees it before the result, as through the SDK (whose relay runs on its own).
+            while waiter.progress:
+                await _relay_progress(waiter, waiter.progress.popleft())
         if isinstance(answer, MCPError):
             raise answer
         return answer["result"]
@@ -248,12 +255,14 @@ class CallLane:
         total, text = params.get("total"), params.get("message")
         # Relayed by the call's own task, not awaited here: the relay may wait on the client
         # (up to its bound), and the reader must not keep the server's other answers waiting
-        # meanwhile. Only the latest progress is kept: a flood costs the reader a parse per
+        # meanwhile. Only the newest few are kept: a flood costs the reader a parse per
         # line and the call nothing but what its client takes.
-        waiter.progress = (
-            float(progress),
-            float(total) if isinstance(total, int | float) else None,
-            text if isinstance(text, str) else None,
+        waiter.progress.append(
+            (
+                float(progress),
+                float(total) if isinstance(total, int | float) else None,
+                text if isinstance(text, str) else None,
+            )
         )
         waiter.wake.set()
         return True
