@@ -446,3 +446,17 @@ async def test_progress_for_a_stuck_client_does_not_hold_up_other_calls(
         await anyio.sleep(0.1)
         with anyio.fail_after(0.5):
             assert _text(await pool.call_tool("hostile", "echo", {"text": "other"})) == "other"
+
+
+async def test_a_servers_own_timeout_error_is_its_error_not_the_bridges_timeout(
+    hostile: ProbeFactory,
+) -> None:
+    # -32001 is the SDK's code for a request that timed out; a server may send it itself (its
+    # own backend timed out) at once: the user must read the server's message, not "did not
+    # answer within 60s", which would send them to raise MCP_BRIDGE_CALL_TIMEOUT.
+    answer = '{"jsonrpc": "2.0", "id": @ID@, "error": {"code": -32001, "message": "db slow"}}'
+    async with UpstreamPool([hostile()]) as pool:
+        with anyio.fail_after(20), pytest.raises(UpstreamRPCError) as caught:
+            await pool.call_tool("hostile", "script", {"lines": [answer]})
+    assert caught.value.code == -32001
+    assert "db slow" in str(caught.value)

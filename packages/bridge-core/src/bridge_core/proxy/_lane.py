@@ -45,7 +45,7 @@ from typing_extensions import TypedDict  # pydantic needs this one below Python 
 
 from ._results import describe as _kind
 
-__all__ = ["ID_PREFIX", "CallLane", "LaneClosed"]
+__all__ = ["ID_PREFIX", "CallLane", "LaneClosed", "LaneTimeout"]
 
 logger = logging.getLogger("bridge_core.proxy")
 
@@ -84,6 +84,12 @@ class LaneClosed(MCPError):
     """The lane's own ``CONNECTION_CLOSED``: the connection ended, or its stdin broke. A class
     of its own because the code alone cannot tell it from a live server's error answer:
     -32000 is also JSON-RPC's generic "server error", which servers use freely."""
+
+
+class LaneTimeout(MCPError):
+    """The lane's own ``REQUEST_TIMEOUT``: the call's time limit passed. A class of its own for
+    the same reason as :class:`LaneClosed`: a server may answer with -32001 itself (its own
+    backend timed out), which is its error, not the bridge's timeout."""
 
 
 _Progress = tuple[float, float | None, str | None]
@@ -152,7 +158,7 @@ class CallLane:
         except TimeoutError:
             if written:
                 await self._cancel(request_id, f"timed out after {time_limit:g}s", shield=False)
-            raise MCPError(
+            raise LaneTimeout(
                 code=types.REQUEST_TIMEOUT, message="Request 'tools/call' timed out"
             ) from None
         except anyio.get_cancelled_exc_class():

@@ -34,7 +34,7 @@ from bridge_core.catalog import closest_names
 from bridge_core.client_link import ClientLink
 from bridge_core.proxy import _resources as resources
 from bridge_core.proxy._connection import Connection
-from bridge_core.proxy._lane import LaneClosed
+from bridge_core.proxy._lane import LaneClosed, LaneTimeout
 from bridge_core.proxy._leftovers import kill_dead_owners_groups
 from bridge_core.proxy._relay import ClientRelay
 from bridge_core.proxy._results import InvalidCallResult, checked_call_result
@@ -299,6 +299,7 @@ class UpstreamPool:
         # With a client to tell, the call asks for the server's progress (a token).
         progress = None if client is None else up.relay.progress_to(client, tool)
         lane = conn.lane if not tracing.enabled() else None
+        started = anyio.current_time()
         try:
             if lane is not None:
                 # A stdio server on asyncio, no span to make: the request written and its
@@ -323,7 +324,14 @@ class UpstreamPool:
                 )
                 result = model.model_dump(by_alias=True, mode="json", exclude_none=True)
         except MCPError as exc:
-            if exc.code == types.REQUEST_TIMEOUT:
+            # A server may answer -32001 itself (its own backend timed out): that is its error.
+            # The lane's timeout has a class of its own; the SDK's comes after the whole limit.
+            ours = (
+                isinstance(exc, LaneTimeout)
+                if lane is not None
+                else anyio.current_time() - started >= limit
+            )
+            if exc.code == types.REQUEST_TIMEOUT and ours:
                 raise UpstreamTimeout(server, tool, limit) from None
             if exc.code == types.CONNECTION_CLOSED and (
                 not conn.alive or isinstance(exc, LaneClosed)
