@@ -69,7 +69,7 @@ async def _call_and_answer(answer: dict[str, Any]) -> Any:
         request = await _requested(pipe)
         text = json.dumps(answer).replace('"@ID@"', json.dumps(request["id"]))
         assert lane.expects(text.encode())
-        assert await lane.take(text.encode())
+        assert lane.take(text.encode())
     return outcome.get("error", outcome.get("value"))
 
 
@@ -95,10 +95,10 @@ async def test_a_call_is_one_json_line_and_its_answer_is_matched_by_id() -> None
         # While it waits, the transport counts it as a request awaiting an answer.
         assert in_flight == {request["id"]: "tools/call"}
         other = _line({"jsonrpc": "2.0", "id": request["id"] + "0", "result": RESULT})
-        assert not await lane.take(other)  # another id: left to the SDK's session
+        assert not lane.take(other)  # another id: left to the SDK's session
         answer = _line({"jsonrpc": "2.0", "id": request["id"], "result": RESULT})
-        assert await lane.take(answer)
-        assert not await lane.take(answer)  # a second answer to the same call: not ours
+        assert lane.take(answer)
+        assert not lane.take(answer)  # a second answer to the same call: not ours
     assert results == [RESULT]
     assert in_flight == {}
     assert not lane.expects(answer)  # nothing in flight: no line is even searched
@@ -111,7 +111,7 @@ async def test_lines_without_a_lane_id_are_not_parsed() -> None:
         await anyio.wait_all_tasks_blocked()
         assert not lane.expects(_line({"jsonrpc": "2.0", "id": 3, "result": RESULT}))
         assert lane.expects(f'{{"id": "{ID_PREFIX}'.encode())
-        assert not await lane.take(f'{{"id": "{ID_PREFIX}'.encode())  # junk: the session's
+        assert not lane.take(f'{{"id": "{ID_PREFIX}'.encode())  # junk: the session's
         tg.cancel_scope.cancel()
 
 
@@ -133,15 +133,15 @@ async def test_progress_reaches_the_callback_and_malformed_values_are_dropped() 
             message = {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
             return _line(message)
 
-        assert await lane.take(progress(progressToken=token, progress=1, total=4, message="a"))
+        assert lane.take(progress(progressToken=token, progress=1, total=4, message="a"))
         await anyio.wait_all_tasks_blocked()  # the call's task relays it
-        assert await lane.take(progress(progressToken=token, progress=True))
-        assert await lane.take(progress(progressToken=token, progress="2"))
-        assert await lane.take(progress(progressToken=token, progress=2.5, total="x"))
-        assert not await lane.take(progress(progressToken=token + "9", progress=3))
-        assert not await lane.take(_line({"jsonrpc": "2.0", "method": "x", "params": {}}))
+        assert lane.take(progress(progressToken=token, progress=True))
+        assert lane.take(progress(progressToken=token, progress="2"))
+        assert lane.take(progress(progressToken=token, progress=2.5, total="x"))
+        assert not lane.take(progress(progressToken=token + "9", progress=3))
+        assert not lane.take(_line({"jsonrpc": "2.0", "method": "x", "params": {}}))
         await anyio.wait_all_tasks_blocked()
-        assert await lane.take(_line({"jsonrpc": "2.0", "id": token, "result": RESULT}))
+        assert lane.take(_line({"jsonrpc": "2.0", "id": token, "result": RESULT}))
     assert seen == [(1.0, 4.0, "a"), (2.5, None, None)]
 
 
@@ -161,14 +161,14 @@ async def test_progress_the_client_is_slow_to_take_keeps_only_the_newest_few() -
         tg.start_soon(lambda: lane.call({"name": "t"}, time_limit=10, on_progress=on_progress))
         token = (await _requested(pipe))["id"]
         with anyio.fail_after(5):
-            assert await lane.take(_progress_line(token, 1))
+            assert lane.take(_progress_line(token, 1))
             await anyio.wait_all_tasks_blocked()  # its relay now holds the call's task
             for value in range(2, 1001):
-                assert await lane.take(_progress_line(token, value))
+                assert lane.take(_progress_line(token, value))
             release.set()
             await anyio.wait_all_tasks_blocked()
-            assert await lane.take(_progress_line(token, 1001))
-            assert await lane.take(_line({"jsonrpc": "2.0", "id": token, "result": RESULT}))
+            assert lane.take(_progress_line(token, 1001))
+            assert lane.take(_line({"jsonrpc": "2.0", "id": token, "result": RESULT}))
     assert seen == [1.0, *map(float, range(985, 1002))]
 
 
@@ -187,8 +187,8 @@ async def test_progress_read_with_the_answer_reaches_the_client_before_the_resul
     async with anyio.create_task_group() as tg:
         tg.start_soon(call)
         token = (await _requested(pipe))["id"]
-        assert await lane.take(_progress_line(token, 3))
-        assert await lane.take(_line({"jsonrpc": "2.0", "id": token, "result": RESULT}))
+        assert lane.take(_progress_line(token, 3))
+        assert lane.take(_line({"jsonrpc": "2.0", "id": token, "result": RESULT}))
     assert events == [3.0, RESULT]
 
 

@@ -205,7 +205,7 @@ class CallLane:
         """Whether ``line`` may answer (or report progress on) a lane call: a byte search."""
         return bool(self._waiters) and _MARK in line
 
-    async def take(self, line: bytes | bytearray) -> bool:
+    def take(self, line: bytes | bytearray) -> bool:
         """Deliver ``line`` if it is a lane call's answer or progress; False to leave it to the
         SDK's session (anything else, including a line that does not parse)."""
         try:

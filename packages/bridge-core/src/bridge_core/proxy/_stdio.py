@@ -212,7 +212,7 @@ class StdioServer:
     async def _hand_over(self, line: bytes | bytearray) -> bool:
         """Parse and deliver one line; False once the session is gone."""
         lane = self.lane
-        if lane is not None and lane.expects(line) and await lane.take(line):
+        if lane is not None and lane.expects(line) and lane.take(line):
             return True
         message = self._parse(line)
         if message is None:
