@@ -64,6 +64,10 @@ _MISSING = (
 "Error response from daemon: No such container: NAME"; "removal of container NAME is already
 in progress" when auto-removal got there first)."""
 _IN_PROGRESS = "is already in progress"
+RACED_EXIT = "is not running"
+"""How ``rm --force`` fails when the container exited between the daemon's check and its kill
+(measured on docker 20.10: "Could not kill running container NAME, cannot remove - Container
+NAME is not running"); the container is still there and the next ``rm`` removes it."""
 _REMOVAL_POLL = 0.05
 """Seconds between checks that an auto-removal under way has finished (no event to wait on
 without a second events stream)."""
@@ -154,16 +158,23 @@ class DockerCLI:
         """SIGKILL and remove container ``name`` (``rm --force`` kills at once); gone is fine.
 
         Returns once the container is gone: when auto-removal is already under way (the
-        sandbox exited as its channel closed), ``rm`` returns at once, so this waits for it
-        (callers bound the wait).
+        sandbox exited as its channel closed), ``rm`` returns at once, so this waits for it;
+        when the container exited during the kill, the daemon refuses the removal, so this
+        removes it again (callers bound both waits).
         """
-        try:
-            await self.run("rm", "--force", name)
-        except NoSuchObject as exc:
-            if _IN_PROGRESS not in str(exc).lower():
+        while True:
+            try:
+                await self.run("rm", "--force", name)
+            except NoSuchObject as exc:
+                if _IN_PROGRESS not in str(exc).lower():
+                    return
+                break
+            except CommandRefused as exc:
+                if RACED_EXIT not in str(exc).lower():
+                    raise
+                await anyio.sleep(_REMOVAL_POLL)  # it exited as we killed it: remove it again
+            else:
                 return
-        else:
-            return
         while True:
             try:
                 await self.inspect("container", name)

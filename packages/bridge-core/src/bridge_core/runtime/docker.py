@@ -37,6 +37,7 @@ from bridge_core.runtime import _oom
 from bridge_core.runtime._channel import ChannelDir, accept_channel
 from bridge_core.runtime._docker_cli import (
     COMMAND_TIMEOUT,
+    RACED_EXIT,
     CommandRefused,
     DaemonUnavailable,
     DockerCLI,
@@ -394,9 +395,16 @@ class DockerBackend:
     async def _remove_many(self, names: Sequence[str]) -> None:
         try:
             await self._cli.run("rm", "--force", *names)
-        except NoSuchObject:
-            pass  # some were gone already (auto-removed): the others were removed all the same
-        except (CommandRefused, DaemonUnavailable) as exc:
+        except CommandRefused as exc:
+            # Some were gone already (auto-removed): the others were removed all the same,
+            # except one that exited as it was killed, which the daemon refused to remove.
+            if RACED_EXIT in str(exc).lower():
+                async with anyio.create_task_group() as removals:
+                    for name in names:
+                        removals.start_soon(self._remove, name)
+            elif not isinstance(exc, NoSuchObject):
+                logger.warning("could not remove sandboxes %s: %s", ", ".join(names), exc)
+        except DaemonUnavailable as exc:
             logger.warning("could not remove sandboxes %s: %s", ", ".join(names), exc)
 
     async def remove_leftovers(self) -> int:

@@ -1,0 +1,89 @@
+"""Removing a docker sandbox against a scripted ``docker`` CLI: the daemon's refusals are real
+messages (docker 20.10), the order of answers is the race being tested."""
+
+from __future__ import annotations
+
+import os
+import stat
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import anyio
+import pytest
+from bridge_core.runtime._docker_cli import CommandRefused, DockerCLI
+from bridge_core.runtime.docker import DockerBackend
+
+pytestmark = pytest.mark.anyio
+
+RACED = (
+    "Error response from daemon: Could not kill running container {name}, cannot remove - "
+    "Container {name} is not running"
+)
+GONE = "Error response from daemon: No such container: {name}"
+
+
+def scripted_docker(tmp_path: Path, answers: list[tuple[int, str]]) -> tuple[DockerCLI, Path]:
+    """A ``docker`` that gives ``answers`` (exit code, stderr) in turn, then succeeds; every
+    command line it got is appended to the returned log."""
+    log = tmp_path / "calls"
+    turns = tmp_path / "turns"
+    for index, (code, stderr) in enumerate(answers):
+        (tmp_path / f"answer{index}").write_text(f"{code}\n{stderr}")
+    binary = tmp_path / "docker"
+    binary.write_text(
+        textwrap.dedent(
+            f"""\
+            #!/bin/sh
+            echo "$*" >> {log}
+            turn=$(cat {turns} 2>/dev/null || echo 0)
+            echo $((turn + 1)) > {turns}
+            answer={tmp_path}/answer$turn
+            [ -f "$answer" ] || exit 0
+            code=$(head -n 1 "$answer")
+            tail -n +2 "$answer" >&2
+            exit "$code"
+            """
+        )
+    )
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+    return DockerCLI(os.fspath(binary)), log
+
+
+async def test_a_sandbox_that_exits_as_it_is_killed_is_removed_again(tmp_path: Path) -> None:
+    cli, log = scripted_docker(tmp_path, [(1, RACED.format(name="box"))] * 2)
+    await cli.remove("box")
+    assert log.read_text().splitlines() == ["rm --force box"] * 3
+
+
+async def test_removal_ends_when_the_raced_container_was_auto_removed(tmp_path: Path) -> None:
+    cli, log = scripted_docker(
+        tmp_path, [(1, RACED.format(name="box")), (1, GONE.format(name="box"))]
+    )
+    await cli.remove("box")
+    assert log.read_text().splitlines() == ["rm --force box"] * 2
+
+
+async def test_any_other_refusal_is_raised_once(tmp_path: Path) -> None:
+    cli, log = scripted_docker(tmp_path, [(1, "Error response from daemon: permission denied")])
+    with pytest.raises(CommandRefused, match="permission denied"):
+        await cli.remove("box")
+    assert log.read_text().splitlines() == ["rm --force box"]
+
+
+async def test_shutdown_removes_again_a_sandbox_of_a_batch_that_exited_as_it_was_killed(
+    tmp_path: Path,
+) -> None:
+    cli, log = scripted_docker(
+        tmp_path, [(1, GONE.format(name="gone") + "\n" + RACED.format(name="raced"))]
+    )
+    backend = DockerBackend(cli, state_dir=tmp_path / "state")
+    sandboxes = []
+    for name in ("gone", "raced"):
+        send, receive = anyio.create_memory_object_stream[bytes]()
+        receive.close()
+        sandboxes.append(SimpleNamespace(name=name, stream=send))
+    await backend.kill_all(sandboxes)  # only name and stream are used
+    calls = log.read_text().splitlines()
+    assert calls[0] == "rm --force gone raced"
+    assert sorted(calls[1:]) == ["rm --force gone", "rm --force raced"]
