@@ -460,3 +460,29 @@ async def test_a_servers_own_timeout_error_is_its_error_not_the_bridges_timeout(
             await pool.call_tool("hostile", "script", {"lines": [answer]})
     assert caught.value.code == -32001
     assert "db slow" in str(caught.value)
+
+
+async def test_on_the_sdks_path_a_call_behind_a_stuck_write_times_out_at_its_own_limit(
+    hostile: ProbeFactory,
+) -> None:
+    # With tracing on (as on trio and for HTTP servers) calls go through the SDK's dispatcher,
+    # whose clock starts once its writer took the request: a call queued behind a write the
+    # server does not read waited for the server (10 s here), not for its own limit. Now it
+    # ends at its limit plus the SDK's bound on the courtesy cancel's write (5 s).
+    tracing.enable(NoOpTracerProvider())
+    try:
+        async with UpstreamPool([hostile()]) as pool, anyio.create_task_group() as tg:
+            tg.start_soon(lambda: pool.call_tool("hostile", "stall", {"seconds": 10}))
+            await anyio.sleep(0.3)
+            tg.start_soon(lambda: _timed_out(pool, "x" * 1_000_000))  # fills the pipe
+            await anyio.sleep(0.1)
+            with anyio.fail_after(7.5):
+                await _timed_out(pool, "small")
+            tg.cancel_scope.cancel()
+    finally:
+        tracing.disable()
+
+
+async def _timed_out(pool: UpstreamPool, text: str) -> None:
+    with pytest.raises(UpstreamTimeout):
+        await pool.call_tool("hostile", "echo", {"text": text}, call_timeout=0.3)

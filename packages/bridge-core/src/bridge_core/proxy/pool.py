@@ -25,7 +25,7 @@ import mcp_types as types
 from anyio.abc import TaskGroup
 from bridge_protocol import JSONValue
 from mcp import ClientSession
-from mcp.shared.dispatcher import CallOptions
+from mcp.shared.dispatcher import CallOptions, ProgressFnT
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
@@ -307,22 +307,14 @@ class UpstreamPool:
                 params = {"name": tool, "arguments": dict(arguments or {})}
                 raw = await lane.call(params, time_limit=limit, on_progress=progress)
                 result = checked_call_result(raw)
-            elif conn.dispatcher is not None:
-                # A stdio server: the request sent raw, its answer checked, no models.
-                options: CallOptions = {"timeout": limit}
-                if progress is not None:
-                    options["on_progress"] = progress
-                params = {"name": tool, "arguments": dict(arguments or {})}
-                raw = await conn.dispatcher.send_raw_request("tools/call", params, options)
-                result = checked_call_result(raw)
             else:
-                model = await session.call_tool(
-                    tool,
-                    dict(arguments or {}),
-                    read_timeout_seconds=limit,
-                    progress_callback=progress,
-                )
-                result = model.model_dump(by_alias=True, mode="json", exclude_none=True)
+                # The SDK's clock starts once its writer took the request: a call queued behind
+                # a write the server does not read is bounded here, from the start (a caller's
+                # cancel still sends the courtesy cancel upstream).
+                with anyio.fail_after(limit):
+                    result = await self._sdk_call(conn, session, tool, arguments, limit, progress)
+        except TimeoutError:
+            raise UpstreamTimeout(server, tool, limit) from None
         except MCPError as exc:
             # A server may answer -32001 itself (its own backend timed out): that is its error.
             # The lane's timeout has a class of its own; the SDK's comes after the whole limit.
@@ -354,6 +346,29 @@ class UpstreamPool:
             ) from None
         up.succeeded()
         return result
+
+    @staticmethod
+    async def _sdk_call(
+        conn: Connection,
+        session: ClientSession,
+        tool: str,
+        arguments: Mapping[str, Any] | None,
+        limit: float,
+        progress: ProgressFnT | None,
+    ) -> dict[str, Any]:
+        """``tools/call`` through the SDK's dispatcher (tracing on, trio, HTTP servers)."""
+        if conn.dispatcher is not None:
+            # A stdio server: the request sent raw, its answer checked, no models.
+            options: CallOptions = {"timeout": limit}
+            if progress is not None:
+                options["on_progress"] = progress
+            params = {"name": tool, "arguments": dict(arguments or {})}
+            raw = await conn.dispatcher.send_raw_request("tools/call", params, options)
+            return checked_call_result(raw)
+        model = await session.call_tool(
+            tool, dict(arguments or {}), read_timeout_seconds=limit, progress_callback=progress
+        )
+        return model.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def resource_request(
         self, server: str, method: str, params: Mapping[str, Any]
