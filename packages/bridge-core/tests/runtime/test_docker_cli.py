@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import anyio
 import pytest
+from bridge_core.runtime import _docker_cli
 from bridge_core.runtime._docker_cli import CommandRefused, DockerCLI
 from bridge_core.runtime.docker import DockerBackend
 
@@ -87,3 +88,13 @@ async def test_shutdown_removes_again_a_sandbox_of_a_batch_that_exited_as_it_was
     calls = log.read_text().splitlines()
     assert calls[0] == "rm --force gone raced"
     assert sorted(calls[1:]) == ["rm --force gone", "rm --force raced"]
+
+
+async def test_a_container_the_daemon_never_lets_go_is_given_up_on_with_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_docker_cli, "REMOVAL_WAIT", 0.5)
+    cli, log = scripted_docker(tmp_path, [(1, RACED.format(name="box"))] * 1000)
+    with anyio.fail_after(5), pytest.raises(CommandRefused, match=r"still there 0\.5 s after"):
+        await cli.remove("box")
+    assert len(log.read_text().splitlines()) > 1

@@ -69,6 +69,9 @@ RACED_EXIT = "is not running"
 (measured on docker 20.10: "Could not kill running container NAME, cannot remove - Container
 NAME is not running"); the container is still there and the next ``rm`` removes it."""
 _REMOVAL_POLL = 0.05
+REMOVAL_WAIT = 10.0
+"""Seconds :meth:`DockerCLI.remove` waits for a container to go (removed again, or its
+auto-removal finished) before it gives up: a daemon that never lets it go cannot hold a caller."""
 """Seconds between checks that an auto-removal under way has finished (no event to wait on
 without a second events stream)."""
 _UNREACHABLE = (
@@ -160,8 +163,18 @@ class DockerCLI:
         Returns once the container is gone: when auto-removal is already under way (the
         sandbox exited as its channel closed), ``rm`` returns at once, so this waits for it;
         when the container exited during the kill, the daemon refuses the removal, so this
-        removes it again (callers bound both waits).
+        removes it again. Raises :class:`CommandRefused` when it is still there after
+        :data:`REMOVAL_WAIT` seconds.
         """
+        try:
+            with anyio.fail_after(REMOVAL_WAIT):
+                await self._remove(name)
+        except TimeoutError:
+            raise CommandRefused(
+                f"container {name} was still there {REMOVAL_WAIT:g} s after `docker rm --force`"
+            ) from None
+
+    async def _remove(self, name: str) -> None:
         while True:
             try:
                 await self.run("rm", "--force", name)
