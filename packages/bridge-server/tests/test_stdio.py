@@ -3,6 +3,7 @@ transport kept where stdin cannot be polled, and answers written whole and in or
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
@@ -10,9 +11,13 @@ import subprocess
 import sys
 import tracemalloc
 from pathlib import Path
+from typing import Any
+from unittest.mock import patch
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
+import pytest
 from mcp.shared.message import SessionMessage
 from mcp_code_execution_mode._stdio import MAX_LINE, SKIPPED, _Answers, _Lines
 
@@ -35,12 +40,81 @@ async def test_a_read_waiting_on_an_open_pipe_ends_when_cancelled() -> None:
     # The SDK's thread-based reader cannot be cancelled: a SIGTERM with the client attached hung.
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
+    lines = _Lines(read_fd)
     try:
         with anyio.move_on_after(0.2) as scope:
-            async for _line in _Lines(read_fd):
+            async for _line in lines:
                 pass
         assert scope.cancelled_caught
+        # Nothing is lost to the cancelled read: the next one gets the next line.
+        os.write(write_fd, b"after\n")
+        with anyio.fail_after(5):
+            assert await lines.next() == "after\n"
     finally:
+        lines.close()
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+async def test_lines_keep_stdin_registered_with_the_loop_instead_of_once_per_line(
+    anyio_backend: str,
+) -> None:
+    # anyio.wait_readable adds the fd to epoll and removes it again for every request line.
+    if anyio_backend != "asyncio":
+        pytest.skip("the registered reader is asyncio's (trio waits with wait_readable)")
+    loop = asyncio.get_running_loop()
+    registrations: list[int] = []
+    add_reader = loop.add_reader
+
+    def counting_add_reader(fd: Any, callback: Any, *args: Any) -> None:
+        registrations.append(fd)
+        add_reader(fd, callback, *args)
+
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    lines = _Lines(read_fd)
+    try:
+        with patch.object(loop, "add_reader", counting_add_reader), anyio.fail_after(10):
+            for number in range(50):
+                os.write(write_fd, f"line {number}\n".encode())
+                assert await lines.next() == f"line {number}\n"
+                await anyio.lowlevel.checkpoint()  # what the server does between requests
+    finally:
+        lines.close()
+        os.close(read_fd)
+        os.close(write_fd)
+    assert registrations == [read_fd]
+
+
+async def test_a_client_writing_faster_than_the_server_reads_is_held_back_and_loses_nothing() -> (
+    None
+):
+    # The lines read ahead are bounded: past that the fd is left unwatched and the pipe fills.
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    line = b"x" * 999 + b"\n"
+    lines = _Lines(read_fd)
+    written = 0
+    try:
+        os.write(write_fd, line)
+        with anyio.fail_after(10):
+            assert await lines.next() == line.decode()  # the reader is registered now
+            while written < 16 * 1024 * 1024:
+                try:
+                    written += os.write(write_fd, line * 64)
+                except BlockingIOError:
+                    await anyio.sleep(0.05)  # the loop's reader gets its chance to drain the pipe
+                    try:
+                        written += os.write(write_fd, line * 64)
+                    except BlockingIOError:
+                        break  # held back: nothing more is read ahead
+                await anyio.lowlevel.checkpoint()
+            assert written < 4 * 1024 * 1024, "the server read ahead without bound"
+            for _ in range(written // len(line)):
+                assert await lines.next() == line.decode()
+    finally:
+        lines.close()
         os.close(read_fd)
         os.close(write_fd)
 

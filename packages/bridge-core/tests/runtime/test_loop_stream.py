@@ -12,7 +12,9 @@ import anyio
 import anyio.lowlevel
 import pytest
 from anyio.abc import ByteStream
+from bridge_core.channel import Channel
 from bridge_core.runtime._loop_stream import BUFFER_LIMIT, LoopSocketStream, served_by_loop
+from bridge_protocol import Output, encode
 
 
 @asynccontextmanager
@@ -253,3 +255,51 @@ async def test_a_stream_that_cannot_be_handed_to_the_loop_is_closed(
         assert peer.recv(10) == b""  # the host's end was closed, not left to the collector
     finally:
         peer.close()
+
+
+async def test_a_frame_the_transport_takes_at_once_is_sent_without_waiting_and_others_queue(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    if anyio_backend != "asyncio":
+        pytest.skip("only asyncio's loop takes the socket")
+    async with connected(tmp_path) as (host, peer):
+        assert isinstance(host, LoopSocketStream)
+        assert host.send_at_once(b"small")
+        big = bytes(range(256)) * 16384  # 4 MiB: past the transport's high-water mark
+        assert not host.send_at_once(big)  # refused whole: nothing of it was written
+        with anyio.move_on_after(0.5):
+            await host.send(big)  # the peer reads nothing: the transport keeps the rest
+        assert not host.send_at_once(b"after")  # queued bytes first: send() keeps the order
+        received = bytearray()
+        with anyio.fail_after(20):
+            while len(received) < 5 + len(big):
+                await anyio.wait_readable(peer)
+                received += peer.recv(1 << 20)
+        assert bytes(received) == b"small" + big
+
+
+async def test_channel_frames_sent_at_once_and_through_the_lock_arrive_whole_and_in_order(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    async with connected(tmp_path) as (host, peer):
+        channel = Channel(host)
+        frames = [encode(Output("e", "stdout", str(n) * (n * 997 % 70_000))) for n in range(60)]
+        cancelled = encode(Output("e", "stdout", "never"))
+        received = bytearray()
+
+        async def read_all() -> None:
+            total = sum(map(len, frames))
+            while len(received) < total:
+                await anyio.wait_readable(peer)
+                received.extend(peer.recv(1 << 20))
+                await anyio.sleep(0.001)  # a slow reader: some sends must wait
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(read_all)
+                with anyio.CancelScope() as scope:
+                    scope.cancel()
+                    await channel.send_frame(cancelled)  # cancelled first: nothing written
+                for frame in frames:
+                    await channel.send_frame(frame)
+        assert bytes(received) == b"".join(frames)

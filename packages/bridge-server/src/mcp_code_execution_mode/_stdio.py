@@ -23,7 +23,9 @@ line that is not JSON, which the server answers with a JSON-RPC parse error.
 
 from __future__ import annotations
 
+import asyncio
 import codecs
+import contextlib
 import fcntl
 import logging
 import os
@@ -44,6 +46,8 @@ __all__ = ["MAX_LINE", "SKIPPED", "stdio_transport"]
 logger = logging.getLogger(__name__)
 
 _READ_CHUNK = 64 * 1024
+_READ_AHEAD = 1024 * 1024
+"""Most bytes read from stdin ahead of the server's reading (see :class:`_Watch`)."""
 MAX_LINE = 32 * 1024 * 1024
 """Longest request line read from the client: no request larger than the sandbox's 16 MiB frame
 can be run, and this leaves room for JSON escaping."""
@@ -59,6 +63,14 @@ class _Lines:
         self._scanned = 0  # bytes of the buffer known to hold no newline
         self._skipping = False  # inside a line past MAX_LINE: its bytes are dropped
         self._ended = False
+        self._watch: _Watch | None = None
+        with contextlib.suppress(RuntimeError):  # not on asyncio's loop (trio): wait_readable
+            self._watch = _Watch(fd, asyncio.get_running_loop())
+
+    def close(self) -> None:
+        """Stop watching the fd (before it is closed)."""
+        if self._watch is not None:
+            self._watch.close()
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._all()
@@ -88,11 +100,14 @@ class _Lines:
                 self._skipping = True
                 self._buffer.clear()
             self._scanned = len(self._buffer)
-            await anyio.wait_readable(self._fd)
-            try:
-                chunk = os.read(self._fd, _READ_CHUNK)
-            except BlockingIOError:
-                continue
+            if self._watch is not None:
+                chunk = await self._watch.read()
+            else:
+                await anyio.wait_readable(self._fd)
+                try:
+                    chunk = os.read(self._fd, _READ_CHUNK)
+                except BlockingIOError:
+                    continue
             if not chunk:  # the client closed its end
                 self._ended = True
                 rest = self._buffer.decode("utf-8", errors="replace")
@@ -101,6 +116,80 @@ class _Lines:
                     return SKIPPED
                 return rest or None
             self._buffer += chunk
+
+
+class _Watch:
+    """An fd read by a reader callback that stays registered with the asyncio loop's selector.
+
+    ``anyio.wait_readable`` adds the fd to epoll and removes it again for every line (two
+    ``epoll_ctl`` calls and a future per request); here the fd stays registered while its reader
+    waits for lines. What the callback reads waits in a buffer of at most :data:`_READ_AHEAD`
+    bytes: past it the fd is left unwatched until the reader takes the buffer (a client that
+    writes faster than the server reads is held back by the pipe, as before).
+    """
+
+    def __init__(self, fd: int, loop: asyncio.AbstractEventLoop) -> None:
+        self._fd = fd
+        self._loop = loop
+        self._read_ahead = bytearray()
+        self._end: OSError | None = None
+        self._ended = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._watching = False
+        self._closed = False
+
+    async def read(self) -> bytes:
+        """What came since the last call (b"" at the end); raises the ``OSError`` of a failed
+        read. Cancellable: nothing read is lost to a cancelled caller."""
+        while not self._read_ahead and not self._ended:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            self._start()
+            waiter = self._waiter = self._loop.create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+        if self._read_ahead:
+            chunk = bytes(self._read_ahead)
+            self._read_ahead.clear()
+            return chunk
+        if self._end is not None:
+            raise self._end
+        return b""
+
+    def close(self) -> None:
+        self._closed = True
+        self._stop()
+        if (waiter := self._waiter) is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _start(self) -> None:
+        if not self._watching and not self._ended and not self._closed:
+            self._loop.add_reader(self._fd, self._on_readable)
+            self._watching = True
+
+    def _stop(self) -> None:
+        if self._watching:
+            self._watching = False
+            self._loop.remove_reader(self._fd)
+
+    def _on_readable(self) -> None:
+        try:
+            chunk = os.read(self._fd, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._end, chunk = exc, b""
+        if chunk:
+            self._read_ahead += chunk
+            if len(self._read_ahead) >= _READ_AHEAD:
+                self._stop()
+        else:
+            self._ended = True
+            self._stop()
+        if (waiter := self._waiter) is not None and not waiter.done():
+            waiter.set_result(None)
 
 
 class _Requests:
@@ -115,6 +204,10 @@ class _Requests:
     def __init__(self, fd: int) -> None:
         self._lines = _Lines(fd)
         self.intercept: Callable[[str], bool] | None = None
+
+    def close(self) -> None:
+        """Stop reading (the fd is about to be closed)."""
+        self._lines.close()
 
     async def receive(self) -> SessionMessage | Exception:
         while True:
@@ -278,9 +371,13 @@ async def stdio_transport(
         with _claimed(stdin, null) as private_in, _claimed(stdout, 2) as private_out:
             os.close(null)
             null = -1
-            async with anyio.create_task_group() as tg:
-                yield _Requests(private_in), _Answers(private_out, tg)
-                tg.cancel_scope.cancel()
+            requests = _Requests(private_in)
+            try:
+                async with anyio.create_task_group() as tg:
+                    yield requests, _Answers(private_out, tg)
+                    tg.cancel_scope.cancel()
+            finally:
+                requests.close()
     finally:
         if null >= 0:
             os.close(null)

@@ -110,6 +110,28 @@ class LoopSocketStream(ByteStream):
         except ConnectionError as exc:
             raise anyio.BrokenResourceError from exc
 
+    def send_at_once(self, item: bytes) -> bool:
+        """Give ``item`` whole to the transport now, if that needs no wait: True; False (nothing
+        written) when :meth:`send` must do it (the stream is closed or closing, the transport
+        still holds bytes, ``item`` is past its high-water mark, or the turn budget is spent).
+
+        No checkpoint: the caller honours cancellation first (a frame is sent whole or not at
+        all either way)."""
+        writer = self._writer
+        transport = writer.transport
+        cost = len(item) + SEND_COST
+        if (
+            self._closed
+            or writer.is_closing()
+            or transport.get_write_buffer_size()
+            or len(item) > transport.get_write_buffer_limits()[1]
+            or self._budget < cost
+        ):
+            return False
+        self._budget -= cost
+        writer.write(item)  # at most the mark stays queued: send() would not wait for it either
+        return True
+
     async def send_eof(self) -> None:
         self._writer.write_eof()
 

@@ -51,7 +51,7 @@ from bridge_protocol import (
 
 from bridge_core import tracing
 from bridge_core.channel import Channel, ChannelClosed, UnexpectedMessage
-from bridge_core.client_link import ClientLink
+from bridge_core.client_link import ClientLink, as_client_link
 from bridge_core.gateway import CallContext, CallFailed, Gateway
 from bridge_core.runtime.base import Sandbox
 from bridge_core.sessions._budget import CallBudget, CallLimits
@@ -96,8 +96,7 @@ class Execution:
         self.listener = listener
         # Kept apart from the listener, which is dropped when it fails or blocks: the client
         # stays the one to ask for approvals until the execution ends.
-        link = getattr(listener, "client", None)
-        self.client: ClientLink | None = link if isinstance(link, ClientLink) else None
+        self.client: ClientLink | None = as_client_link(getattr(listener, "client", None))
         self.client_key = client_key
         self.grant_scope = grant_scope
         self.images: list[Image] = []
