@@ -217,3 +217,13 @@ def test_policy_denied_exposes_its_rule_and_is_not_hidden_by_membership(host: Fa
 def test_known_names_ask_the_host_nothing_more(host: FakeHost) -> None:
     ok(host, "mcp_github.create_issue, mcp_github.get_user_info, mcp_servers['my-server']")
     assert lookups(host) == []
+
+
+def test_a_server_alias_is_bound_however_the_source_spells_its_name(host: FakeHost) -> None:
+    # Identifiers are NFKC-normalised: a fullwidth "ｍ" names mcp_github too (the alias walk is
+    # skipped only for sources that cannot name one).
+    for code in ("type(mcp_github).__name__", "type(\uff4dcp_github).__name__"):
+        run = host.execute(code)
+        assert run.result.error is None, run.result.error
+        assert run.result.value == "'ServerModule'"
+    assert host.execute("'no alias here'").result.value == "'no alias here'"

@@ -325,7 +325,11 @@ class SandboxClient:
         except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as exc:
             cell = exc
         else:
-            self._bind_aliases(cell.tree)
+            code = execute.code
+            # The walk finds nothing unless the source spells "mcp_" (or a non-ASCII spelling
+            # that NFKC makes one, as identifiers are normalised): skipped, it costs nothing.
+            if "mcp_" in code or not code.isascii():
+                self._bind_aliases(cell.tree)
         outcome = self.interpreter.execute(cell, execute.execution_id, execute.repr_limit)
         try:
             self.displayer.send_open_figures()
