@@ -220,7 +220,7 @@ def test_known_names_ask_the_host_nothing_more(host: FakeHost) -> None:
 
 
 def test_a_server_alias_is_bound_however_the_source_spells_its_name(host: FakeHost) -> None:
-    # Identifiers are NFKC-normalised: a fullwidth "ｍ" names mcp_github too (the alias walk is
+    # Identifiers are NFKC-normalised: a fullwidth "m" (U+FF4D) names mcp_github too (the walk is
     # skipped only for sources that cannot name one).
     for code in ("type(mcp_github).__name__", "type(\uff4dcp_github).__name__"):
         run = host.execute(code)
