@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -233,3 +234,55 @@ async def test_a_sender_cancelled_while_its_answer_waits_leaves_no_half_line() -
     finally:
         os.close(read_fd)
     assert _texts(received[0]) == [big, "next"]
+
+
+async def test_lines_read_ahead_while_the_server_was_busy_still_let_the_loop_turn() -> None:
+    # A client can fill the read-ahead with tiny lines while the server is busy (it stops reading
+    # stdout, say): the lines then come without waiting, but the loop still gets a turn per
+    # chunk read (signals, sandbox channels and deadlines are served meanwhile), as it did with
+    # a wait for readability per read.
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    lines = _Lines(read_fd)
+    total = 256 * 1024  # lines of 2 bytes: 512 KiB, all read ahead before the reading starts
+    turns = 0
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            await anyio.lowlevel.checkpoint()
+            turns += 1
+
+    def write() -> None:
+        data = memoryview(b"x\n" * total)
+        while data:
+            data = data[os.write(write_fd, data[: 1 << 16]) :]
+
+    try:
+        with anyio.fail_after(60):
+            os.write(write_fd, b"first\n")
+            assert await lines.next() == "first\n"  # the reader is registered now
+            writer = threading.Thread(target=write)
+            writer.start()
+            await anyio.sleep(0.5)  # busy elsewhere: the loop reads ahead
+            longest = 0
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(count_turns)
+                await anyio.lowlevel.checkpoint()
+                seen, run = turns, 0
+                for _ in range(total):
+                    assert await lines.next() == "x\n"
+                    if turns == seen:
+                        run += 1
+                        longest = max(longest, run)
+                    else:
+                        seen, run = turns, 0
+                tg.cancel_scope.cancel()
+            writer.join()
+    finally:
+        lines.close()
+        os.close(read_fd)
+        os.close(write_fd)
+    # A chunk is 64 KiB (32,768 of these lines); trio may run two reads in one turn of the task
+    # counting them. Before the bound, asyncio read 1 MiB (524,288 lines) without one.
+    assert longest <= 2 * (64 * 1024 // 2), f"{longest} lines without a loop turn"

@@ -49,6 +49,9 @@ flood in a few hundred reads."""
 SEND_TIMEOUT = 30.0
 """A sandbox whose client stops reading for this long is treated as gone (its socket buffer is
 full); without a bound a wedged sandbox would hang every task replying to it."""
+EXPIRED_WAIT = 0.01
+"""How long a sender whose deadline has passed waits for its cancellation before it writes
+anyway (the write then fails at once and closes the channel, as before)."""
 
 
 class ChannelClosed(Exception):
@@ -108,9 +111,14 @@ class Channel:
         """
         if self._send_now is not None and not self._send_lock.locked():
             # Nothing ahead of it and a transport that takes it whole at once: no wait, so
-            # nothing to shield or bound (cancellation is honoured before, as the lock would).
+            # nothing to shield or bound. Cancellation is honoured first, and a caller whose
+            # deadline has passed (its scope's timer not yet run) takes the path below.
             await anyio.lowlevel.checkpoint_if_cancelled()
-            if not self._send_lock.locked() and self._send_now(frame):
+            if (
+                not self._send_lock.locked()
+                and anyio.current_effective_deadline() > anyio.current_time()
+                and self._send_now(frame)
+            ):
                 return
         async with self._send_lock:
             # One scope both shields the write from outside cancellation and bounds it: its own
@@ -119,8 +127,12 @@ class Channel:
             deadline = min(now + self._send_timeout, anyio.current_effective_deadline())
             if deadline <= now:
                 # The caller's time ran out before a byte was written: its cancellation is
-                # delivered here, nothing is cut and the channel stays usable.
-                await anyio.lowlevel.checkpoint()
+                # delivered here, nothing is cut and the channel stays usable. Not a mere
+                # checkpoint: on asyncio the caller's scope is cancelled by a timer the loop runs
+                # on its next turn, after a task that only yielded has resumed.
+                await anyio.sleep(EXPIRED_WAIT)
+                now = anyio.current_time()
+                deadline = min(now + self._send_timeout, anyio.current_effective_deadline())
             with anyio.CancelScope(shield=True, deadline=deadline) as scope:
                 try:
                     await self._stream.send(frame)

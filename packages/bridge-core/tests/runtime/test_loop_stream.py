@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -303,3 +304,31 @@ async def test_channel_frames_sent_at_once_and_through_the_lock_arrive_whole_and
                 for frame in frames:
                     await channel.send_frame(frame)
         assert bytes(received) == b"".join(frames)
+
+
+@pytest.mark.parametrize("size", [10, 200_000])  # the at-once path, and past the mark
+async def test_a_sender_whose_deadline_passed_writes_nothing_and_the_channel_stays_open(
+    tmp_path: Path, anyio_backend: str, size: int
+) -> None:
+    # The deadline passes while the caller runs without a checkpoint: on asyncio its scope is
+    # cancelled only when the loop runs the scope's timer, after a task that merely yielded.
+    async with connected(tmp_path) as (host, peer):
+        channel = Channel(host)
+        frame = encode(Output("e", "stdout", "x" * size))
+
+        async def late_send() -> None:
+            with anyio.fail_after(0.01):
+                time.sleep(0.05)  # noqa: ASYNC251 (busy past the deadline, on purpose)
+                await channel.send_frame(frame)
+                await anyio.lowlevel.checkpoint()
+
+        with pytest.raises(TimeoutError):
+            await late_send()
+        await anyio.sleep(0.05)
+        with pytest.raises(BlockingIOError):
+            peer.recv(1 << 16)  # nothing of the frame was written
+        assert not channel.closed
+        with anyio.fail_after(10):
+            await channel.send_frame(encode(Output("e", "stdout", "next")))
+            await anyio.wait_readable(peer)
+        assert peer.recv(1 << 16)

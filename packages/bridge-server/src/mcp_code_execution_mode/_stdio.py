@@ -139,8 +139,14 @@ class _Watch:
         self._closed = False
 
     async def read(self) -> bytes:
-        """What came since the last call (b"" at the end); raises the ``OSError`` of a failed
-        read. Cancellable: nothing read is lost to a cancelled caller."""
+        """Up to :data:`_READ_CHUNK` bytes of what came (b"" at the end); raises the ``OSError``
+        of a failed read once, then ends. Cancellable: nothing read is lost to a cancelled
+        caller.
+
+        Bytes already read ahead are returned after a loop turn, as ``wait_readable`` gave one
+        per read: a client that filled the read-ahead with tiny lines while the server was busy
+        must not hold the loop (signals, sandbox channels, deadlines) for the whole of it."""
+        waited = False
         while not self._read_ahead and not self._ended:
             if self._closed:
                 raise anyio.ClosedResourceError
@@ -150,12 +156,16 @@ class _Watch:
                 await waiter
             finally:
                 self._waiter = None
+            waited = True
         if self._read_ahead:
-            chunk = bytes(self._read_ahead)
-            self._read_ahead.clear()
+            if not waited:
+                await asyncio.sleep(0)
+            chunk = bytes(self._read_ahead[:_READ_CHUNK])
+            del self._read_ahead[:_READ_CHUNK]
             return chunk
-        if self._end is not None:
-            raise self._end
+        if (end := self._end) is not None:
+            self._end = None  # said once; the input has ended
+            raise end
         return b""
 
     def close(self) -> None:
