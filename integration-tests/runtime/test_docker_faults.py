@@ -44,6 +44,7 @@ class Forwarder:
         self.mode = "forward"
         self._tg = tg
         self._held: list[SocketStream] = []
+        self._open: set[SocketStream] = set()
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         listener = await anyio.create_unix_listener(self.path)
@@ -63,10 +64,15 @@ class Forwarder:
             return
         # The CLI drops connections abruptly: a broken pipe here is the client's business.
         with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._open.add(client)
             daemon = await anyio.connect_unix(self.daemon)
-            async with client, daemon, anyio.create_task_group() as pipes:
-                pipes.start_soon(_pipe, client, daemon)
-                pipes.start_soon(_pipe, daemon, client)
+            self._open.add(daemon)
+            try:
+                async with client, daemon, anyio.create_task_group() as pipes:
+                    pipes.start_soon(_pipe, client, daemon)
+                    pipes.start_soon(_pipe, daemon, client)
+            finally:
+                self._open -= {client, daemon}
 
     async def down(self) -> None:
         """Stop listening: the socket file stays, connecting is refused (a dead daemon)."""
@@ -78,7 +84,13 @@ class Forwarder:
         await self._tg.start(self.serve)
 
     async def aclose(self) -> None:
-        for stream in self._held:
+        """Close the listener and every connection, so that nothing waits on a socket when the
+        task group is cancelled: on asyncio, anyio's raw unix sockets wait with the reader
+        callback ``future.set_result``, which raises ``InvalidStateError`` in the loop when the
+        socket turns readable in the same turn as the waiting task is cancelled (see
+        docs/decisions.md). Closing wakes each waiter instead."""
+        await self._listener.aclose()
+        for stream in [*self._held, *self._open]:
             await stream.aclose()
 
 
