@@ -3,9 +3,11 @@ from typing import Any
 
 import pytest
 from bridge_core.errors import ConfigError
+from bridge_core.runtime import _podman_api
 from bridge_core.runtime._podman_api import (
     LOG_MAX_BYTES,
     create_kwargs,
+    inspect,
     limits_support,
     log_tail,
     security_opt_fields,
@@ -13,6 +15,7 @@ from bridge_core.runtime._podman_api import (
 )
 from bridge_core.runtime.base import SandboxLimits, SandboxSpec
 from bridge_protocol.paths import SANDBOX_CHANNEL_DIR
+from podman.errors import APIError, NotFound
 
 SPEC = SandboxSpec(
     name="s",
@@ -137,3 +140,44 @@ def test_limits_are_enforced_rootful_and_on_delegated_cgroup_v2_only() -> None:
     assert limits_support(True, "v2", ["cpu", "memory", "pids", "io"]) == ""
     assert "cgroup v1" in limits_support(True, "v1", ["cpu", "memory", "pids"])
     assert "memory, pids" in limits_support(True, "v2", ["cpu"])
+
+
+class _Answers:
+    """A podman client whose ``containers.get`` gives these answers in turn (errors are raised)."""
+
+    def __init__(self, *answers: object) -> None:
+        self.answers = list(answers)
+        self.containers = self
+
+    def get(self, name: str) -> Any:
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return type("Container", (), {"attrs": answer})()
+
+
+def _exiting() -> APIError:
+    cause = "read /proc/20217/cgroup: no such process"
+    return APIError(cause, explanation=cause)
+
+
+def test_inspect_retries_while_the_containers_process_exits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_podman_api, "_EXITING_RETRY_DELAY", 0)
+    client = _Answers(_exiting(), ValueError("empty body"), {"State": {"Running": False}})
+    assert inspect(client, "c") == {"State": {"Running": False}}  # type: ignore[arg-type]
+
+
+def test_inspect_gives_up_on_an_exiting_process_after_its_retries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_podman_api, "_EXITING_RETRY_DELAY", 0)
+    with pytest.raises(APIError, match="no such process"):
+        inspect(_Answers(_exiting(), _exiting(), _exiting()), "c")  # type: ignore[arg-type]
+
+
+def test_inspect_of_a_container_podman_no_longer_has_is_not_found() -> None:
+    gone = APIError("x does not exist in database: no such container")
+    with pytest.raises(NotFound):
+        inspect(_Answers(gone), "c")  # type: ignore[arg-type]

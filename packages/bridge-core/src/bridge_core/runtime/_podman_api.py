@@ -23,6 +23,7 @@ import json
 import math
 import tarfile
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,9 @@ COPIED_IN_MODE = "0755"
 _COPY_TIMEOUT = 120.0
 """Seconds for the engine to take one copied-in file (48 MiB at most, over ssh)."""
 _NO_SUCH_CONTAINER = "no such container"
+_EXITING_PROCESS = "no such process"
+"""podman's 500 when it reads ``/proc/<pid>/cgroup`` of a container process that exits meanwhile."""
+_EXITING_RETRY_DELAY = 0.05
 _LOG_TAIL_BYTES = 64 * 1024
 API_TIMEOUT = 60
 """Seconds any single API call may take; bounds a hung service (stop adds its grace on top)."""
@@ -245,9 +249,11 @@ def inspect(client: podman.PodmanClient, name: str) -> dict[str, Any]:
     Gaps: while a container is being removed (auto-removal makes that common), podman 4.3 can
     answer 200 with an empty body, which podman-py fails to parse (measured under load): that is
     retried, and persisting means gone; or 500 "... does not exist in database: no such
-    container" instead of 404: that is :class:`NotFound` too.
+    container" instead of 404: that is :class:`NotFound` too. While the container's process
+    exits, podman 4.3 can answer 500 "read /proc/<pid>/cgroup: no such process" (met in a CI
+    run): that is retried after a moment, and persisting raises the APIError.
     """
-    for _ in range(_EMPTY_ANSWER_RETRIES):
+    for attempt in range(_EMPTY_ANSWER_RETRIES):
         try:
             attrs: dict[str, Any] = client.containers.get(name).attrs
         except ValueError:  # requests' JSONDecodeError
@@ -255,6 +261,9 @@ def inspect(client: podman.PodmanClient, name: str) -> dict[str, Any]:
         except APIError as exc:
             if _NO_SUCH_CONTAINER in str(exc):
                 raise NotFound(str(exc)) from exc
+            if _EXITING_PROCESS in str(exc) and attempt + 1 < _EMPTY_ANSWER_RETRIES:
+                time.sleep(_EXITING_RETRY_DELAY * (attempt + 1))
+                continue
             raise
         return attrs
     raise NotFound(f"container {name} is being removed (podman answered with an empty body)")
