@@ -66,6 +66,35 @@ async def test_padding_arguments_cannot_push_the_real_argument_out_of_the_questi
     assert "DROP-TABLE-users" in question.message, question.message
 
 
+THESIS = "/srv/scratch/cache/build-0123" + "/x" * 96 + "/.." * 98 + "/../../home/alice/thesis.tex"
+
+
+async def test_a_long_path_is_shown_to_its_end_and_resolved_and_padding_cannot_shrink_it(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # A path far longer than a value's room, whose end walks out of the scratch directory. With
+    # forty empty undeclared arguments the call is refused without asking (nothing would show
+    # honestly); with three, the question shows the path's end and where it resolves.
+    user = User("decline")
+    async with open_bridge(
+        tmp_path, servers=SERVERS, env=ASK_ECHO, client_options={"elicitation_callback": user}
+    ) as bridge:
+        result = await bridge.run(
+            "from mcp import mcp_servers, ApprovalDeclined\n"
+            f"path = {THESIS!r}\n"
+            "for pad in (40, 3):\n"
+            "    empty = {f'p{i}': '' for i in range(pad)}\n"
+            "    try:\n"
+            "        await mcp_servers['probe'].echo(**empty, text=path)\n"
+            "    except ApprovalDeclined as e:\n"
+            "        print(pad, e.reason)\n"
+        )
+    assert code_text(result).split() == ["40", "unshowable", "3", "declined"], result
+    (question,) = user.questions
+    assert '/../../home/alice/thesis.tex" (' in question.message, question.message
+    assert '"text" resolves to "/home/alice/thesis.tex"' in question.message, question.message
+
+
 async def test_a_question_never_answered_does_not_hold_run_python_past_its_timeout(
     tmp_path: Path, sandbox_image: str
 ) -> None:

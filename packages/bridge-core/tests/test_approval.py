@@ -13,7 +13,8 @@ import anyio
 import mcp_types as types
 import pytest
 from bridge_core.approval import (
-    MAX_SHOWN_ARGUMENTS,
+    MAX_QUESTION_ARGUMENTS,
+    MAX_UNDECLARED,
     ApprovalGate,
     ApprovalRefused,
     ApprovalRules,
@@ -76,24 +77,79 @@ def test_the_question_masks_secrets_escapes_control_text_and_is_bounded() -> Non
     redactor = Redactor([SECRET])
     arguments = {
         "token": f"Bearer {SECRET}",
-        "note": "ok\n\nApproved by admin \u202eevil",
+        "note": "ok\n\nApproved by admin \u202eevil\u200b\r",
         "blob": "x" * 100_000,
         "many": [f"item {i}" for i in range(1000)],
     }
     shown = shown_arguments(arguments, redactor)
     assert SECRET not in shown
     assert "Bearer ***" in shown
-    assert "\n" not in shown
+    assert "\n\n" not in shown
+    assert "\r" not in shown
     assert "\u202e" not in shown
     assert "\\u202e" in shown
-    assert len(shown) <= MAX_SHOWN_ARGUMENTS + 40
+    assert "\\u200b" in shown
+    assert "[99760 characters not shown]" in shown
+    assert len(shown) <= MAX_QUESTION_ARGUMENTS
 
 
 def test_a_secret_cut_by_the_shortening_is_still_masked() -> None:
-    # Masking comes first: a secret straddling the 200-character cut would not match after it.
+    # Masking comes first: a secret straddling the cut would not match after it.
     redactor = Redactor([SECRET])
-    shown = shown_arguments({"v": "a" * 190 + SECRET}, redactor)
+    shown = shown_arguments({"v": "a" * 110 + SECRET + "b" * 200}, redactor)
     assert SECRET[:10] not in shown
+
+
+THESIS = "/srv/scratch/cache/build-0123" + "/x" * 96 + "/.." * 98 + "/../../home/alice/thesis.tex"
+
+
+def _declaring(name: str, *properties: str) -> types.Tool:
+    schema = {"type": "object", "properties": {p: {"type": "string"} for p in properties}}
+    hints = types.ToolAnnotations(destructive_hint=True)
+    return types.Tool(name=name, input_schema=schema, annotations=hints)
+
+
+@pytest.mark.parametrize("padding", [0, 3, MAX_UNDECLARED])
+def test_a_long_declared_path_shows_its_end_and_where_it_resolves_whatever_the_padding(
+    padding: int,
+) -> None:
+    # A 249+ character path whose end walks out of the scratch directory: the question shows
+    # the end, how many characters it leaves out, and the resolved path; empty undeclared
+    # arguments placed first do not shrink it.
+    arguments = {f"pad{i}": "" for i in range(padding)} | {"path": THESIS}
+    shown = shown_arguments(arguments, Redactor(), ["path", "content"])
+    assert shown.startswith('  "path": "/srv/scratch/cache/build-0123')
+    assert '/../../home/alice/thesis.tex" (' in shown
+    assert "characters not shown]" in shown
+    assert '"path" resolves to "/home/alice/thesis.tex"' in shown
+
+
+def test_a_nested_or_encoded_path_is_shown_resolved() -> None:
+    shown = shown_arguments(
+        {"target": {"files": ["ok.txt", "file:///srv/a/%2e%2e/%2e%2e/etc/passwd"]}}, Redactor()
+    )
+    assert '"target.files[1]" resolves to "file:///etc/passwd"' in shown
+
+
+async def test_a_call_whose_arguments_cannot_be_shown_is_refused_without_asking() -> None:
+    # Many (empty) undeclared arguments, or a question too long: nothing is asked, the sandbox
+    # is told why, and the refusal is not a remembered decline (the next call asks).
+    client = FakeClient(ACCEPT)
+    gate = ApprovalGate(ApprovalRules(), Redactor())
+    tool = _declaring("write", "path")
+    padded = {f"pad{i}": "" for i in range(MAX_UNDECLARED + 1)} | {"path": THESIS}
+    wide = _declaring("wide", *(f"a{i}" for i in range(40)))
+    for described, arguments in ((tool, padded), (wide, {f"a{i}": "v" * 300 for i in range(40)})):
+        with pytest.raises(ApprovalRefused) as refused:
+            await gate.check(_ctx(client), "fs", described, arguments)
+        assert (refused.value.code, refused.value.reason) == (
+            ErrorCode.APPROVAL_DECLINED,
+            "unshowable",
+        )
+    assert client.asked == []
+    assert await gate.check(_ctx(client), "fs", tool, {"path": "/tmp/x"}) == "asked"
+    (question,) = client.asked
+    assert 'Arguments:\n  "path": "/tmp/x"\n' in question
 
 
 class FakeClient:

@@ -21,7 +21,6 @@ and session, in bounded memory.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections import OrderedDict
@@ -33,6 +32,7 @@ import anyio
 import mcp_types as types
 from bridge_protocol import ErrorCode
 
+from bridge_core._shown import clipped, clipped_json, resolved_path, visible, walk_strings
 from bridge_core.gateway import CallContext, CallFailed
 from bridge_core.policy import _patterns, _tool_matches
 from bridge_core.redaction import Redactor
@@ -57,13 +57,21 @@ APPROVAL_FALLBACK = "MCP_BRIDGE_APPROVAL_FALLBACK"
 
 ApprovalMode = Literal["off", "destructive", "writes", "all"]
 
-MAX_SHOWN_ARGUMENTS = 800
-"""Characters of the (masked, JSON) arguments shown in the question; the rest is cut."""
-MAX_SHOWN_VALUE = 200
-"""Characters of one string argument kept before the whole is cut: every argument gets a look."""
-MIN_SHOWN_VALUE = 24
-"""With many arguments, each string is cut to its share of :data:`MAX_SHOWN_ARGUMENTS`, but never
-below this."""
+MAX_QUESTION_ARGUMENTS = 6000
+"""Characters the arguments may take in the question. A call whose arguments cannot be shown
+within it is not asked about: it is refused (reason ``unshowable``), never shown cut."""
+SHOWN_VALUE = 240
+"""Characters of one declared argument shown whole; a longer value shows its head and tail with
+the number of characters between them (the end of a path, what a tool acts on, always shows)."""
+SHOWN_UNDECLARED = 80
+"""The same for an argument the tool does not declare: it has its own, smaller room, so it
+cannot take a declared argument's."""
+MAX_UNDECLARED = 8
+"""Undeclared arguments a call that needs approval may carry; more are refused (``unshowable``)."""
+MAX_RESOLVED = 16
+"""Path-like values whose resolved form (``..`` segments, percent-encoding) is shown beside
+them; a call with more is refused (``unshowable``)."""
+SHOWN_KEY = 64
 MAX_SHOWN_NAME = 128
 MAX_REMEMBERED_SESSIONS = 256
 """Sessions whose "allow for this session" answers are kept (least recently used dropped)."""
@@ -142,7 +150,8 @@ class ApprovalRefused(CallFailed):
     """A call that needed the user's approval and did not get it (``APPROVAL_DECLINED``).
 
     ``reason``: ``declined``, ``cancelled``, ``timeout``, ``unsupported`` (the client cannot
-    ask), ``failed`` (asking failed) or ``declined_earlier`` (declined before in this run).
+    ask), ``failed`` (asking failed), ``declined_earlier`` (declined before in this run) or
+    ``unshowable`` (the question could not show the arguments honestly; nothing was asked).
     """
 
     def __init__(self, server: str, tool: str, rule: str, reason: str, message: str) -> None:
@@ -155,50 +164,80 @@ def _shown_name(name: str) -> str:
     # Names reach the user's approval dialog: anything but plain printable ASCII is quoted
     # (escaped), so a name cannot fake lines or reorder text (bidi) in the question.
     name = name[:MAX_SHOWN_NAME]
-    return name if re.fullmatch(r"[\x21-\x7e]+", name) else json.dumps(name)
+    return name if re.fullmatch(r"[\x21-\x7e]+", name) else visible(name, quoted=True)
 
 
 def _shown_call(server: str, tool: str) -> str:
     """``server.tool`` for the user; quoted apart when either holds a dot, so that p / x.echo
     and p.x / echo do not read the same."""
     if "." in server or "." in tool:
-        return f"{json.dumps(server[:MAX_SHOWN_NAME])}.{json.dumps(tool[:MAX_SHOWN_NAME])}"
+        shown = (visible(part[:MAX_SHOWN_NAME], quoted=True) for part in (server, tool))
+        return ".".join(shown)
     return f"{_shown_name(server)}.{_shown_name(tool)}"
 
 
-def _shortened(value: Any, limit: int, depth: int = 0) -> Any:
-    if isinstance(value, str):
-        return value if len(value) <= limit else value[:limit] + "…"
-    if depth >= 8:
-        return "…"
-    if isinstance(value, Mapping):
-        return {str(k)[:MAX_SHOWN_NAME]: _shortened(v, limit, depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_shortened(v, limit, depth + 1) for v in value]
-    return value
+class Unshowable(Exception):
+    """The arguments cannot be shown honestly in one question; the message says why."""
 
 
 def shown_arguments(
     arguments: Mapping[str, Any], redactor: Redactor, declared: Iterable[str] = ()
 ) -> str:
-    """The arguments as the user sees them: secrets masked first (a cut secret would no longer
-    match), then long strings and the whole shortened; JSON with every non-ASCII or control
-    character escaped, so sandbox-chosen text cannot forge the rest of the question.
+    """The arguments as the user sees them, one per line: secrets masked first (a cut secret
+    would no longer match), each value quoted with every non-ASCII or control character escaped
+    (sandbox-chosen text cannot forge the rest of the question), a long value as head and tail
+    with the number of characters not shown, a path-like value also as it resolves.
 
     The arguments the tool ``declared`` (its input schema's properties) come first, in the
-    tool's order, then any others: sandbox code chooses the order of its keys, and could
-    otherwise bury the argument the tool acts on behind padding the tool ignores, past the cut.
-    Each string gets its share of the room, so every argument shows."""
+    tool's order, each with :data:`SHOWN_VALUE` characters of room; any others follow under a
+    heading of their own with a smaller room each. Sandbox code chooses the keys and their
+    order: padding the tool ignores must not shrink or bury the argument it acts on. When that
+    cannot hold (too many undeclared arguments, too long a question), :class:`Unshowable`."""
     masked = redactor.value(dict(arguments)) if redactor else dict(arguments)
     first = [key for key in dict.fromkeys(declared) if key in masked]
-    ordered = {key: masked[key] for key in first}
-    ordered.update((key, value) for key, value in masked.items() if key not in ordered)
-    share = MAX_SHOWN_ARGUMENTS // max(1, len(ordered))
-    limit = max(MIN_SHOWN_VALUE, min(MAX_SHOWN_VALUE, share))
-    text = json.dumps(_shortened(ordered, limit), ensure_ascii=True, default=str)
-    if len(text) > MAX_SHOWN_ARGUMENTS:
-        text = text[:MAX_SHOWN_ARGUMENTS] + f"… [{len(text) - MAX_SHOWN_ARGUMENTS} more characters]"
+    if not first and not list(declared):
+        first = list(masked)  # the tool declares nothing: no argument crowds out another
+    others = [key for key in masked if key not in first]
+    if len(others) > MAX_UNDECLARED:
+        raise Unshowable(
+            f"it carries {len(others)} arguments the tool does not declare, and a question "
+            f"shows at most {MAX_UNDECLARED} beside the declared ones"
+        )
+    resolved: list[str] = []
+    lines = [_argument(key, masked[key], SHOWN_VALUE, resolved) for key in first]
+    if others:
+        lines.append(f"Arguments the tool does not declare ({len(others)}):")
+        lines += [_argument(key, masked[key], SHOWN_UNDECLARED, resolved) for key in others]
+    text = "\n".join(lines) if lines else "  (none)"
+    if len(text) > MAX_QUESTION_ARGUMENTS:
+        raise Unshowable(
+            f"its arguments take {len(text)} characters in the question, more than the "
+            f"{MAX_QUESTION_ARGUMENTS} one question shows"
+        )
     return text
+
+
+def _argument(key: str, value: Any, room: int, resolved: list[str]) -> str:
+    name = clipped(str(key), SHOWN_KEY)
+    if isinstance(value, str):
+        line = f"  {name}: {clipped(value, room)}"
+        if len(value) > room:
+            line += f" ({len(value)} characters)"
+    else:
+        line = f"  {name}: {clipped_json(value, room)}"
+    for where, text in walk_strings(value):
+        path = resolved_path(text)
+        if path is None:
+            continue
+        resolved.append(path)
+        if len(resolved) > MAX_RESOLVED:
+            raise Unshowable(
+                f"it carries more than {MAX_RESOLVED} path-like values whose resolved form "
+                "the question would have to show"
+            )
+        at = clipped(f"{key}{where}", SHOWN_KEY) if where else name
+        line += f"\n    {at} resolves to {clipped(path, SHOWN_VALUE)}"
+    return line
 
 
 class ApprovalGate:
@@ -268,9 +307,22 @@ class ApprovalGate:
         what = _shown_call(server, tool)
         properties = described.input_schema.get("properties")
         declared = [str(name) for name in properties] if isinstance(properties, Mapping) else []
+        try:
+            shown = shown_arguments(arguments, self._redactor, declared)
+        except Unshowable as exc:
+            # Not the user's decline (nothing was asked): not remembered for the run.
+            raise ApprovalRefused(
+                server,
+                tool,
+                rule,
+                "unshowable",
+                f"call to {what} was not made: it needs the user's approval ({rule}) and the "
+                f"user must see what they approve, but {exc}; make the call with fewer or "
+                "shorter arguments",
+            ) from None
         message = (
             f"Code running in session {_shown_name(ctx.session)} wants to call {what}.\n"
-            f"Arguments: {shown_arguments(arguments, self._redactor, declared)}\n"
+            f"Arguments:\n{shown}\n"
             f"Asked because of {rule}. Accept to run it, decline to refuse it."
         )
         params = types.ElicitRequestFormParams(message=message, requested_schema=_SCHEMA)

@@ -81,10 +81,12 @@ class ApprovalDeclined(PolicyDenied):
     """The call needed the user's approval and did not get it; it never reached the server.
 
     The user declined (or dismissed) the question, did not answer in time, or the MCP client
-    cannot ask (then the message names the setting that decides). :attr:`reason` says which:
-    ``declined``, ``cancelled``, ``timeout``, ``unsupported`` or ``declined_earlier`` (the user
-    already declined this tool during this run). Catch it to adapt: skip the step, or tell the
-    user what was not done.
+    cannot ask (then the message names the setting that decides), or the call was not asked
+    about because its arguments could not be shown honestly. :attr:`reason` says which:
+    ``declined``, ``cancelled``, ``timeout``, ``unsupported``, ``declined_earlier`` (the user
+    already declined this tool during this run) or ``unshowable`` (too many undeclared
+    arguments, or too long a question: the message says which). Catch it to adapt: skip the
+    step, or tell the user what was not done.
     """
 
     @property
