@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from bridge_core.redaction import MASK, Redactor, configured_secrets, is_secret_name
+from bridge_core.redaction import (
+    MASK,
+    Redactor,
+    configured_secrets,
+    entry_secrets,
+    is_secret_name,
+)
 from bridge_core.servers import ServerSpec
 
 
@@ -132,3 +138,20 @@ def test_a_script_argument_is_judged_word_by_word_without_quotes() -> None:
     found = configured_secrets(_stdio("-c", script))
     assert "ghp_abcdef123456" in found
     assert not {"$API", "f(x)", "curl"} & found
+
+
+def test_a_raw_entry_in_any_clients_dialect_yields_the_secrets_its_spec_would() -> None:
+    token, key, bearer = "c2VjcmV0LXRva2VuLTEyMw", "sk-live-4f9a8b7c6d5e", "eyJhbGciOiJIUzI1NiJ9x"
+    windsurf = {"serverUrl": f"https://mcp.example.com/mcp?token={token}"}
+    codex = {"command": "srv", "args": ["--api-key", key], "http_headers": {"X-Api": bearer}}
+    gemini = {
+        "httpUrl": "https://mcp.example.com/mcp",
+        "headers": {"Authorization": "Bearer " + bearer},
+    }
+    assert token in entry_secrets(windsurf)
+    assert entry_secrets(codex) >= {key, bearer}
+    assert bearer in entry_secrets(gemini)
+    assert entry_secrets(codex) >= configured_secrets(_stdio("--api-key", key))
+    assert (
+        entry_secrets({"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}) == set()
+    )

@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
@@ -35,6 +35,7 @@ __all__ = [
     "MIN_SECRET_CHARS",
     "Redactor",
     "configured_secrets",
+    "entry_secrets",
     "is_secret_name",
     "secrets_in_value",
 ]
@@ -108,6 +109,32 @@ def configured_secrets(spec: ServerSpec) -> set[str]:
     _collect_args(spec.args, found)
     if spec.url:
         _collect(spec.url, found, marked=False)
+    return found
+
+
+def entry_secrets(entry: Mapping[str, Any]) -> set[str]:
+    """Every secret string in one server entry as a config file holds it, before validation and
+    in any client's dialect (``serverUrl``, ``httpUrl``, ``http_headers``, nested tables): its
+    ``args`` judged as :func:`configured_secrets` judges them, every other string by the name of
+    the field or key it sits under (``"GITHUB_TOKEN": ...`` is marked, ``"url": ...`` is not)."""
+    found: set[str] = set()
+    args = entry.get("args")
+    if isinstance(args, list):
+        _collect_args((str(a) for a in args if isinstance(a, str | int | float)), found)
+
+    def walk(name: str, value: object, depth: int) -> None:
+        if isinstance(value, str):
+            _collect(value, found, marked=is_secret_name(name))
+        elif isinstance(value, Mapping) and depth < _MAX_DEPTH:
+            for key, item in value.items():
+                walk(str(key), item, depth + 1)
+        elif isinstance(value, list) and depth < _MAX_DEPTH:
+            for item in value:
+                walk(name, item, depth + 1)
+
+    for key, value in entry.items():
+        if key != "args":
+            walk(str(key), value, 0)
     return found
 
 

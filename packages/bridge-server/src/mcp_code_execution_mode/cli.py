@@ -234,7 +234,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mcp-code-execution-mode: {exc}", file=sys.stderr)
         print(f"  fix: {exc.fix}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level, settings.resolved_log_file)
+    # setup writes only the files it shows, and nothing at all with --dry-run: not the log file
+    # (nor the state dir holding it) either; it reports on stdout.
+    log_file = None if args.command == "setup" else settings.resolved_log_file
+    configure_logging(settings.log_level, log_file)
     if args.command == "doctor":
         from mcp_code_execution_mode.doctor import run_doctor
 

@@ -3,7 +3,8 @@
 It adds the bridge to the client's user-wide config file (started by this interpreter, by
 absolute path) and moves the client's other servers into the bridge's servers file, so the client
 loads one tool instead of every server's schemas. It shows the change first (``--dry-run`` shows
-only), keeps a backup beside each file it edits, and ``--undo`` puts everything back.
+only, for every verb: :func:`run_setup` is the one place that decides whether anything is written),
+keeps a backup beside each file it edits, and ``--undo`` puts everything back.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TextIO
 from bridge_core.discovery import Where, bridge_servers_file
 
 from mcp_code_execution_mode.setup._clients import CLIENTS, Client
+from mcp_code_execution_mode.setup._files import Disk, DryRun
 from mcp_code_execution_mode.setup._plan import Request, SetupError, entry_env, make_plan, shown
 from mcp_code_execution_mode.setup._record import apply_plan, undo
 from mcp_code_execution_mode.setup._show import describe
@@ -44,12 +46,19 @@ def run_setup(
     """
     out = out or sys.stdout
     client = CLIENTS[client_key]
+    # The one place that decides whether anything is written: every write below goes through
+    # this disk, and a dry run's disk writes nothing.
+    disk = DryRun() if dry_run else Disk()
     try:
         if undo_last:
-            done = undo(client, state_dir, force=force)
+            done = undo(client, state_dir, force=force, disk=disk)
+            print(f"undo the last setup of {client.name}:", file=out)
             for line in done.lines:
-                print(line, file=out)
-            print(f"undone; restart {client.name} to load its servers again", file=out)
+                print(("  would " if disk.dry_run else "  ") + line, file=out)
+            if disk.dry_run:
+                print("dry run: nothing was written", file=out)
+            else:
+                print(f"undone; restart {client.name} to load its servers again", file=out)
             return 0
         default_file = bridge_servers_file(where)
         target = (servers_file or default_file).absolute()
@@ -65,15 +74,15 @@ def run_setup(
         plan = make_plan(request)
         for line in describe(plan):
             print(line, file=out)
-        if dry_run:
-            print("dry run: nothing was written", file=out)
-            return 0
         if not plan.edits:
             return 0
-        backups = apply_plan(plan, state_dir)
+        backups = apply_plan(plan, state_dir, disk)
     except (SetupError, OSError) as exc:
         print(f"setup {client_key}: {exc}", file=out)
         return 1
+    if disk.dry_run:
+        print("dry run: nothing was written", file=out)
+        return 0
     for backup in backups:
         print(f"backup: {shown(backup, where)}", file=out)
     print(

@@ -1,5 +1,14 @@
-"""File operations of ``setup``: atomic replacement, backups, digests. Everything it creates is
-private to the user (0600): the files hold the moved servers' credentials."""
+"""File operations of ``setup``: reading, digests, and the one object that writes.
+
+Every write ``setup`` makes (a config file, a backup, its record, a folder, a removal) is a method
+of :class:`Disk`; nothing else in the package writes. ``run_setup`` builds the disk once: a real
+one, or :class:`DryRun`, which writes nothing and lists what it would have done. So ``--dry-run``
+cannot write, whatever verb and flags come with it: no code path holds a writing disk.
+
+Every file written is private to the user (0600), whatever mode it had: the files hold the
+servers' credentials (the servers file receives them; ``--undo`` puts them back into the client's
+file), and a file the user made by hand is usually 0644 (their umask).
+"""
 
 from __future__ import annotations
 
@@ -7,24 +16,26 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "PRIVATE",
-    "atomic_write",
+    "Disk",
+    "DryRun",
     "canonical_digest",
     "digest",
+    "open_to_others",
     "read_bytes",
     "real_path",
-    "remove",
-    "write_backup",
 ]
 
 PRIVATE = 0o600
 MAX_CONFIG_BYTES = 256 * 1024 * 1024
 """As discovery: ``~/.claude.json`` grows to tens of MB; past this it is not a config file."""
+_OTHERS = stat.S_IRWXG | stat.S_IRWXO
 
 
 def digest(data: bytes) -> str:
@@ -54,42 +65,105 @@ def read_bytes(path: Path) -> bytes | None:
         return None
 
 
-def atomic_write(path: Path, data: bytes, mode: int = PRIVATE) -> None:
-    """Replace ``path`` by ``data`` in one rename: a crash leaves the old or the new file, never
-    half of one (the client may read it at any moment)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def open_to_others(path: Path) -> int | None:
+    """The mode of an existing file when other accounts have any access to it, else None."""
     try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return None
+    return mode if mode & _OTHERS else None
 
 
-def write_backup(path: Path, data: bytes, stamp: str) -> Path:
-    """Save ``data`` beside ``path`` as ``NAME.mcp-bridge-backup-STAMP`` (0600, never over an
-    existing file)."""
-    for attempt in range(100):
-        suffix = stamp if attempt == 0 else f"{stamp}-{attempt}"
-        backup = path.with_name(f"{path.name}.mcp-bridge-backup-{suffix}")
+def _backup_name(path: Path, stamp: str, attempt: int) -> Path:
+    suffix = stamp if attempt == 0 else f"{stamp}-{attempt}"
+    return path.with_name(f"{path.name}.mcp-bridge-backup-{suffix}")
+
+
+class Disk:
+    """Writes, each private (0600 files, 0700 folders). :attr:`done` lists them, in order."""
+
+    dry_run = False
+
+    def __init__(self) -> None:
+        self.done: list[str] = []
+
+    def make_dir(self, path: Path) -> None:
+        """Create ``path`` and missing parents (0700); an existing folder stays as it is."""
+        if not path.is_dir():
+            self.done.append(f"create the folder {path}")
+            self._make_dir(path)
+
+    def write(self, path: Path, data: bytes) -> None:
+        """Replace ``path`` by ``data`` in one rename, mode 0600: a crash leaves the old or the
+        new file, never half of one (the client may read it at any moment)."""
+        self.done.append(f"write {path}")
+        self._write(path, data)
+
+    def backup(self, path: Path, data: bytes, stamp: str) -> Path:
+        """Save ``data`` beside ``path`` as ``NAME.mcp-bridge-backup-STAMP`` (0600, never over an
+        existing file); returns the backup's path."""
+        for attempt in range(100):
+            backup = _backup_name(path, stamp, attempt)
+            if backup.exists() or not self._create(backup, data):
+                continue
+            self.done.append(f"back up {path} as {backup}")
+            return backup
+        raise OSError(f"cannot create a backup of {path}: 100 backups with stamp {stamp} exist")
+
+    def remove(self, path: Path) -> None:
+        """Delete a file if it is there."""
+        if path.exists():
+            self.done.append(f"remove {path}")
+            self._remove(path)
+
+    # The writes themselves; DryRun overrides each one to do nothing.
+
+    def _make_dir(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    def _write(self, path: Path, data: bytes) -> None:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
-            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE)
+            os.fchmod(fd, PRIVATE)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def _create(self, path: Path, data: bytes) -> bool:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE)
         except FileExistsError:
-            continue
+            return False
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
-        return backup
-    raise OSError(f"cannot create a backup of {path}: 100 backups with stamp {stamp} exist")
+        return True
+
+    def _remove(self, path: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
 
-def remove(path: Path) -> None:
-    """Delete a file if it is there."""
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+class DryRun(Disk):
+    """A disk that writes nothing: :attr:`done` lists what a real run would have written."""
+
+    dry_run = True
+
+    def _make_dir(self, path: Path) -> None:
+        pass
+
+    def _write(self, path: Path, data: bytes) -> None:
+        pass
+
+    def _create(self, path: Path, data: bytes) -> bool:
+        return True
+
+    def _remove(self, path: Path) -> None:
+        pass

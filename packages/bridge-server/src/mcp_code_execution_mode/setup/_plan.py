@@ -9,6 +9,7 @@ one tool's schema instead of every server's.
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,12 @@ from mcp_code_execution_mode.setup._documents import (
     JsonDocument,
     TomlDocument,
 )
-from mcp_code_execution_mode.setup._files import PRIVATE, canonical_digest, read_bytes, real_path
+from mcp_code_execution_mode.setup._files import (
+    canonical_digest,
+    open_to_others,
+    read_bytes,
+    real_path,
+)
 
 __all__ = ["BRIDGE_ENTRY_NAME", "FileEdit", "Plan", "Request", "SetupError", "make_plan", "shown"]
 
@@ -69,7 +75,8 @@ class FileEdit:
     before_table: dict[str, Any]
     after_table: dict[str, Any]
     lost_comments: bool = False
-    mode: int = PRIVATE
+    open_mode: int | None = None
+    """The file's mode when other accounts can reach it (it is written 0600: say so)."""
 
 
 @dataclass(slots=True)
@@ -155,9 +162,24 @@ def _edit(
     new = doc.servers()
     if before is not None and canonical_digest(new) == canonical_digest(old):
         return None  # nothing changes: never rewrite a file only to reformat it
+    _check_folder(path.parent, label)
     after = doc.dumps().encode()
-    mode = PRIVATE if before is None else (path.stat().st_mode & 0o777)
-    return FileEdit(path, label, before, after, old, new, doc.lost_comments, mode)
+    return FileEdit(path, label, before, after, old, new, doc.lost_comments, open_to_others(path))
+
+
+def _check_folder(folder: Path, label: str) -> None:
+    """Refuse a folder other accounts may write to: they could replace the file, credentials
+    and all, after setup wrote it private (a sticky folder like /tmp keeps them from it)."""
+    while not folder.is_dir() and folder.parent != folder:
+        folder = folder.parent  # a missing folder is created 0700: its existing parent decides
+    info = folder.stat()
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
+        raise SetupError(
+            f"{label}: its folder {folder} can be written by other accounts "
+            f"(mode {stat.S_IMODE(info.st_mode):o}), who could replace the file and read the "
+            "credentials it receives; make the folder private (chmod go-w) or choose another "
+            "file (--config)"
+        )
 
 
 def make_plan(request: Request) -> Plan:

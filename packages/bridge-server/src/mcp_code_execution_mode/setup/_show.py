@@ -1,35 +1,55 @@
-"""How ``setup`` shows a change before making it: a summary, then a diff of each servers table
-with every ``env`` and ``headers`` value masked (they are credentials)."""
+"""How ``setup`` shows a change before making it: a summary, then a diff of each servers table.
+
+Every line passes the bridge's own redaction (:mod:`bridge_core.redaction`), with the secrets of
+every entry shown: a token in ``args`` (``--api-key sk-...``), in a URL (``?key=...``, user
+info) or in any other field is masked as the logs and the sandbox's replies mask it. ``env`` and
+``headers`` values are not shown at all, secrets or not: reviewing a move needs only their names.
+"""
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
+
+from bridge_core.redaction import MASK, Redactor, entry_secrets
 
 from mcp_code_execution_mode.setup._plan import BRIDGE_ARGS, FileEdit, Plan, shown
 
-__all__ = ["describe"]
+__all__ = ["describe", "redactor_for"]
 
-MASK = "***"
+_HIDDEN = ("env", "headers", "http_headers")
 
 
-def _masked(table: dict[str, Any]) -> dict[str, Any]:
-    shown: dict[str, Any] = {}
+def redactor_for(tables: Iterable[dict[str, Any]]) -> Redactor:
+    """The redactor of every secret in these servers tables' entries."""
+    found: set[str] = set()
+    for table in tables:
+        for entry in table.values():
+            if isinstance(entry, dict):
+                found |= entry_secrets(entry)
+    return Redactor(found)
+
+
+def _hidden(table: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for name, entry in table.items():
         if isinstance(entry, dict):
             entry = dict(entry)
-            for key in ("env", "headers", "http_headers"):
+            for key in _HIDDEN:
                 if isinstance(entry.get(key), dict):
                     entry[key] = dict.fromkeys(entry[key], MASK)
-        shown[name] = entry
-    return shown
+        out[name] = entry
+    return out
 
 
-def _diff(edit: FileEdit, key: str) -> Iterator[str]:
+def _diff(edit: FileEdit, key: str, redactor: Redactor) -> Iterator[str]:
     def lines(table: dict[str, Any]) -> list[str]:
-        return json.dumps(_masked(table), indent=2, ensure_ascii=False, default=str).splitlines()
+        # Masked as a value, before the dump: a secret holding a quote or a backslash is
+        # escaped in JSON, so the dumped text would no longer contain it as configured.
+        masked = redactor.value(_hidden(table))
+        return json.dumps(masked, indent=2, ensure_ascii=False, default=str).splitlines()
 
     before = f"{edit.shown} ({key})" if edit.before is not None else "/dev/null"
     diff = difflib.unified_diff(
@@ -44,7 +64,16 @@ def _diff(edit: FileEdit, key: str) -> Iterator[str]:
 
 
 def describe(plan: Plan) -> Iterator[str]:
-    """The lines shown for ``plan`` (its diff included)."""
+    """The lines shown for ``plan`` (its diff included), every one masked."""
+    tables = [plan.moved]
+    for edit in plan.edits:
+        tables += [edit.before_table, edit.after_table]
+    redactor = redactor_for(tables)
+    for line in _describe(plan, redactor):
+        yield redactor.text(line)
+
+
+def _describe(plan: Plan, redactor: Redactor) -> Iterator[str]:
     request = plan.request
     client = request.client
     label = shown(client.user_source(request.where).path, request.where)
@@ -66,8 +95,13 @@ def describe(plan: Plan) -> Iterator[str]:
         )
     for edit in plan.edits:
         key = client.table if edit is plan.client_edit else plan.servers_key
+        if edit.open_mode is not None:
+            yield (
+                f"  note: {edit.shown} can be read by other accounts (mode {edit.open_mode:o}); "
+                "setup writes it 0600, since it holds credentials"
+            )
         if edit.lost_comments:
             yield f"  note: the comments inside {edit.shown}'s servers table are not kept"
-        yield from _diff(edit, key)
+        yield from _diff(edit, key, redactor)
     if not plan.edits:
         yield "  nothing to change: already set up"
