@@ -81,8 +81,9 @@ class RestoreOutcome:
         self.state = state
         self.error = error
 
-    def notice(self, name: str) -> str:
-        """What the session's call is told ("" when there was nothing to restore)."""
+    def notice(self, name: str, *, latest: bool = True) -> str:
+        """What the session's call is told ("" when there was nothing to restore); ``latest``:
+        the saved state is the one after the session's last successful execution."""
         if self.error:
             return (
                 f"the saved state of session {name!r} could not be restored ({self.error}): "
@@ -97,9 +98,8 @@ class RestoreOutcome:
                 f"{saved_at(state)}: it starts from that session's state of that moment"
             )
         else:
-            notice = (
-                f"session {name!r} was restored from its state saved at {saved_at(state)} "
-                "(after its last successful execution)"
+            notice = f"session {name!r} was restored from its state saved at {saved_at(state)}" + (
+                " (after its last successful execution)" if latest else " (an older one)"
             )
         if state.unsaved:
             notice += f"; these names could not be saved: {describe_unsaved(state.unsaved)}"
@@ -155,6 +155,9 @@ class DurableLink:
         self.notices: list[str] = []
         """For the session's next execution: what the last snapshot could not keep (one notice
         at most: each snapshot's replaces the one before, so forged ones cannot pile up)."""
+        self.lost = ""
+        """Why the state after the session's last execution is not saved ("" when it is, or
+        none was expected yet): stopping this sandbox now would lose that execution's work."""
         self._snapshot_id = ""
         self._writer: StateWriter | None = None
         self._held: list[bytes] | None = None
@@ -291,6 +294,7 @@ class DurableLink:
     def _settle(self, error: str, unsaved: tuple[str, ...]) -> None:
         """A snapshot ended: say what the next execution should know, and let it run."""
         self.notices.clear()  # only the newest snapshot's outcome is still true
+        self.lost = error[:500]
         if error:
             self.notices.append(
                 f"the state of session {self.name!r} after the previous execution could not be "
@@ -310,6 +314,7 @@ class DurableLink:
         self._saved = False  # a state it sent before (forged: too early) is gone: never vouched
         self._resend, self._refused, self._base = True, 0, None
         self._meta = None
+        self.lost = ""  # the session starts afresh: nothing it did is unsaved yet
 
     def _start_writer(self, held: list[bytes]) -> StateWriter:
         writer = self.store.writer(self.client, self.name, self.epoch)
@@ -401,6 +406,8 @@ class DurableLink:
     def end(self) -> None:
         """The sandbox is gone: nothing more arrives (a partial snapshot is dropped)."""
         self._abort()
+        if not self.settled.is_set():
+            self.lost = "the sandbox ended before its state was saved"
         self.settled.set()
         if (fork := self._fork) is not None and not fork.done.is_set():
             fork.error = "the sandbox ended before the fork was saved"

@@ -186,7 +186,7 @@ class ExecutionRunner:
                 notices.append(
                     f"timed out after {limit:g} s and ignored the interrupt for {grace:g} s: the "
                     f"container was killed; session {name!r} comes back on its next call as of "
-                    "its last successful execution"
+                    + _last_saved(live, "its last successful execution")
                 )
             elif not ephemeral:
                 notices.append(
@@ -208,7 +208,8 @@ class ExecutionRunner:
             if not ephemeral and self._durable():
                 notices.append(
                     f"the sandbox of session {name!r} failed: {reason}; the next call runs in a "
-                    "new sandbox restored to the state after the last successful execution"
+                    "new sandbox restored to "
+                    + _last_saved(live, "the state after the last successful execution")
                 )
             elif not ephemeral:
                 notices.append(
@@ -302,7 +303,7 @@ class ExecutionRunner:
                 )
                 self._replace(sess, live, kill=True)
                 lost = (
-                    "it comes back as of its last successful execution"
+                    "it comes back as of " + _last_saved(live, "its last successful execution")
                     if self._durable()
                     else "the session's state was lost"
                 )
@@ -338,3 +339,11 @@ def _shown_error(error: ErrorInfo | None) -> ErrorInfo | None:
         visible_head(error.message, MESSAGE_LIMIT)[0],
         traceback,
     )
+
+
+def _last_saved(live: LiveSandbox, latest: str) -> str:
+    """Which state a durable session's next sandbox restores, for a notice: ``latest`` unless
+    the state after its last execution was not saved (never claimed then: docs/decisions.md)."""
+    if live.durable is not None and (lost := live.durable.lost):
+        return f"its last saved state (its state after its last execution was not saved: {lost})"
+    return latest

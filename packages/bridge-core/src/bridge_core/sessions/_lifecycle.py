@@ -146,8 +146,9 @@ class DurableSessions:
                 "or reset the session",
                 notices,
             )
-        if notice := outcome.notice(sess.name):
+        if notice := outcome.notice(sess.name, latest=not sess.stale):
             notices.append(notice)
+        sess.stale = False
         if not outcome.error:
             return None
         logger.warning("saved state of session %r refused: %s", sess.name, outcome.error)
@@ -184,30 +185,50 @@ class DurableSessions:
             )
 
     async def make_room(self, sess: Session) -> None:
-        """Hibernate least recently used idle sessions until ``sess`` may have a container.
+        """Hibernate idle sessions whose state is saved until ``sess`` may have a container.
 
-        Raises :class:`SessionLimitExceeded` when every live session is busy.
+        Raises :class:`SessionLimitExceeded` when every live session is busy or holds work that
+        could not be saved (see :func:`next_to_hibernate`).
         """
         while victim := await next_to_hibernate(
             self._sessions.values(), sess, self.config, self._ephemeral, wait=SNAPSHOT_WAIT
         ):
-            await self.hibernate(victim)
+            await self.hibernate(victim, to_make_room=True)
 
-    async def hibernate(self, sess: Session) -> None:
-        """Stop ``sess``'s container once its last snapshot is saved; its next call restores."""
+    async def hibernate(self, sess: Session, *, to_make_room: bool = False) -> bool:
+        """Stop ``sess``'s container once its last snapshot is saved; its next call restores.
+
+        ``to_make_room``: for another session's start, which must not cost ``sess`` its work, so
+        a session whose last state could not be saved (or is not saved in time) keeps its
+        container (False is returned; the caller picks another). Otherwise (idle expiry) it
+        hibernates all the same, and its next call is told what was lost.
+        """
         sess.users += 1
         try:
             async with sess.turn:
                 live = sess.live
                 if live is None:
-                    return
-                if live.durable is not None:
+                    return True
+                if (link := live.durable) is not None:
                     with anyio.move_on_after(SNAPSHOT_WAIT):
-                        await live.durable.settled.wait()
-                    sess.notices.extend(live.durable.notices)
-                    live.durable.notices.clear()
+                        await link.settled.wait()
+                    lost = link.lost if link.settled.is_set() else "it was still being saved"
+                    if lost and to_make_room:
+                        return False
+                    if lost:
+                        sess.stale = True  # its restore must not claim the latest state
+                        sess.notices.append(
+                            f"session {sess.name!r} was idle for more than "
+                            f"{self.config.idle_ttl:g} s (MCP_BRIDGE_SESSION_TTL), so its "
+                            "sandbox was stopped, but its state after its last execution was "
+                            f"not saved ({lost}): the work since its last saved state is lost"
+                        )
+                    else:
+                        sess.notices.extend(link.notices)
+                    link.notices.clear()
                 self._drop(sess)
                 logger.info("session %r hibernated", sess.name)
+                return True
         finally:
             sess.users -= 1
             self._forget_if_empty(sess)

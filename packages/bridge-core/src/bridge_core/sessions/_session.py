@@ -41,6 +41,9 @@ class Session:
         self.last_used = now
         self.notices: list[str] = []
         """Told to the next execution (e.g. the state was lost after a crash)."""
+        self.stale = False
+        """Its sandbox was stopped while the state after its last execution was not saved: the
+        state its next sandbox restores is an older one (and the notice says so)."""
         self.forget_saved = False
         """A reset asked for: the saved state goes before the next sandbox starts."""
         self.grant_scope = uuid.uuid4().hex

@@ -431,11 +431,15 @@ class SessionManager:
             reason = live.failure_reason
             with anyio.move_on_at(start_by):
                 reason = await self._fleet.exit_reason(live)
-            lost = (
-                "its state as of its last successful execution is restored"
-                if self.durable
-                else "this is a fresh one and the session's state was lost"
-            )
+            if not self.durable:
+                lost = "this is a fresh one and the session's state was lost"
+            elif live.durable is not None and live.durable.lost:
+                lost = (
+                    f"its state after its last execution was not saved ({live.durable.lost}), "
+                    "so the work since its last saved state is lost"
+                )
+            else:
+                lost = "its state as of its last successful execution is restored"
             notices.append(
                 f"the sandbox of session {sess.name!r} ended while idle ({reason}): {lost}"
             )
@@ -499,6 +503,7 @@ class SessionManager:
 
     def _drop(self, sess: Session) -> None:
         if sess.live is not None:
+            _mark_stale(sess, sess.live)
             self._discard(sess.live)
             sess.live = None
 
@@ -559,8 +564,15 @@ class SessionManager:
     def _replace(self, sess: Session, live: LiveSandbox, *, kill: bool) -> None:
         """Throw away ``sess``'s sandbox ``live``; the next execution gets a fresh one."""
         if sess.live is live:
+            _mark_stale(sess, live)
             sess.live = None
         self._discard(live, kill=kill)
+
+
+def _mark_stale(sess: Session, live: LiveSandbox) -> None:
+    """``sess`` loses ``live``: if its last state was not saved, its restore says it is older."""
+    if live.durable is not None and live.durable.lost:
+        sess.stale = True
 
 
 def _with_start(result: ExecutionResult, waited: float) -> ExecutionResult:
