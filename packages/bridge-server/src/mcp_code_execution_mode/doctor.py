@@ -5,8 +5,9 @@ Checks, in order: the state directory (made private), the log file, the containe
 its labels, a real sandbox running code with its memory/pids/cpu limits and its filter read back
 from inside (seccomp mode, and that creating a user namespace and opening an AF_VSOCK socket
 fail), then every config file looked at (found, not found, invalid) and every discovered MCP
-server (its source file, whether it starts, how many tools it lists), and the servers a client
-loads both directly and through the bridge, with what that costs.
+server (its source file, whether it starts, how many tools it lists), every such file that holds
+credentials while other accounts can read it, and the servers a client loads both directly and
+through the bridge, with what that costs.
 Exit status 1 when something needed (runtime, image, sandbox) is missing, a client config file is
 unusable or the explicit config file is missing; a server that fails is reported but does not by
 itself fail the check, since the bridge works without it.
@@ -18,6 +19,7 @@ import ast
 import dataclasses
 import json
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -32,6 +34,7 @@ from bridge_core.discovery import display_path as shown_path
 from bridge_core.errors import BridgeError, SandboxStartError
 from bridge_core.gateway import NullGateway
 from bridge_core.policy import Policy
+from bridge_core.redaction import configured_secrets
 from bridge_core.runtime import user_seccomp_option
 from bridge_core.runtime.base import IMAGE_BUILD_COMMAND, RuntimeBackend, RuntimeInfo
 from bridge_core.runtime.detect import detect_runtime
@@ -333,6 +336,43 @@ def _check_files(settings: Settings, discovery: DiscoveryReport, report: _Report
             report.warn("discovery", str(problem))
     for conflict in discovery.conflicts:
         report.warn("discovery", f"{conflict.name!r} defined again in {', '.join(conflict.losers)}")
+    _check_readable_secrets(discovery, home, report)
+
+
+def _check_readable_secrets(discovery: DiscoveryReport, home: Path, report: _Report) -> None:
+    """Warn about each config file other accounts can read that holds a credential literally.
+
+    What counts as a credential is the bridge's redaction rule, applied to the servers read from
+    the file; a value taken from the environment (``${GITHUB_TOKEN}``) is not in the file, so
+    the check looks for each secret in the file's own text."""
+    for source in discovery.sources_checked:
+        if not source.found or source.problem is not None:
+            continue
+        try:
+            mode = stat.S_IMODE(source.path.stat().st_mode)
+            if not mode & (stat.S_IRGRP | stat.S_IROTH):
+                continue
+            text = source.path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        where = shown_path(source.path, home)
+        holding = [
+            name
+            for name, spec in discovery.servers.items()
+            if spec.source.startswith(f"{where}#") and _written_in(configured_secrets(spec), text)
+        ]
+        if holding:
+            report.warn(
+                "config file",
+                f"{where} can be read by other accounts (mode {mode:o}) and holds credentials "
+                f"(servers {', '.join(map(repr, holding))})",
+                f"chmod 600 {source.path}",
+            )
+
+
+def _written_in(secrets: set[str], text: str) -> bool:
+    # As the file spells them: JSON escapes a quote or a backslash (TOML basic strings alike).
+    return any(s in text or json.dumps(s, ensure_ascii=False)[1:-1] in text for s in secrets)
 
 
 def _check_double_loads(

@@ -1,0 +1,47 @@
+"""``doctor`` on config files: a file other accounts can read that holds credentials is flagged."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from bridge_core.discovery import discover
+from mcp_code_execution_mode.doctor import _check_readable_secrets, _Report
+
+TOKEN = "ghp_0123456789secret"
+
+
+def check(home: Path, value: str, mode: int, environ: dict[str, str]) -> str:
+    path = home / ".config" / "mcp-code-execution-mode" / "servers.json"
+    path.parent.mkdir(parents=True)
+    entry = {"command": "npx", "args": ["server-github"], "env": {"GITHUB_TOKEN": value}}
+    path.write_text(json.dumps({"mcpServers": {"github": entry, "time": {"command": "t"}}}))
+    path.chmod(mode)
+    report = _Report(io.StringIO())
+    discovery = discover(home=home, cwd=home, environ=environ, platform="linux")
+    _check_readable_secrets(discovery, home, report)
+    out = report.out.getvalue()
+    assert TOKEN not in out
+    return out
+
+
+def test_a_servers_file_readable_by_others_that_holds_a_token_is_flagged(tmp_path: Path) -> None:
+    out = check(tmp_path, TOKEN, 0o644, {})
+    assert (
+        "[warn] config file: ~/.config/mcp-code-execution-mode/servers.json can be read by " in out
+    )
+    assert "(mode 644) and holds credentials (servers 'github')" in out
+    assert "fix: chmod 600 " in out
+
+
+@pytest.mark.parametrize(
+    ("value", "mode"),
+    [(TOKEN, 0o600), ("${GITHUB_TOKEN}", 0o644)],
+    ids=["private file", "token taken from the environment"],
+)
+def test_a_private_file_or_one_that_only_names_a_variable_is_not_flagged(
+    tmp_path: Path, value: str, mode: int
+) -> None:
+    assert check(tmp_path, value, mode, {"GITHUB_TOKEN": TOKEN}) == ""
