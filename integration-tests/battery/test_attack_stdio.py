@@ -26,6 +26,7 @@ from .conftest import (
 )
 
 pytestmark = [
+    pytest.mark.engine,
     pytest.mark.container,
     pytest.mark.skipif(TEST_RUNTIME == "docker", reason="the stdio channel is podman's"),
 ]

@@ -37,7 +37,7 @@ from .conftest import (
     owned_containers,
 )
 
-pytestmark = pytest.mark.container
+pytestmark = [pytest.mark.container, pytest.mark.engine]
 
 PROBE = Path(__file__).resolve().parents[1] / "servers" / "probe_server.py"
 EXIT_TIMEOUT = 60.0

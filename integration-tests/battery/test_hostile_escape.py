@@ -16,7 +16,7 @@ import pytest
 
 from .conftest import RUNTIME_INIT, bridge_pids, code_text, open_bridge, text_of
 
-pytestmark = pytest.mark.container
+pytestmark = [pytest.mark.container, pytest.mark.engine]
 
 
 async def _next_call_works(bridge: object) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from .conftest import code_text, open_bridge, payload_of, text_of
 
-pytestmark = pytest.mark.container
+pytestmark = [pytest.mark.container, pytest.mark.engine]
 
 
 async def test_sys_exit_with_a_status_is_an_error_and_the_session_survives(

@@ -19,7 +19,7 @@ import pytest
 
 from .conftest import CALL_TIMEOUT, code_text, open_bridge, payload_of, stdout_of, text_of
 
-pytestmark = pytest.mark.container
+pytestmark = [pytest.mark.container, pytest.mark.engine]
 
 
 def _host_processes() -> int:

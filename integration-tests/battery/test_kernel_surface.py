@@ -21,6 +21,7 @@ import pytest
 from .conftest import open_bridge, payload_of, stdout_of, text_of
 
 pytestmark = [
+    pytest.mark.engine,
     pytest.mark.container,
     pytest.mark.skipif(platform.machine() != "x86_64", reason="system-call numbers are x86_64's"),
 ]

@@ -44,7 +44,7 @@ from .conftest import (
     owned_containers,
 )
 
-pytestmark = pytest.mark.container
+pytestmark = [pytest.mark.container, pytest.mark.engine]
 
 UNREAPED_PARENT = Path(__file__).resolve().parents[1] / "servers" / "unreaped_parent.py"
 _PR_SET_CHILD_SUBREAPER = 36

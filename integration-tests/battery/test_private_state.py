@@ -38,7 +38,7 @@ from bridge_protocol import Execute, Hello, Result, encode
 
 from .conftest import code_text, open_bridge, payload_of
 
-pytestmark = pytest.mark.container
+pytestmark = [pytest.mark.container, pytest.mark.engine]
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 """The attacker's interpreter: another account cannot enter root's home, where hatch's is."""

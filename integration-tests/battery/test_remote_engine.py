@@ -28,7 +28,7 @@ from bridge_protocol import Execute, Result
 
 from .conftest import bridge_pids, code_text, open_bridge, owned_containers
 
-pytestmark = pytest.mark.container
+pytestmark = [pytest.mark.container, pytest.mark.engine]
 
 _shared = importlib.import_module("integration-tests.conftest")
 REPO = Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ from bridge_core.errors import RuntimeUnavailable
 from bridge_core.runtime.base import SandboxSpec
 from bridge_core.runtime.docker import DockerBackend
 
-pytestmark = [pytest.mark.container, pytest.mark.docker, pytest.mark.anyio]
+pytestmark = [pytest.mark.engine, pytest.mark.container, pytest.mark.docker, pytest.mark.anyio]
 
 COMMAND_TIMEOUT = 3.0
 """The backend's bound on one docker command here (the product's default is 60 s)."""

@@ -14,7 +14,7 @@ from bridge_core.runtime.base import MiB
 
 from .conftest import StartShell
 
-pytestmark = pytest.mark.container
+pytestmark = [pytest.mark.container, pytest.mark.engine]
 
 
 async def test_sandbox_runs_as_nobody_with_no_capabilities_and_no_new_privileges(

@@ -22,7 +22,7 @@ from bridge_protocol import Execute, Shutdown
 
 from .conftest import StartShell
 
-pytestmark = pytest.mark.container
+pytestmark = [pytest.mark.container, pytest.mark.engine]
 
 # The shared conftest of integration-tests (a module named after its path under importlib mode).
 _shared = importlib.import_module("integration-tests.conftest")

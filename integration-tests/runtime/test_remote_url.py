@@ -25,7 +25,7 @@ from bridge_core.runtime.base import SandboxSpec
 from bridge_core.runtime.podman import PodmanBackend
 from bridge_protocol import Execute, Result
 
-pytestmark = pytest.mark.container
+pytestmark = [pytest.mark.container, pytest.mark.engine]
 
 _LISTENING = re.compile(r'API service listening on \\?"([0-9.]+:[0-9]+)\\?"')
 SERVICE_TIMEOUT = 60  # seconds for the service to listen (first use migrates storage)

@@ -23,7 +23,7 @@ from bridge_core.runtime.podman import PodmanBackend
 from bridge_protocol import Execute, Output, Result, Shutdown
 from bridge_protocol.paths import SANDBOX_CHANNEL_DIR
 
-pytestmark = pytest.mark.container
+pytestmark = [pytest.mark.container, pytest.mark.engine]
 
 _shared = importlib.import_module("integration-tests.conftest")
 START_TIMEOUT = 60

@@ -16,7 +16,7 @@ import pytest
 
 from .conftest import bridge_pids, bridge_text, code_text, open_bridge, owned_containers
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 wait_until_removed = importlib.import_module("integration-tests.conftest").wait_until_removed
 
 STATE = (

@@ -15,7 +15,7 @@ from mcp.shared.exceptions import MCPError
 
 from .conftest import bridge_pids, code_text, containers_left, open_bridge, owned_containers
 
-pytestmark = pytest.mark.container
+pytestmark = [pytest.mark.container, pytest.mark.engine]
 
 
 def _text(result: types.CallToolResult) -> str:

@@ -23,7 +23,7 @@ from .conftest import MakeManager, our_containers
 # The shared conftest of integration-tests (a module named after its path under importlib mode).
 _shared = importlib.import_module("integration-tests.conftest")
 
-pytestmark = pytest.mark.container
+pytestmark = [pytest.mark.container, pytest.mark.engine]
 
 
 async def test_variables_imports_and_files_persist_across_executions(

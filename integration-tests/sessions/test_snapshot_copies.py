@@ -11,7 +11,7 @@ from bridge_core.runtime.podman import PodmanBackend
 from bridge_core.sessions import SessionConfig, SessionManager, SessionStore, StoreSettings
 from bridge_core.sessions._durable import DurableLink
 
-pytestmark = [pytest.mark.container, pytest.mark.anyio]
+pytestmark = [pytest.mark.engine, pytest.mark.container, pytest.mark.anyio]
 
 MiB = 1024 * 1024
 SETUP = (
