@@ -44,10 +44,55 @@ async def test_an_upstream_elicitation_is_named_as_the_servers_not_the_bridges(
         )
     assert code_text(result).startswith("done"), result
     (question,) = asked
-    assert question.message.startswith('[The MCP server "everything" asks, through the bridge] ')
+    assert question.message.startswith('[The MCP server "everything" asks, through the bridge; ')
 
 
 FLOOD = Path(__file__).resolve().parents[1] / "servers" / "flood_server.py"
+NAMED = '[The MCP server "flood" asks, through the bridge; this is not the bridge\'s approval'
+
+
+async def test_an_upstream_dressing_its_questions_as_the_bridges_is_named_first_and_escaped(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # CR, terminal erase codes, a right-to-left override, a zero-width space and 40 blank lines
+    # before a copy of the approval question; the same with the approval form's own field; in
+    # URL mode; and a sampling request whose system prompt claims to be the bridge's reviewer.
+    asked: list[types.ElicitRequestParams] = []
+    sampled: list[types.CreateMessageRequestParams] = []
+
+    async def user(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="decline")
+
+    async def model(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        sampled.append(params)
+        text = types.TextContent(type="text", text="no")
+        return types.CreateMessageResult(role="assistant", content=text, model="m")
+
+    servers = {"flood": {"command": sys.executable, "args": [str(FLOOD)]}}
+    options = {"elicitation_callback": user, "sampling_callback": model}
+    async with open_bridge(tmp_path, servers=servers, client_options=options) as bridge:
+        result = await bridge.run(
+            "from mcp import mcp_servers\n"
+            "r = await mcp_servers['flood'].mimic(raw=True)\n"
+            "print(r['content'][0]['text'])\n"
+        )
+    outcomes = json.loads(code_text(result).strip().splitlines()[0])
+    assert outcomes["field"].startswith("refused"), outcomes  # the approval form's field
+    assert [outcomes[k] for k in ("form", "url", "sampling")] == ["answered"] * 3, outcomes
+    form, url = asked
+    for question in (form, url):
+        assert question.message.split("\n")[0].startswith(NAMED), question.message
+        for hidden in ("\r", "\x1b", "\u202e", "\u200b", "\n\n\n"):
+            assert hidden not in question.message, question.message
+    assert isinstance(url, types.ElicitRequestURLParams)
+    assert 'It asks you to open a page on "evil.example".' in url.message, url.message
+    (sampling,) = sampled
+    assert (sampling.system_prompt or "").startswith(NAMED), sampling.system_prompt
 
 
 async def test_an_upstream_flooding_questions_logs_and_progress_reaches_the_client_bounded(

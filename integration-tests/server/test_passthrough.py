@@ -81,11 +81,14 @@ async def test_sampling_and_elicitation_of_the_everything_server_reach_the_real_
         elicited = await bridge.run(
             _texts("await mcp_servers['everything']['trigger-elicitation-request'](raw=True)")
         )
-    # Sampling: the server's request reached the client as sent, and the client's answer
-    # went back into the tool's result.
+    # Sampling: the server's request reached the client as sent, its system prompt after a line
+    # naming the server, and the client's answer went back into the tool's result.
     (request,) = client.sampled
     assert request.max_tokens == 7
-    assert request.system_prompt == "You are a helpful test server."
+    assert request.system_prompt == (
+        '[The MCP server "everything" asks, through the bridge; this is not the bridge\'s '
+        "approval question]\nYou are a helpful test server."
+    )
     assert "two words please" in json.dumps(request.model_dump(mode="json"))
     text = code_text(sampled)
     assert "answer written by the real client" in text
@@ -95,8 +98,8 @@ async def test_sampling_and_elicitation_of_the_everything_server_reach_the_real_
     assert isinstance(form, types.ElicitRequestFormParams)
     # ...named as the server's, not the bridge's (docs/policy.md).
     assert form.message == (
-        '[The MCP server "everything" asks, through the bridge] '
-        "Please provide inputs for the following fields:"
+        '[The MCP server "everything" asks, through the bridge; this is not the bridge\'s '
+        "approval question]\nPlease provide inputs for the following fields:"
     )
     assert form.requested_schema["required"] == ["name"]
     assert "- Name: Ada Lovelace" in code_text(elicited)

@@ -83,12 +83,14 @@ _Key = tuple[str, str]
 """(server, tool): what an answer is remembered for."""
 
 SESSION_FIELD = "allow_for_session"
+SESSION_TITLE = "Allow for this session"
+"""The approval form's one field; a relayed upstream form may not reuse its name or title."""
 _SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         SESSION_FIELD: {
             "type": "boolean",
-            "title": "Allow for this session",
+            "title": SESSION_TITLE,
             "description": "Also allow further calls to this tool from this session without asking",
             "default": False,
         }

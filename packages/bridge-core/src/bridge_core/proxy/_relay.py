@@ -15,6 +15,13 @@ refused too — an upstream cannot reach a user whose code is not using it.
 Everything an upstream sends here is hostile and bounded: requests in flight per server, time
 per request, log notifications per window and their size; secrets configured for any server are
 masked in what reaches the client.
+
+The user must never take an upstream's question for the bridge's approval question: a relayed
+question starts with a line naming the server, its text goes through the same escaping as the
+approval question (:func:`bridge_core._shown.visible`: control, bidi, zero-width characters shown
+as escapes) with blank-line and space runs collapsed and its length bounded, so nothing can push
+that line out of view; a form reusing the approval form's field is refused; a URL-mode question
+names the host the page is on; a sampling request's system prompt starts with the same naming.
 """
 
 from __future__ import annotations
@@ -22,15 +29,19 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import mcp_types as types
 from mcp.client.session import ClientRequestContext
 from mcp.shared.dispatcher import ProgressFnT
 
+from bridge_core._shown import visible
+from bridge_core.approval import SESSION_FIELD, SESSION_TITLE
 from bridge_core.client_link import Capability, ClientLink
 from bridge_core.redaction import Redactor
 
@@ -47,6 +58,84 @@ LOG_WINDOW = 10.0
 dropped (counted, and said once per window in the bridge's log)."""
 MAX_LOG_DATA = 2000
 """Characters of one relayed log notification's data (JSON); longer data is cut."""
+MAX_RELAYED_TEXT = 2000
+"""Characters of a relayed question's message or system prompt (escaped); the rest is cut, and
+the cut says how much."""
+MAX_RELAYED_LINES = 40
+"""Lines of one relayed text; the rest are joined to the last, so it cannot fill a dialog."""
+_SPACE_RUN = re.compile(r"[ \t]{9,}")
+_BLANK_RUN = re.compile(r"\n(?:[ \t]*\n)+")
+
+
+def relayed_text(text: str) -> str:
+    """An upstream's free text as the user is shown it: control, bidi and invisible characters
+    escaped (the approval question's escaping), runs of blank lines collapsed to one, long runs
+    of spaces counted, at most :data:`MAX_RELAYED_LINES` lines and :data:`MAX_RELAYED_TEXT`
+    characters (a cut says so)."""
+    shown = visible(text, newlines=True)
+    shown = _BLANK_RUN.sub("\n\n", shown).strip()
+    shown = _SPACE_RUN.sub(lambda run: f" [{len(run.group())} spaces] ", shown)
+    lines = shown.split("\n")
+    if len(lines) > MAX_RELAYED_LINES:
+        shown = (
+            "\n".join(lines[: MAX_RELAYED_LINES - 1])
+            + " / "
+            + " / ".join(lines[MAX_RELAYED_LINES - 1 :])
+        )
+    if len(shown) > MAX_RELAYED_TEXT:
+        more = len(shown) - MAX_RELAYED_TEXT
+        shown = shown[:MAX_RELAYED_TEXT] + f"…[{more} characters not shown]"
+    return shown
+
+
+def _plain(text: str) -> str:
+    return re.sub(r"[^a-z]", "", text.casefold())
+
+
+def _borrowed_field(schema: Any) -> str | None:
+    """The approval form's field, if a relayed form reuses its name or its title."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return None
+    for name, field in properties.items():
+        title = field.get("title") if isinstance(field, dict) else None
+        if name == SESSION_FIELD or _plain(str(name)) == _plain(SESSION_FIELD):
+            return str(name)
+        if isinstance(title, str) and _plain(title) == _plain(SESSION_TITLE):
+            return str(name)
+    return None
+
+
+def _escaped_schema(value: Any, depth: int = 0) -> Any:
+    """A form's titles and descriptions (shown to the user) with the same escaping."""
+    if depth > 8:
+        return value
+    if isinstance(value, dict):
+        return {
+            key: relayed_text(item)
+            if key in ("title", "description") and isinstance(item, str)
+            else _escaped_schema(item, depth + 1)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [
+            relayed_text(item) if isinstance(item, str) else _escaped_schema(item, depth + 1)
+            for item in value
+        ]
+    return value
+
+
+def _host(url: str) -> str:
+    """The host a URL-mode question's page is on, as the user should read it (IDNA, escaped)."""
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        host = ""
+    try:
+        host = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        pass  # shown escaped below
+    return visible(host, quoted=True) if host else "(no host)"
 
 
 class ClientRelay:
@@ -132,8 +221,12 @@ class ClientRelay:
 
     @property
     def attribution(self) -> str:
-        """What precedes the message of an upstream's question to the user."""
-        return f"[The MCP server {json.dumps(self.server[:128])} asks, through the bridge] "
+        """The first line of an upstream's question to the user (and of its system prompt)."""
+        name = visible(self.server[:128], quoted=True)
+        return (
+            f"[The MCP server {name} asks, through the bridge; "
+            "this is not the bridge's approval question]"
+        )
 
     def _masked(self, params: Any) -> Any:
         """``params`` with every configured secret masked (a server may quote its token)."""
@@ -149,11 +242,29 @@ class ClientRelay:
     ) -> types.ElicitResult | types.ErrorData:
         masked = self._masked(params)
         # The client sees every question as the bridge's: the relayed one names the server that
-        # asks, so an upstream cannot pass its question off as the bridge's approval of a call
-        # (an "Accept to run it" the user answers is then the server's, not an approval).
-        masked = masked.model_copy(update={"message": f"{self.attribution}{masked.message}"})
+        # asks on its first line, so an upstream cannot pass its question off as the bridge's
+        # approval of a call (an "Accept to run it" the user answers is then the server's).
+        update: dict[str, Any] = {}
+        message = relayed_text(masked.message)
+        if isinstance(masked, types.ElicitRequestURLParams):
+            # The client opens the URL: the user must know whose page it is.
+            opens = f"It asks you to open a page on {_host(masked.url)}."
+            update["message"] = f"{self.attribution}\n{opens}\n{message}"
+        else:
+            borrowed = _borrowed_field(masked.requested_schema)
+            if borrowed is not None:
+                return types.ErrorData(
+                    code=types.INVALID_PARAMS,
+                    message=(
+                        f"the bridge does not relay a form with the field {borrowed[:64]!r}: "
+                        "its own approval question uses it"
+                    ),
+                )
+            update["message"] = f"{self.attribution}\n{message}"
+            update["requested_schema"] = _escaped_schema(masked.requested_schema)
+        relayed = masked.model_copy(update=update)
         result: types.ElicitResult | types.ErrorData = await self._relay(
-            "elicitation", lambda link: link.elicit(masked)
+            "elicitation", lambda link: link.elicit(relayed)
         )
         return result
 
@@ -161,8 +272,18 @@ class ClientRelay:
         self, context: ClientRequestContext, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
         masked = self._masked(params)
+        # Attributed, not dropped (docs/decisions.md): the system prompt starts with the line
+        # naming the server, and its text and the messages' text are escaped as a question's,
+        # so the client's review of the request (and the model) sees whose request it is.
+        prompt = relayed_text(masked.system_prompt) if masked.system_prompt else ""
+        relayed = masked.model_copy(
+            update={
+                "system_prompt": f"{self.attribution}\n{prompt}".rstrip(),
+                "messages": [_escaped_message(message) for message in masked.messages],
+            }
+        )
         result: types.CreateMessageResult | types.ErrorData = await self._relay(
-            "sampling", lambda link: link.create_message(masked)
+            "sampling", lambda link: link.create_message(relayed)
         )
         return result
 
@@ -231,3 +352,16 @@ class ClientRelay:
                 await target.log(shown)
         except Exception as exc:
             logger.debug("relaying a log notification of %r failed: %r", self.server, exc)
+
+
+def _escaped_message(message: types.SamplingMessage) -> types.SamplingMessage:
+    """A sampling message with its text blocks escaped (what a reviewer reads is what it is)."""
+
+    def escaped(block: Any) -> Any:
+        if isinstance(block, types.TextContent):
+            return block.model_copy(update={"text": visible(block.text, newlines=True)})
+        return block
+
+    content = message.content
+    shown = [escaped(block) for block in content] if isinstance(content, list) else escaped(content)
+    return message.model_copy(update={"content": shown})
