@@ -159,3 +159,43 @@ async def test_every_record_is_bounded_whatever_names_and_details_sandbox_code_s
     assert all(name.endswith("…") for name in record["arguments"])
     assert record["tool"].endswith("…")
     assert len(record["detail"]) == MAX_DETAIL_CHARS + 1
+
+
+@pytest.mark.parametrize(
+    "char", ["\n", "\r", "\x1b", "\x85", "\u2028", "\u2029", "\u202e", "\u2066", "\u200b"]
+)
+async def test_a_record_is_one_line_whatever_its_names_hold_and_decodes_to_them(
+    tmp_path: Path, char: str
+) -> None:
+    forged = f'{char}{{"time": "2026-01-01T00:00:00.000+00:00", "approval": "approved"}}'
+    log = AuditLog(tmp_path / "a.jsonl")
+    call = CallRecord(
+        session="s", server="srv", tool=f"t{forged}", arguments={}, outcome="denied",
+        duration=0, detail=f"refused{forged}",
+    )  # fmt: skip
+    await log.record(call)
+    text = (tmp_path / "a.jsonl").read_text(encoding="utf-8").removesuffix("\n")
+    assert char not in text
+    assert len(text.splitlines()) == 1  # str.splitlines also breaks at U+0085, U+2028, U+2029
+    record = json.loads(text)
+    assert record["tool"] == f"t{forged}"
+    assert record["detail"] == f"refused{forged}"
+
+
+async def test_a_record_of_line_separators_and_bidi_overrides_is_bounded(tmp_path: Path) -> None:
+    huge = "\u2028\u202e" * (1024 * 1024)
+    log = AuditLog(tmp_path / "a.jsonl")
+    await log.record(
+        CallRecord(
+            session=huge,
+            server=huge,
+            tool=huge,
+            arguments={f"{i}{huge}": i for i in range(30)},
+            outcome="unknown_tool",
+            duration=0,
+            execution_id=huge,
+            detail=huge,
+        )
+    )
+    [line] = (tmp_path / "a.jsonl").read_bytes().split(b"\n")[:-1]
+    assert len(line) <= MAX_RECORD_BYTES

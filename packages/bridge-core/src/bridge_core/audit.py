@@ -9,6 +9,12 @@ names are cut to :data:`MAX_NAME_CHARS` / :data:`MAX_ARGUMENT_NAME_CHARS` (a cut
 ``…``), at most :data:`MAX_ARGUMENTS` arguments are listed (``more_arguments`` counts the rest)
 and ``detail`` is cut to :data:`MAX_DETAIL_CHARS`.
 
+Every record is one line whatever its names hold: JSON escapes control characters and newlines,
+and the characters it leaves raw that a reader could take for a line break (U+0085, U+2028,
+U+2029) or that make a line read differently from what it is (bidi overrides and isolates,
+invisible format characters, C1 controls) are written as ``\\uXXXX`` escapes too: the line stays
+valid JSON and decodes to the same values.
+
 Writing never raises into the caller: an I/O error is logged as a warning and the call goes on.
 A new log file is created 0600 (missing directories 0700); an existing file keeps the mode its
 owner gave it (docs/decisions.md: the path is the user's choice, maybe a shared collector).
@@ -19,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -52,6 +59,15 @@ MAX_DETAIL_CHARS = 800
 MAX_RECORD_BYTES = 16 * 1024
 """Bound on one record, reached only by names of escaped control characters (6 bytes each)."""
 _CUT = "…"
+_UNSAFE = re.compile(
+    "[\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff]"
+)
+"""What ``json.dumps(ensure_ascii=False)`` leaves raw that is not safe in a line (see above).
+All in the Basic Multilingual Plane, so each escape is 6 bytes, as a control character's."""
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def _cut(text: str, limit: int) -> str:
@@ -120,7 +136,7 @@ class CallRecord:
         record["duration_ms"] = round(self.duration * 1000, 3)
         if self.detail is not None:
             record["detail"] = _cut(self.detail, MAX_DETAIL_CHARS)
-        return json.dumps(record, ensure_ascii=False)
+        return _UNSAFE.sub(_escaped, json.dumps(record, ensure_ascii=False))
 
 
 class AuditLog:

@@ -5,9 +5,17 @@ users rarely find (or not at all); ``doctor`` prints its path. Several bridges (
 may share it: each record carries the process id.
 
 Every record, to either place, passes one formatter that masks the proxied servers' secrets (an
-upstream's stderr, an HTTP client's request line or an error may quote them) and caps its length:
-many records quote text that sandbox code or an upstream server controls (names, junk output,
-protocol errors), which must not reach the host's disk unbounded.
+upstream's stderr, an HTTP client's request line or an error may quote them), keeps it one record
+and caps its length: many records quote text that sandbox code or an upstream server controls
+(names, junk output, protocol errors, exception messages), which must not reach the host's disk
+unbounded, nor forge a record ("... the user approved ...") with a newline, move a terminal's
+cursor with an ANSI escape, or read differently from what it is with a bidi override.
+
+One record is one line, as far as anything quoted in it can tell: its message has every control,
+format (bidi) and line-separator character escaped (``\n``, ``\x1b``, ``\u202e``, ``\u2028``),
+by the same function that makes sandbox output visible. A traceback or stack attached to it
+follows on continuation lines, each escaped the same way and prefixed with ``CONTINUATION``
+(``"  | "``): a line that does not start with a timestamp is never a record of its own.
 """
 
 from __future__ import annotations
@@ -22,8 +30,10 @@ from pathlib import Path
 
 from bridge_core.private_files import PRIVATE_FILE_MODE, make_dirs
 from bridge_core.redaction import Redactor
+from bridge_core.sessions import visible
 
 __all__ = [
+    "CONTINUATION",
     "LOG_FILE_BACKUPS",
     "LOG_FILE_MAX_BYTES",
     "MAX_RECORD_CHARS",
@@ -42,17 +52,35 @@ MAX_RECORD_CHARS = 16 * 1024
 """Longest log record (traceback included); past it the head and the tail are kept."""
 _TAIL_CHARS = 4 * 1024
 """Of a cut record, the end kept: a traceback's last lines say what failed."""
+CONTINUATION = "  | "
+"""Starts each line of a record's traceback or stack: what no record starts with."""
 
 
 class _BoundedFormatter(logging.Formatter):
-    """Formats, masks every configured secret, then cuts to :data:`MAX_RECORD_CHARS` (in this
-    order, so a cut can never leave part of a secret)."""
+    """Formats, masks every configured secret, escapes what could break the record's line, then
+    cuts to :data:`MAX_RECORD_CHARS` (in this order: the escapes cannot split a secret from the
+    redactor, and a cut can never leave part of one)."""
 
     redactor = Redactor()
     """Shared by every instance; set by :func:`mask_logs` once discovery is done."""
 
     def format(self, record: logging.LogRecord) -> str:
-        text = self.redactor.text(super().format(record))
+        # logging.Formatter.format, with the message kept apart from the traceback and stack
+        # that it would append after newlines: each part is escaped by its own rule.
+        record.message = record.getMessage()
+        if self.usesTime():
+            record.asctime = self.formatTime(record, self.datefmt)
+        head = visible(self.redactor.text(self.formatMessage(record)), single_line=True)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        attached = [record.exc_text] if record.exc_text else []
+        if record.stack_info:
+            attached.append(self.formatStack(record.stack_info))
+        lines = [head]
+        for part in attached:
+            for line in self.redactor.text(part).rstrip("\n").split("\n"):
+                lines.append(CONTINUATION + visible(line, single_line=True))
+        text = "\n".join(lines)
         if len(text) <= MAX_RECORD_CHARS:
             return text
         head = MAX_RECORD_CHARS - _TAIL_CHARS
