@@ -1,4 +1,5 @@
-"""``doctor`` on config files: a file other accounts can read that holds credentials is flagged."""
+"""``doctor``'s report: a config file other accounts can read that holds credentials is flagged,
+and what it quotes (an upstream's error) can neither show a secret nor fake a finding."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from bridge_core.discovery import discover
+from bridge_core.redaction import Redactor
 from mcp_code_execution_mode.doctor import _check_readable_secrets, _Report
 
 TOKEN = "ghp_0123456789secret"
@@ -45,3 +47,15 @@ def test_a_private_file_or_one_that_only_names_a_variable_is_not_flagged(
     tmp_path: Path, value: str, mode: int
 ) -> None:
     assert check(tmp_path, value, mode, {"GITHUB_TOKEN": TOKEN}) == ""
+
+
+def test_a_quoted_error_is_masked_and_cannot_fake_a_finding_or_drive_the_terminal() -> None:
+    report = _Report(io.StringIO(), redactor=Redactor([TOKEN]))
+    error = f"exited: bad token {TOKEN}\x1b[2J\n[ok]   server 'github': starts\u2028\u202e"
+    report.warn("server 'github'", error, "check its env")
+    lines = report.out.getvalue().splitlines()
+    assert lines == [
+        "[warn] server 'github': exited: bad token ***\\x1b[2J\\n[ok]   server 'github': "
+        "starts\\u2028\\u202e",
+        "       fix: check its env",
+    ]

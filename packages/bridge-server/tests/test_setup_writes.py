@@ -223,3 +223,13 @@ def test_the_setup_command_with_dry_run_creates_no_log_file_nor_state_dir(
     before = snapshot(home)
     assert main(["setup", "cursor", "--dry-run"]) == 0
     assert snapshot(home) == before
+
+
+def test_a_server_name_holding_control_or_bidi_characters_is_shown_escaped(home: Path) -> None:
+    client = home / ".cursor" / "mcp.json"
+    client.write_text(json.dumps({"mcpServers": {"a\x1b[2J\u202eb": {"command": "x"}}}))
+    status, out = setup(home, dry_run=True)
+    assert status == 0, out
+    assert "\x1b" not in out
+    assert "\u202e" not in out
+    assert "a\\x1b[2J\\u202eb" in out

@@ -34,11 +34,12 @@ from bridge_core.discovery import display_path as shown_path
 from bridge_core.errors import BridgeError, SandboxStartError
 from bridge_core.gateway import NullGateway
 from bridge_core.policy import Policy
-from bridge_core.redaction import configured_secrets
+from bridge_core.redaction import Redactor, configured_secrets
 from bridge_core.runtime import user_seccomp_option
 from bridge_core.runtime.base import IMAGE_BUILD_COMMAND, RuntimeBackend, RuntimeInfo
 from bridge_core.runtime.detect import detect_runtime
 from bridge_core.servers import ServerSpec
+from bridge_core.sessions import visible
 from bridge_core.sessions.manager import SessionManager
 
 from mcp_code_execution_mode import __version__
@@ -101,24 +102,33 @@ _REFUSED = ["1", "97"]  # EPERM, EAFNOSUPPORT
 
 @dataclass
 class _Report:
+    """The findings, one line each. Details quote text from upstream servers, config files and
+    the runtime (an error, a server name, pull progress): every line has its control, bidi and
+    line-separator characters escaped, so none can clear the terminal or fake a finding."""
+
     out: TextIO
     failed: bool = False
+    redactor: Redactor = dataclasses.field(default_factory=Redactor)
+    """The servers' secrets, once discovered: an upstream's error may quote its own token."""
+
+    def _print(self, line: str, *, flush: bool = False) -> None:
+        print(visible(self.redactor.text(line), single_line=True), file=self.out, flush=flush)
 
     def progress(self, line: str) -> None:
-        print(f"       {line[:300]}", file=self.out, flush=True)
+        self._print(f"       {line[:300]}", flush=True)
 
     def ok(self, what: str, detail: str) -> None:
-        print(f"[ok]   {what}: {detail}", file=self.out)
+        self._print(f"[ok]   {what}: {detail}")
 
     def warn(self, what: str, detail: str, fix: str = "") -> None:
-        print(f"[warn] {what}: {detail}", file=self.out)
+        self._print(f"[warn] {what}: {detail}")
         if fix:
-            print(f"       fix: {fix}", file=self.out)
+            self._print(f"       fix: {fix}")
 
     def fail(self, what: str, detail: str, fix: str) -> None:
         self.failed = True
-        print(f"[FAIL] {what}: {detail}", file=self.out)
-        print(f"       fix: {fix}", file=self.out)
+        self._print(f"[FAIL] {what}: {detail}")
+        self._print(f"       fix: {fix}")
 
 
 def _inspect_image(cli: str, image: str) -> dict[str, Any] | None:
@@ -315,7 +325,7 @@ def _check_files(settings: Settings, discovery: DiscoveryReport, report: _Report
     home = Path.home()
     report.ok("discovery", f"{len(discovery.servers)} server(s); files looked at:")
     for line in _files_looked_at(discovery.sources_checked, home):
-        print(f"         {line}", file=report.out)
+        report._print(f"         {line}")
     for source in discovery.sources_checked:
         if source.problem is not None:
             report.fail(
@@ -407,6 +417,7 @@ def _check_double_loads(
 
 async def _check_servers(settings: Settings, report: _Report) -> None:
     discovery = await discover_servers(settings)
+    report.redactor = Redactor.for_servers(discovery.servers.values())
     _check_files(settings, discovery, report)
     policy = Policy.from_settings(
         allow_servers=settings.allow_servers,

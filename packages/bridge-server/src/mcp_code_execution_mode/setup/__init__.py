@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from bridge_core.discovery import Where, bridge_servers_file
+from bridge_core.sessions import visible
 
 from mcp_code_execution_mode.setup._clients import CLIENTS, Client
 from mcp_code_execution_mode.setup._files import Disk, DryRun
@@ -78,7 +79,8 @@ def run_setup(
             return 0
         backups = apply_plan(plan, state_dir, disk)
     except (SetupError, OSError) as exc:
-        print(f"setup {client_key}: {exc}", file=out)
+        # Names in the message come from the user's files: shown, never interpreted.
+        print(visible(f"setup {client_key}: {exc}", single_line=True), file=out)
         return 1
     if disk.dry_run:
         print("dry run: nothing was written", file=out)

@@ -4,6 +4,7 @@ Every line passes the bridge's own redaction (:mod:`bridge_core.redaction`), wit
 every entry shown: a token in ``args`` (``--api-key sk-...``), in a URL (``?key=...``, user
 info) or in any other field is masked as the logs and the sandbox's replies mask it. ``env`` and
 ``headers`` values are not shown at all, secrets or not: reviewing a move needs only their names.
+Control, bidi and line-separator characters (in a server's name, say) are shown as escapes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from bridge_core.redaction import MASK, Redactor, entry_secrets
+from bridge_core.sessions import visible
 
 from mcp_code_execution_mode.setup._plan import BRIDGE_ARGS, FileEdit, Plan, shown
 
@@ -70,7 +72,7 @@ def describe(plan: Plan) -> Iterator[str]:
         tables += [edit.before_table, edit.after_table]
     redactor = redactor_for(tables)
     for line in _describe(plan, redactor):
-        yield redactor.text(line)
+        yield visible(redactor.text(line), single_line=True)
 
 
 def _describe(plan: Plan, redactor: Redactor) -> Iterator[str]:
