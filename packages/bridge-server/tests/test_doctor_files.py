@@ -21,12 +21,12 @@ def check(home: Path, value: str, mode: int, environ: dict[str, str]) -> str:
     entry = {"command": "npx", "args": ["server-github"], "env": {"GITHUB_TOKEN": value}}
     path.write_text(json.dumps({"mcpServers": {"github": entry, "time": {"command": "t"}}}))
     path.chmod(mode)
-    report = _Report(io.StringIO())
+    out = io.StringIO()
+    report = _Report(out)
     discovery = discover(home=home, cwd=home, environ=environ, platform="linux")
     _check_readable_secrets(discovery, home, report)
-    out = report.out.getvalue()
-    assert TOKEN not in out
-    return out
+    assert TOKEN not in out.getvalue()
+    return out.getvalue()
 
 
 def test_a_servers_file_readable_by_others_that_holds_a_token_is_flagged(tmp_path: Path) -> None:
@@ -50,10 +50,11 @@ def test_a_private_file_or_one_that_only_names_a_variable_is_not_flagged(
 
 
 def test_a_quoted_error_is_masked_and_cannot_fake_a_finding_or_drive_the_terminal() -> None:
-    report = _Report(io.StringIO(), redactor=Redactor([TOKEN]))
+    out = io.StringIO()
+    report = _Report(out, redactor=Redactor([TOKEN]))
     error = f"exited: bad token {TOKEN}\x1b[2J\n[ok]   server 'github': starts\u2028\u202e"
     report.warn("server 'github'", error, "check its env")
-    lines = report.out.getvalue().splitlines()
+    lines = out.getvalue().splitlines()
     assert lines == [
         "[warn] server 'github': exited: bad token ***\\x1b[2J\\n[ok]   server 'github': "
         "starts\\u2028\\u202e",

@@ -8,6 +8,7 @@ import io
 import json
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -75,12 +76,21 @@ def hand_edit_servers_file(home: Path) -> None:
     servers_file(home).write_text(json.dumps(data))
 
 
-STATES = {
+def set_up(home: Path) -> None:
+    assert setup(home)[0] == 0
+
+
+def set_up_and_edit(home: Path) -> None:
+    set_up(home)
+    hand_edit_servers_file(home)
+
+
+STATES: dict[str, Callable[[Path], None]] = {
     "never set up": lambda home: None,
-    "set up": lambda home: setup(home),
-    "set up, servers file edited by hand": lambda home: (setup(home), hand_edit_servers_file(home)),
+    "set up": set_up,
+    "set up, servers file edited by hand": set_up_and_edit,
 }
-VERBS = {
+VERBS: dict[str, dict[str, object]] = {
     "apply": {},
     "apply --keep": {"keep": ["time"]},
     "apply --force": {"force": True},

@@ -83,9 +83,9 @@ class _BoundedFormatter(logging.Formatter):
         text = "\n".join(lines)
         if len(text) <= MAX_RECORD_CHARS:
             return text
-        head = MAX_RECORD_CHARS - _TAIL_CHARS
+        kept = MAX_RECORD_CHARS - _TAIL_CHARS
         omitted = len(text) - MAX_RECORD_CHARS
-        return f"{text[:head]} [... {omitted:,} characters cut ...] {text[-_TAIL_CHARS:]}"
+        return f"{text[:kept]} [... {omitted:,} characters cut ...] {text[-_TAIL_CHARS:]}"
 
 
 class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
