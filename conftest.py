@@ -10,11 +10,16 @@ the workers, while every test that starts containers or the bridge's own process
 ``container``, or under ``integration-tests/``) runs on one worker, in file order, as it does
 without xdist: those tests share one podman, one image store and the machine's cores, and some
 measure leftovers or deadlines that a second container test beside them would disturb.
+
+``BRIDGE_FAILURES_AT_ONCE=1`` (``.ci/run`` sets it) prints each failure's report the moment the
+test fails, not only in the summary at the end: a run stopped at its time limit, or a CI leg
+still running beside another, shows what failed and why.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +39,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             _INTEGRATION
         ):
             item.add_marker(pytest.mark.xdist_group(_SERIAL_GROUP))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # an xdist worker: its controller gets the same report and prints it
+    if report.failed and os.environ.get("BRIDGE_FAILURES_AT_ONCE") == "1":
+        sys.stderr.write(f"\n---- FAILED {report.nodeid} ({report.when}) ----\n")
+        sys.stderr.write(f"{report.longreprtext}\n---- end of {report.nodeid} ----\n")
+        sys.stderr.flush()
 
 
 @pytest.fixture(scope="session", params=_BACKENDS)
