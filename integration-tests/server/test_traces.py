@@ -115,6 +115,44 @@ async def test_run_python_and_its_nested_calls_reach_a_real_otlp_receiver_withou
     assert HEADER_SECRET not in log
 
 
+RECORD = "alice.smith@example.org|diagnosis:F32.1|salary:84200"
+SMUGGLING = f"""
+from bridge_sandbox_client._calls import CallRegistry
+from mcp import mcp_servers, UnknownTool
+probe = mcp_servers["probe"]
+# A call frame with a hand-built tool name, past the client's own lookup.
+try:
+    await CallRegistry.wait(probe.echo._registry.call("probe", {RECORD!r}, {{}}))
+except UnknownTool:
+    pass
+await probe.echo(text="x")
+class Leak(Exception):
+    pass
+raise type({RECORD.replace(".", "_").replace("|", "_").replace(":", "_")!r}, (Leak,), {{}})()
+"""
+
+
+async def test_names_made_up_by_sandbox_code_never_reach_the_receiver(tmp_path: Path) -> None:
+    # A hand-built tool name and an exception class name each carry a record: the spans hold
+    # the fixed placeholder instead, and the names that resolve (probe, echo) as before.
+    with otlp_receiver() as receiver:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "50"}
+        async with open_bridge(tmp_path, servers=SERVERS, env=env) as bridge:
+            result = await bridge.run(SMUGGLING)
+            assert result.is_error, bridge_text(result)
+            spans = await _wait_for_spans(
+                receiver, "tools/call run_python", "tools/call echo", "tools/call (unknown)"
+            )
+    everything = b"".join(receiver.bodies)
+    for part in ("alice", "diagnosis", "84200"):
+        assert part.encode() not in everything, part
+    [execution] = _named(spans, "tools/call run_python")
+    assert execution.attributes["error.type"] == "(unknown)"
+    [unknown] = _named(spans, "tools/call (unknown)")
+    assert unknown.attributes["mcp_bridge.server"] == "(unknown)"
+    assert unknown.attributes["mcp_bridge.call.status"] == "unknown_tool"
+
+
 async def test_a_collector_that_never_answers_neither_holds_calls_nor_the_bridge_exit(
     tmp_path: Path,
 ) -> None:

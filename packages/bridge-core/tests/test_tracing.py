@@ -9,7 +9,6 @@ from typing import Any
 import anyio
 import pytest
 from bridge_core import tracing
-from bridge_core.audit import MAX_NAME_CHARS
 from bridge_core.sessions.types import ExecutionResult
 from bridge_protocol import Call, ErrorCode, ErrorInfo, Fault, Reply, Request
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -63,6 +62,10 @@ async def test_without_a_provider_nothing_is_traced_and_calls_get_the_no_op_span
     assert await tracing.traced_execution(execution(), session=None) == "done"
 
 
+def _files(server: str, tool: str) -> bool:
+    return server == "files" and tool in ("read", "write", "rm")
+
+
 async def test_nested_calls_are_children_with_sizes_and_status_never_values(
     spans: InMemorySpanExporter,
 ) -> None:
@@ -81,7 +84,8 @@ async def test_nested_calls_are_children_with_sizes_and_status_never_values(
         search.end()  # cancelled: never replied
         return _result()
 
-    await tracing.traced_execution(execution(), session="work")
+    with tracing.naming(_files):
+        await tracing.traced_execution(execution(), session="work")
     execution_span = _only(spans, "tools/call run_python")
     assert execution_span.attributes == {
         "mcp.method.name": "tools/call",
@@ -185,16 +189,65 @@ async def test_an_execution_continues_the_clients_trace_when_its_request_carries
         assert span.parent is None
 
 
-async def test_names_chosen_by_sandbox_code_are_cut(spans: InMemorySpanExporter) -> None:
-    long = "x" * 10_000
+async def test_names_made_up_by_sandbox_code_never_reach_a_span(
+    spans: InMemorySpanExporter,
+) -> None:
+    # A hand-built tool or server name, a request method and an exception class name can each
+    # carry a whole record: only names the gateway resolves, the bridge's methods and built-in
+    # exception types are recorded; anything else is the fixed placeholder.
+    record = "alice@example.com;diagnosis=" + VALUE
 
     async def execution() -> ExecutionResult:
-        span = tracing.nested_call(tracing.current_execution(), Call(1, "e", long, long, {}), 9)
+        parent = tracing.current_execution()
+        for message in (
+            Call(1, "e", "files", record, {}),
+            Call(2, "e", record, "read", {}),
+            Request(3, "e", record, {}),
+            Call(4, "e", "files", "read", {}),
+        ):
+            span = tracing.nested_call(parent, message, 9)
+            span.replied(Reply(message.call_id, value={}), 5)
+            span.end()
+        return _result("error", ErrorInfo(f"Leak_{record}", "m", "tb"))
+
+    with tracing.naming(_files):
+        await tracing.traced_execution(execution(), session=None)
+    assert record not in _everything(spans)
+    assert VALUE not in _everything(spans)
+    names = sorted(s.name for s in spans.get_finished_spans())
+    assert names == [
+        "runtime.(unknown)",
+        "tools/call (unknown)",
+        "tools/call (unknown)",
+        "tools/call read",
+        "tools/call run_python",
+    ]
+    execution_span = _only(spans, "tools/call run_python")
+    assert (execution_span.attributes or {})["error.type"] == tracing.UNKNOWN
+
+
+async def test_without_a_gateway_to_resolve_them_no_call_names_are_recorded(
+    spans: InMemorySpanExporter,
+) -> None:
+    async def execution() -> ExecutionResult:
+        span = tracing.nested_call(tracing.current_execution(), Call(1, "e", "s", "t", {}), 9)
         span.end()
         return _result()
 
     await tracing.traced_execution(execution(), session=None)
-    [call] = [s for s in spans.get_finished_spans() if s.name != "tools/call run_python"]
-    assert call.attributes is not None
-    assert len(str(call.attributes["mcp_bridge.server"])) == MAX_NAME_CHARS + 1
-    assert len(call.name) < 2 * MAX_NAME_CHARS
+    call = _only(spans, "tools/call (unknown)")
+    assert (call.attributes or {})["mcp_bridge.server"] == tracing.UNKNOWN
+
+
+def test_the_known_methods_and_error_names_are_the_products_own() -> None:
+    import bridge_sandbox_client.errors as sandbox_errors
+    from bridge_core.proxy._resources import RESOURCE_METHODS
+    from bridge_core.sessions._durable import FORK_METHOD
+
+    catalog = {"discovered_servers", "list_tools", "query_tool_docs", "search_tool_docs"}
+    assert RESOURCE_METHODS | {FORK_METHOD} | catalog == tracing.KNOWN_METHODS
+    for name, value in vars(sandbox_errors).items():
+        if isinstance(value, type) and issubclass(value, Exception) and not name.startswith("_"):
+            assert tracing.error_type(name) == name
+    assert tracing.error_type("KeyError") == "KeyError"
+    assert tracing.error_type("MyError") == tracing.UNKNOWN

@@ -7,13 +7,16 @@ OpenTelemetry object is made, and an execution or a call costs one read of a glo
 
 What a span may hold is decided here and nowhere else (``docs/observability.md``):
 
-- an execution span: the session name, the outcome, the error's type name;
-- a nested call span: the server and tool (or the request's method) names, cut to
-  :data:`~bridge_core.audit.MAX_NAME_CHARS`, the status, the duration, and the sizes in bytes of
-  the frames that carried the arguments and the result.
+- an execution span: the session name, the outcome, the error's type name when it is a built-in
+  exception type (a class sandbox code defines is :data:`UNKNOWN`: its name is sandbox text);
+- a nested call span: the server and tool names when they resolve to a configured server and a
+  tool it listed (asked of the gateway through :func:`naming`), else :data:`UNKNOWN`; a
+  request's method when it is one the bridge answers, else :data:`UNKNOWN`; the status, the
+  duration, and the sizes in bytes of the frames that carried the arguments and the result.
 
 Never an argument or result value, never an error message (an upstream's error text can quote its
-arguments or its credentials), never the code or its output.
+arguments or its credentials), never the code or its output, never a name sandbox code made up
+(a hand-built tool name or exception class can carry a whole record).
 
 Parenting goes through this module's own context variable, not OpenTelemetry's current context:
 nested calls run in the sandbox's task group, not in the request handler's task (so the parent is
@@ -25,9 +28,11 @@ context of ours. The other way, an execution span continues the MCP client's tra
 
 from __future__ import annotations
 
+import builtins
 import logging
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,6 +51,7 @@ __all__ = [
     "disable",
     "enable",
     "enabled",
+    "naming",
     "nested_call",
     "refused_call",
     "traced_execution",
@@ -60,6 +66,65 @@ _tracer: Tracer | None = None
 _execution: ContextVar[Span | None] = ContextVar("mcp_bridge_execution_span", default=None)
 
 T = TypeVar("T")
+
+UNKNOWN = "(unknown)"
+"""What a span holds instead of a name that does not resolve (made up by sandbox code)."""
+KNOWN_METHODS = frozenset(
+    {
+        "discovered_servers",
+        "list_tools",
+        "query_tool_docs",
+        "search_tool_docs",
+        "list_resources",
+        "read_resource",
+        "list_prompts",
+        "get_prompt",
+        "fork_session",
+    }
+)
+"""The requests the bridge answers (a test checks this against the gateway and sessions)."""
+_KNOWN_ERRORS = frozenset(
+    name
+    for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, BaseException)
+) | {
+    # The bridge's own (host) and the sandbox client's (a test checks these against its module):
+    # fixed names, whoever raises them.
+    "SandboxCrashed",
+    "SandboxUnavailable",
+    "CancelledError",
+    "ToolError",
+    "ToolTimeout",
+    "PolicyDenied",
+    "ApprovalDeclined",
+    "UpstreamUnavailable",
+    "UnknownServer",
+    "UnknownTool",
+    "InvalidArguments",
+    "ToolCancelled",
+    "TooManyCalls",
+    "BridgeDisconnected",
+}
+_names: Callable[[str, str], bool] | None = None
+
+
+@contextmanager
+def naming(known: Callable[[str, str], bool]) -> Iterator[None]:
+    """While in the block, ``known(server, tool)`` says whether a nested call's names resolve to
+    a configured server and a tool it listed (the gateway's answer; without one, no call's names
+    are recorded)."""
+    global _names
+    previous, _names = _names, known
+    try:
+        yield
+    finally:
+        _names = previous
+
+
+def error_type(name: str) -> str:
+    """``name`` if it names a built-in exception type (or one of the bridge's and the sandbox
+    client's own), else :data:`UNKNOWN`."""
+    return name if name in _KNOWN_ERRORS else UNKNOWN
 
 
 def enable(provider: TracerProvider) -> None:
@@ -129,8 +194,9 @@ async def traced_execution(
     else:
         status = str(getattr(result, "status", "ok"))
         error = getattr(result, "error", None)
-        kind = getattr(error, "type", None) or status
-        _ended(span, status, None if status == "ok" and error is None else _cut(str(kind)))
+        # The error's type is the name of the sandbox code's exception class: sandbox text.
+        kind = error_type(str(getattr(error, "type", None))) if error is not None else status
+        _ended(span, status, None if status == "ok" and error is None else kind)
         return result
     finally:
         _execution.reset(token)
@@ -185,10 +251,11 @@ class CallSpan:
     """The span of one nested call or request, ended by :meth:`end` (cancelled unless
     :meth:`replied` was called first)."""
 
-    __slots__ = ("_result_bytes", "_span", "_started", "_status")
+    __slots__ = ("_call", "_result_bytes", "_span", "_started", "_status")
 
-    def __init__(self, span: Span | None) -> None:
+    def __init__(self, span: Span | None, call: tuple[str, str] | None = None) -> None:
         self._span = span
+        self._call = call
         self._started = time.monotonic()
         self._status = "cancelled"
         self._result_bytes: int | None = None
@@ -221,6 +288,11 @@ class CallSpan:
         }
         if self._result_bytes is not None:
             attributes["mcp_bridge.call.result_bytes"] = self._result_bytes
+        if self._call is not None and _resolves(*self._call):
+            # Asked at the end: by then a first call has started its server and listed its tools.
+            server, tool = self._call
+            attributes.update({"gen_ai.tool.name": _cut(tool), "mcp_bridge.server": _cut(server)})
+            span.update_name(f"tools/call {_cut(tool)}")
         if self._status != "ok":
             _failed(span, attributes, self._status)
         span.set_attributes(attributes)  # one call: the SDK takes a lock per call
@@ -241,17 +313,19 @@ def nested_call(parent: Span | None, message: Call | Request, size: int) -> Call
     attributes: dict[str, Any] = {"mcp_bridge.call.arguments_bytes": size}
     from bridge_protocol import Call  # loaded by then: the message was decoded
 
+    call: tuple[str, str] | None = None
     if isinstance(message, Call):
-        tool = _cut(message.tool)
-        name = f"tools/call {tool}"
+        # The names are sandbox text until the gateway says they resolve (at the span's end).
+        call = (message.server, message.tool)
+        name = f"tools/call {UNKNOWN}"
         attributes.update({
             "mcp.method.name": "tools/call",
             "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": tool,
-            "mcp_bridge.server": _cut(message.server),
+            "gen_ai.tool.name": UNKNOWN,
+            "mcp_bridge.server": UNKNOWN,
         })  # fmt: skip
     else:
-        method = _cut(message.method)
+        method = message.method if message.method in KNOWN_METHODS else UNKNOWN
         name = f"runtime.{method}"
         attributes["mcp_bridge.request.method"] = method
     try:
@@ -261,7 +335,18 @@ def nested_call(parent: Span | None, message: Call | Request, size: int) -> Call
     except Exception:  # a broken tracer provider must not cost the call (or its budget)
         logger.exception("tracing: cannot start the span of a nested call")
         return _NO_SPAN
-    return CallSpan(span)
+    return CallSpan(span, call)
+
+
+def _resolves(server: str, tool: str) -> bool:
+    known = _names
+    if known is None:
+        return False
+    try:
+        return known(server, tool)
+    except Exception:  # a lookup failure records no name, and never costs the call
+        logger.exception("tracing: cannot resolve the names of a nested call")
+        return False
 
 
 def refused_call(parent: Span | None, message: Call | Request, size: int, reply: Reply) -> None:

@@ -23,6 +23,7 @@ import anyio
 import mcp_types as types
 from bridge_protocol import ErrorCode, JSONValue
 
+from bridge_core import tracing
 from bridge_core.approval import ApprovalGate, ApprovalRefused, ApprovalRules
 from bridge_core.audit import AuditLog, CallRecord
 from bridge_core.catalog import Catalog, ToolCache, resolve_tool
@@ -127,6 +128,14 @@ class ProxyGateway:
                             approval=approval[0] if approval else None,
                         )
                     )
+
+    def resolves(self, server: str, tool: str) -> bool:
+        """Whether ``server`` is configured and ``tool`` is one it listed: only such names are
+        recorded in traces (:func:`bridge_core.tracing.naming`), never sandbox-made ones."""
+        if server not in self.catalog.servers:
+            return False
+        tools = self.pool.cached_tools(server)
+        return tools is not None and any(described.name == tool for described in tools)
 
     def _masked(self, failure: CallFailed) -> CallFailed:
         """``failure`` as the sandbox may see it: every configured secret masked."""
@@ -284,6 +293,8 @@ async def open_proxy(
     server process is stopped.
     """
     async with UpstreamPool(servers, options) as pool:
-        yield ProxyGateway.for_pool(
+        gateway = ProxyGateway.for_pool(
             pool, policy=policy, cache=cache, audit=audit, approvals=approvals
         )
+        with tracing.naming(gateway.resolves):
+            yield gateway
