@@ -29,49 +29,39 @@ everything else is kept, shared references included (one pickle of all the good 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import io
-import json
 import os
 import signal
-import struct
 import threading
 import types
 from collections.abc import Callable
-from typing import Any, BinaryIO, NamedTuple, cast
+from typing import Any, BinaryIO
 
 from bridge_protocol import FORK_SNAPSHOT_PREFIX, UNCHANGED_SNAPSHOT_PREFIX, Snapshot, SnapshotCopy
 
-from bridge_sandbox_client._pickling import (
-    MAX_UNSAVED,
-    describe_error,
-    pickle_namespace,
+from bridge_sandbox_client._pickling import describe_error, pickle_namespace
+from bridge_sandbox_client._saving_child import (
+    _COPY,
+    _DATA,
+    _RECORD,
+    CHUNK,
+    HostCopy,
+    _child,
+    _read_report,
+    state_limit,
 )
-from bridge_sandbox_client._tmpfiles import SmallTar, TooLarge, write_tar
+from bridge_sandbox_client._tmpfiles import SmallTar, TooLarge
 
-__all__ = ["HostCopy", "SnapshotTaker", "is_bridge_object"]
+__all__ = ["CHUNK", "HostCopy", "SnapshotTaker", "is_bridge_object"]
 
 # A saved state: MAGIC, u16 length of the hint, the hint (the top-level modules the pickle
 # needs, one per line; see bridge_protocol.hints), u64 length of the namespace pickle, the pickle,
 # a tar stream of ``/tmp``. MAGIC_1 states (no hint) from earlier versions still load.
-CHUNK = 4 * 1024 * 1024
-"""Bytes per ``Snapshot`` frame (the channel's frame limit is 16 MiB)."""
 INLINE_LIMIT = 256 * 1024
 """Largest state (pickle and ``/tmp`` tar together) saved by the main thread itself; past it, a
 forked child saves it (see the module's docstring). Pickling up to this much takes a few ms at
 worst, and a state found larger is saved by a child from then on, until one is small again."""
-CHILD_SECONDS = 600
-"""A saving child still running after this is killed by its own alarm (it must never linger)."""
-CHILD_NICENESS = 10
-"""How much the saving child lowers its CPU priority (raising niceness needs no privilege)."""
 _OWN_THREADS = "bridge-"
 """Name prefix of the sandbox client's own threads (any other live thread is user code's)."""
-MAX_LAYOUT = 4096
-"""Out-of-band buffers of a state whose place the sandbox remembers (one that did not change is
-copied by the host; past this many, the rest are sent again)."""
-_REPORT_LIMIT = 1024 * 1024
-"""Most bytes of the saving child's report read (its unsaved names, cut, JSON-escaped, take at
-most a few hundred KiB)."""
 
 Send = Callable[[Snapshot | SnapshotCopy], None]
 
@@ -134,6 +124,13 @@ class SnapshotTaker:
         self._resend = False
         """Set by :meth:`resend`, applied by the next :meth:`take` (after the forwarder, which
         records a digest at its end, is done)."""
+        self._limit = state_limit()
+        """The largest state the saving child makes (see :func:`state_limit`)."""
+        self._saving_pid: int | None = None
+        """The saving child still running (not yet reaped), for :meth:`resend` to stop."""
+        self._stopping = threading.Lock()
+        """Held while :attr:`_saving_pid` is read or changed: a child is never signalled once its
+        forwarder has reaped it (its pid could be another process's by then)."""
         self._held: HostCopy | None = None
         """The last state a child sent and the host got to its end (None: the host's copy is
         not known to match one); only this process's own threads change it, one at a time (a
@@ -149,8 +146,16 @@ class SnapshotTaker:
         self._pipes = set()
 
     def resend(self) -> None:
-        """The host lost the last state sent (its save failed there): the next is sent whole."""
+        """The host lost the last state sent (its save failed there): the next is sent whole.
+
+        Also the host's answer to a state it refuses while it is still being sent (past the
+        largest it keeps): the saving child still writing it is stopped, so that the rest of it
+        is neither made nor sent (the forwarder then ends the snapshot as failed)."""
         self._resend = True
+        with self._stopping:
+            if self._saving_pid is not None:
+                with contextlib.suppress(OSError):
+                    os.kill(self._saving_pid, signal.SIGKILL)
 
     def fork_id(self) -> str:
         """A new id for a fork's snapshot (the host writes it into the fork, not the session)."""
@@ -221,8 +226,11 @@ class SnapshotTaker:
             if pid == 0:  # pragma: no cover (the child; measured by the integration tests)
                 os.close(read_fd)
                 os.close(report_read)
-                _child(write_fd, report_write, namespace, skip, last, self._copies and own)
+                limit = self._limit
+                _child(write_fd, report_write, namespace, skip, last, self._copies and own, limit)
             self._saver = None
+            with self._stopping:
+                self._saving_pid = pid
             self._close(write_fd, report_write)
         if own:
             self._held = None  # until this one is known to have reached the host whole
@@ -300,10 +308,14 @@ class SnapshotTaker:
             report = _read_report(report_fd)
         finally:
             self._close(report_fd)
+        with self._stopping:
+            self._saving_pid = None  # from now on it may be reaped: never signalled again
         try:
             _, status = os.waitpid(pid, 0)
         except ChildProcessError:  # user code reaped it (os.wait()): its status is unknown
             status = 0 if not error else 1
+        if isinstance(report, str):  # it stopped itself (too large): its reason comes first
+            error = report
         if status and not error:
             if os.WIFSIGNALED(status):
                 error = f"the saving process was killed by signal {os.WTERMSIG(status)}"
@@ -311,7 +323,7 @@ class SnapshotTaker:
                 error = "the saving process failed (see the container log)"
         if not error and report is None:
             error = "the saving process did not say what it saved"
-        if not error and report is not None:
+        if not error and report is not None and not isinstance(report, str):
             unsaved, held, same = report
             if same != (size == 0):
                 error = "the saving process's report does not match what it sent"
@@ -354,183 +366,6 @@ class SnapshotTaker:
         except (OSError, ValueError) as exc:
             self._held = None
             self._log(f"could not end snapshot {message.snapshot_id}: {exc}")
-
-
-class HostCopy(NamedTuple):
-    """A state the host holds, as the sandbox knows it: its digest (see :func:`_child`), the
-    snapshot that sent it, and where its out-of-band buffers are in it (by their SHA-256 and
-    length: at most :data:`MAX_LAYOUT`), for the next state to copy the unchanged ones."""
-
-    digest: bytes
-    snapshot_id: str
-    layout: dict[tuple[bytes, int], int]
-
-
-def _read_report(fd: int) -> tuple[tuple[str, ...], HostCopy, bool] | None:
-    """What the saving child wrote last: the names it left out, the state it made (its digest
-    and layout; no snapshot id) and whether that equals the one it was given; None when
-    unreadable."""
-    try:
-        with os.fdopen(fd, "rb", closefd=False) as pipe:
-            report = json.loads(pipe.read(_REPORT_LIMIT))
-        unsaved = tuple(str(item) for item in report["unsaved"][: MAX_UNSAVED + 1])
-        layout = {
-            (bytes.fromhex(digest), int(length)): int(offset)
-            for digest, offset, length in report["layout"][:MAX_LAYOUT]
-        }
-        made = HostCopy(bytes.fromhex(report["digest"]), "", layout)
-        return unsaved, made, bool(report["same"])
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return None
-
-
-def _child(
-    write_fd: int,
-    report_fd: int,
-    namespace: dict[str, Any],
-    skip: Callable[[str, Any], bool],
-    last: HostCopy | None,
-    copies: bool,
-) -> None:
-    """The saving child: serialise, write, report, exit; never returns, never talks to the host.
-
-    A state whose digest equals that of ``last`` (the one the host holds) is not written. A
-    digest is two SHA-256: of the namespace's part (its header, pickle, table and the SHA-256 of
-    each out-of-band buffer) and of the ``/tmp`` tar; the one reported is that of the bytes
-    written (the tar hashed as it is written, so it can never describe a ``/tmp`` that changed
-    between a first look and the writing). With ``copies`` (protocol version 2), the large
-    numpy/pandas buffers are kept out of band and one found in ``last`` is not written: the host
-    copies it from there.
-    """
-    status = 1
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
-        signal.alarm(CHILD_SECONDS)
-        # Background work: within the container, the session's next execution comes first (the
-        # host is in another CPU group, where this changes nothing).
-        with contextlib.suppress(OSError):
-            os.nice(CHILD_NICENESS)
-        # fds 1 and 2 are the parent's capture pipes: nothing of the child may reach the output.
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, 1)
-        os.dup2(null, 2)
-        pickled = pickle_namespace(namespace, skip, oob=copies)
-        unsaved, head, table = pickled.unsaved, pickled.header(), pickled.table()
-        digests = [hashlib.sha256(view).digest() for view in pickled.buffers]
-        hashed = hashlib.sha256(head)
-        hashed.update(pickled.data)
-        hashed.update(table)
-        for digest in digests:
-            hashed.update(digest)
-        state = hashed.digest()
-        tmp = hashlib.sha256()
-        # /tmp is read to compare only when the namespace is the same (a changed one is sent
-        # anyway): it may hold far more than the namespace.
-        same = last is not None and last.digest[: len(state)] == state
-        if same:
-            write_tar(_hashing(tmp))
-            same = last is not None and state + tmp.digest() == last.digest
-        layout: list[tuple[str, int, int]] = []
-        if same:
-            os.close(write_fd)
-        else:
-            tmp = hashlib.sha256()  # of the bytes written, whatever a first look saw
-            known = last.layout if last is not None and copies else {}
-            with os.fdopen(write_fd, "wb", buffering=CHUNK) as out:
-                records = _Records(out)
-                for part in (head, pickled.data, table):
-                    records.write(part)
-                for view, digest in zip(pickled.buffers, digests, strict=True):
-                    if len(layout) < MAX_LAYOUT:
-                        layout.append((digest.hex(), records.size, view.nbytes))
-                    if (at := known.get((digest, view.nbytes))) is not None:
-                        records.copy(at, view.nbytes)
-                    else:
-                        records.write(view)
-                del pickled
-                write_tar(_hashing(tmp, cast("BinaryIO", records)))
-                records.flush()
-        report = {
-            "unsaved": unsaved,
-            "digest": (state + tmp.digest()).hex(),
-            "same": same,
-            "layout": layout,
-        }
-        with os.fdopen(report_fd, "wb") as out:
-            out.write(json.dumps(report).encode())
-        status = 0
-    except BaseException:  # the parent reports the exit status
-        pass
-    finally:
-        os._exit(status)
-
-
-_RECORD = struct.Struct(">cQQ")
-"""A record of the saving child's pipe: ``D`` and a length (then that many bytes of the state;
-the second number is 0), or ``C``, an offset and a length (bytes the host copies from the
-state it holds)."""
-_DATA, _COPY = b"D", b"C"
-
-
-class _Records:
-    """What the saving child writes into its pipe: the state's bytes (in records of up to
-    :data:`CHUNK`, small writes gathered) and ranges of the state the host holds to copy."""
-
-    def __init__(self, out: BinaryIO) -> None:
-        self._out = out
-        self._pending = bytearray()
-        self.size = 0
-        """Bytes of the state so far, written or copied."""
-
-    def write(self, data: Any) -> int:
-        size = memoryview(data).nbytes
-        if size >= CHUNK:
-            self.flush()
-            self._record(data, size)
-        else:
-            self._pending += data
-            if len(self._pending) >= CHUNK:
-                self.flush()
-        self.size += size
-        return size
-
-    def copy(self, offset: int, length: int) -> None:
-        self.flush()
-        self._out.write(_RECORD.pack(_COPY, offset, length))
-        self.size += length
-
-    def flush(self) -> None:
-        if self._pending:
-            self._record(self._pending, len(self._pending))
-            self._pending = bytearray()
-
-    def _record(self, data: Any, size: int) -> None:
-        self._out.write(_RECORD.pack(_DATA, size, 0))
-        self._out.write(data)
-
-
-def _hashing(hashed: Any, out: BinaryIO | None = None) -> BinaryIO:
-    """A binary stream for :func:`write_tar` that hashes what passes (see :class:`_Hashing`)."""
-    return cast("BinaryIO", _Hashing(hashed, out))
-
-
-class _Hashing(io.RawIOBase):
-    """A writable stream that hashes what passes, and hands it on to ``out`` (if any)."""
-
-    def __init__(self, hashed: Any, out: BinaryIO | None = None) -> None:
-        super().__init__()
-        self._hashed = hashed
-        self._out = out
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        self._hashed.update(data)
-        if self._out is not None:
-            self._out.write(data)
-        return memoryview(data).nbytes
 
 
 def is_bridge_object(value: Any) -> bool:

@@ -22,7 +22,16 @@ import tarfile
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-__all__ = ["MAX_ENTRIES", "SKIPPED", "TMP", "Capped", "SmallTar", "TooLarge", "write_tar"]
+__all__ = [
+    "MAX_ENTRIES",
+    "SKIPPED",
+    "TMP",
+    "Capped",
+    "SmallTar",
+    "TooLarge",
+    "tar_size",
+    "write_tar",
+]
 
 TMP = Path("/tmp")
 SKIPPED = frozenset({".matplotlib"})
@@ -59,6 +68,35 @@ def write_tar(out: BinaryIO) -> None:
         for entry in sorted(TMP.iterdir()):
             if entry.name not in SKIPPED:
                 tar.add(entry, arcname=entry.name)
+
+
+def tar_size() -> tuple[int, tuple[str, int, int] | None]:
+    """About the bytes :func:`write_tar` would write for ``/tmp`` now (a header per entry, each
+    regular file's size: a sparse file's holes are written as zeros), and its largest regular
+    file as (name, size, bytes allocated on disk), None when it has none. Reads no content."""
+    total, largest = 2 * tarfile.BLOCKSIZE, None
+
+    def visit(folder: str, prefix: str, top: bool) -> None:
+        nonlocal total, largest
+        with os.scandir(folder) as listing:
+            entries = list(listing)
+        for entry in entries:
+            if top and entry.name in SKIPPED:
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue  # gone meanwhile: the tar will not hold it either
+            total += tarfile.BLOCKSIZE
+            if stat.S_ISDIR(info.st_mode):
+                visit(entry.path, f"{prefix}{entry.name}/", False)
+            elif stat.S_ISREG(info.st_mode):
+                total += -(-info.st_size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
+                if largest is None or info.st_size > largest[1]:
+                    largest = (prefix + entry.name, info.st_size, info.st_blocks * 512)
+
+    visit(os.fspath(TMP), "", True)
+    return total, largest
 
 
 def _small_tree(limit: int) -> list[tuple[str, str, os.stat_result]]:

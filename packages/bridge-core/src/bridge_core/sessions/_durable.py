@@ -178,6 +178,10 @@ class DurableLink:
         ``snapshot_copy`` may copy from (None: no copy is accepted)."""
         self._copy_error = ""
         """Why the snapshot being received cannot be saved, found at one of its copies."""
+        self._stop_sent = False
+        self.stop_wanted = False
+        """The snapshot being received passed the largest state kept: the sandbox should be
+        told to stop sending it (the reader sends ``resave`` and clears this)."""
         self._committed: CommittedState | None = None
         self.bytes_sent = 0
         """Bytes of the session's own states this sandbox sent (measured by tests and benches,
@@ -223,13 +227,23 @@ class DurableLink:
             if self._held_bytes > HELD_STATE:  # too large to hold: streamed from now on
                 self._held = None
                 self._writer = await anyio.to_thread.run_sync(self._start_writer, held)
-        elif self._writer is not None and message.data:
-            await anyio.to_thread.run_sync(self._writer.write, message.data)
+        elif (writer := self._writer) is not None and message.data:
+            if writer.too_large:  # refused already: the rest costs no thread hop, no write
+                writer.offered += len(message.data)
+            else:
+                await anyio.to_thread.run_sync(writer.write, message.data)
+        if self._writer is not None and self._writer.too_large and not self._stop_sent:
+            # Past the largest state kept it can only be refused: the sandbox is told to stop
+            # making and sending the rest (``resave``), instead of streaming it all here.
+            self._stop_sent = self.stop_wanted = True
         if not message.last:
             return
         writer, kept = self._writer, self._held
         self._writer, self._held = None, None
         error = message.error
+        if error and writer is not None and writer.too_large:
+            error = writer.error  # it ended because it was told to stop: why it was refused
+            self._too_large = True
         self._base = None  # from now on, the state on disk is the one this snapshot leaves
         if self._copy_error and not error:
             error, self._resend = self._copy_error, True  # the next comes whole
@@ -350,6 +364,7 @@ class DurableLink:
         self._abort()
         self._snapshot_id = snapshot_id
         self._copy_error = ""
+        self._stop_sent = False
         if held:
             self._held, self._held_bytes = [], 0
 

@@ -15,6 +15,7 @@ forwards to the MCP client) by the same limits the sandbox client applies to hon
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -267,6 +268,12 @@ class LiveSandbox:
 
     # --- dispatch ----------------------------------------------------------------------------
 
+    async def _stop_snapshot(self) -> None:
+        """Tell the sandbox to stop the state it is sending (refused: past the largest kept);
+        a sandbox that is gone or does not read loses nothing by not hearing it."""
+        with contextlib.suppress(ChannelClosed, ProtocolError):
+            await self.channel.send(Resave("the state being sent is past the largest kept"))
+
     def _current(self, execution_id: str, kind: str) -> Execution | None:
         execution = self._execution
         if execution is None or execution.id != execution_id:
@@ -303,6 +310,9 @@ class LiveSandbox:
         elif isinstance(message, Snapshot):
             if self.durable is not None:  # a sandbox that was never asked to save is ignored
                 await self.durable.on_snapshot(message)
+                if self.durable.stop_wanted and self._calls is not None:
+                    self.durable.stop_wanted = False
+                    self._calls.start_soon(self._stop_snapshot)
         elif isinstance(message, SnapshotCopy):
             if self.durable is not None:
                 await self.durable.on_snapshot_copy(message)
