@@ -8,7 +8,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bridge_core.sessions import SessionStore, StoreSettings
+import pytest
+from bridge_core.sessions import SessionStore, StoreSettings, _store
+from bridge_core.sessions._state_writer import MAX_META_BYTES, META_SUFFIX
 
 
 def _save(
@@ -300,4 +302,46 @@ def test_the_pool_hint_merges_the_most_recent_states_of_one_client(tmp_path: Pat
     assert _save(store, _state(b"theirs"), "s", client="someone-else") == ""
     assert store.recent_hints(None, 2) == ("pandas", "sklearn", "numpy")
     assert "theirs" not in store.recent_hints(None, 8)
+    store.close()
+
+
+def test_a_client_keeps_at_most_max_saved_sessions_and_the_refusal_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before, forks and new names could add saved sessions without end: each costs a few KiB
+    # of disk (blocks, metadata) that the byte limits did not see.
+    monkeypatch.setattr(_store, "MAX_SAVED_SESSIONS", 2)
+    store = SessionStore(tmp_path, StoreSettings())
+    store.open()
+    assert _save(store, b"a", "a", client="c1") == ""
+    assert _save(store, b"b", "b", client="c1") == ""
+    assert "MAX_SAVED_SESSIONS" in _save(store, b"c", "c", client="c1")
+    empty = store.writer("c1", "empty")  # nothing written: refused at commit all the same
+    assert "MAX_SAVED_SESSIONS" in empty.commit(())
+    assert _save(store, b"again", "a", client="c1") == ""  # replacing one is no new session
+    assert _save(store, b"other", "c", client="c2") == ""  # another client's count is its own
+    store.delete("c1", "b")
+    assert _save(store, b"c", "c", client="c1") == ""
+    assert store.saved("c1", "empty") is None
+    store.close()
+    reopened = SessionStore(tmp_path, StoreSettings())
+    reopened.open()  # counted again from the disk
+    assert "MAX_SAVED_SESSIONS" in _save(reopened, b"d", "d", client="c1")
+    reopened.close()
+
+
+def test_the_unsaved_names_kept_in_metadata_are_bounded_in_bytes(tmp_path: Path) -> None:
+    # Each name is cut to 300 characters, but escaped in JSON 50 of them took ~90 KB per state.
+    store = SessionStore(tmp_path, StoreSettings())
+    store.open()
+    writer = store.writer(None, "default")
+    writer.write(b"state")
+    names = tuple(f"{n}" + "\x01" * 400 for n in range(60))
+    assert writer.commit(names) == ""
+    meta = next(store.root.glob(f"*{META_SUFFIX}"))
+    assert meta.stat().st_size <= MAX_META_BYTES
+    saved = store.saved(None, "default")
+    assert saved is not None
+    assert saved.unsaved[0].startswith("0")
+    assert saved.unsaved[-1] == f"and {60 - (len(saved.unsaved) - 1)} more"
     store.close()

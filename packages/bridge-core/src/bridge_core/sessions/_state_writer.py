@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COPY_STEP",
+    "MAX_META_BYTES",
     "MAX_UNSAVED_CHARS",
     "MAX_UNSAVED_LISTED",
     "META_SUFFIX",
@@ -40,6 +41,9 @@ STATE_SUFFIX = ".state"
 META_SUFFIX = ".meta"
 MAX_UNSAVED_LISTED = 50
 MAX_UNSAVED_CHARS = 300
+MAX_META_BYTES = 4096
+"""Bytes of one state's metadata file (one block of most file systems): unsaved names past it
+are counted, not kept."""
 RESET_MEANWHILE = "the session was reset (or its client left) while this state was being saved"
 
 
@@ -47,12 +51,20 @@ def write_meta(base: Path, unsaved: tuple[str, ...], forked_from: str = "") -> N
     # Written by the host only; a state the session saves itself has no origin any more. When
     # the state was saved is the metadata's mtime (every commit writes or dates it), not the
     # state's: using a state refreshes the state's mtime (retention counts from its last use).
-    meta: dict[str, object] = {
-        "unsaved": [item[:MAX_UNSAVED_CHARS] for item in unsaved[:MAX_UNSAVED_LISTED]],
-    }
-    if forked_from:
-        meta["forked_from"] = forked_from
-    write_private(base.with_suffix(META_SUFFIX), json.dumps(meta).encode())
+    names = [item[:MAX_UNSAVED_CHARS] for item in unsaved[:MAX_UNSAVED_LISTED]]
+    left_out = len(unsaved) - len(names)
+    while True:
+        listed = [*names, f"and {left_out} more"] if left_out else names
+        meta: dict[str, object] = {"unsaved": listed}
+        if forked_from:
+            meta["forked_from"] = forked_from
+        encoded = json.dumps(meta).encode()
+        # The names are the sandbox's: escaped, 50 of them could take ~90 KB per state.
+        if len(encoded) <= MAX_META_BYTES or not names:
+            break
+        names.pop()
+        left_out += 1
+    write_private(base.with_suffix(META_SUFFIX), encoded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,15 +227,15 @@ class StateWriter:
             return error
         assert self._temp is not None  # made, or the error above says why not
         try:
-            installed = self._store._install(
+            refused = self._store._install(
                 self._temp, self._base.with_suffix(STATE_SUFFIX), self.size, self._epoch
             )
         except OSError:
             self._store._release(self._base.with_suffix(STATE_SUFFIX), self.size)
             self._temp.unlink(missing_ok=True)
             raise
-        if not installed:
-            return RESET_MEANWHILE
+        if refused:
+            return refused
         if not (same_meta and self._touch_meta()):
             self._write_meta(unsaved)
         return ""

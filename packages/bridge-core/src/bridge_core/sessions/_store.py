@@ -49,6 +49,10 @@ READ_CHUNK = 4 * 1024 * 1024
 """Bytes per ``Restore`` frame (the channel's frame limit is 16 MiB)."""
 MAX_ORIGIN_CHARS = 200
 """Characters of a fork's origin read back from its metadata (a session name is far shorter)."""
+MAX_SAVED_SESSIONS = 1000
+"""Saved sessions one client keeps at most (the one client of a stdio bridge too): forks and new
+session names cost a few KiB of disk each that the byte limits do not see, and the bridge walks
+a client's states (hints, a client leaving)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,8 @@ class SessionStore:
         """Bytes of the finished states on disk per owner (kept up to date by this store, its only
         writer); the owner is the first part of a state's file name."""
         self._reserved: Counter[str] = Counter()
+        self._states: Counter[str] = Counter()
+        """Saved states per owner (see :data:`MAX_SAVED_SESSIONS`)."""
         """Bytes written so far by the states still being written, per owner."""
         self._deletions: Counter[str] = Counter()
         """How often each session's states (by file name) and each owner's were deleted: a state
@@ -130,6 +136,7 @@ class SessionStore:
         self._sweep()
         for entry in self.root.glob(f"*{STATE_SUFFIX}"):
             self._committed[_owner_of(entry)] += _size(entry)
+            self._states[_owner_of(entry)] += 1
 
     def close(self) -> None:
         if self._lock_fd is not None:
@@ -199,6 +206,8 @@ class SessionStore:
                     self._recount(_owner_of(path))
                 return
             self._committed[_owner_of(path)] -= size
+            if state:
+                self._states[_owner_of(path)] -= 1
 
     def _recount(self, owner: str) -> None:
         """Count ``owner``'s committed bytes again from the disk (``_budget`` held): a state
@@ -206,6 +215,7 @@ class SessionStore:
         with contextlib.suppress(OSError):  # unreadable: the count stays as it was
             states = list(self.root.glob(f"{owner}-*{STATE_SUFFIX}"))
             self._committed[owner] = sum(_size(entry) for entry in states)
+            self._states[owner] = len(states)
 
     def _found_gone(self, path: Path) -> None:
         with self._budget:
@@ -328,6 +338,8 @@ class SessionStore:
         held)."""
         owner = _owner_of(path)
         replaced = _size(path)
+        if error := self._too_many(path):
+            return error
         used = sum(self._committed.values()) - replaced + sum(self._reserved.values()) + size
         limit = self.settings.disk_limit
         if used > limit:
@@ -347,34 +359,48 @@ class SessionStore:
                 )
         return ""
 
+    def _too_many(self, path: Path) -> str:
+        """Why a new state at ``path`` (none is there) would pass the number of saved sessions
+        its client keeps ("" if it is there, or fits; ``_budget`` held)."""
+        if self._states[_owner_of(path)] < MAX_SAVED_SESSIONS or path.exists():
+            return ""
+        return (
+            f"this client already keeps {MAX_SAVED_SESSIONS} saved sessions, the most the bridge "
+            "keeps for one client (MAX_SAVED_SESSIONS): reset sessions you no longer need"
+        )
+
     def _release(self, path: Path, size: int) -> None:
         with self._budget:
             self._reserved[_owner_of(path)] -= size
 
-    def _install(self, temp: Path, path: Path, size: int, epoch: Epoch | None) -> bool:
-        """Rename the finished ``temp`` over ``path``: its bytes count as committed now. False
-        (``temp`` removed) when the session's states were deleted since ``epoch``."""
+    def _install(self, temp: Path, path: Path, size: int, epoch: Epoch | None) -> str:
+        """Rename the finished ``temp`` over ``path``: its bytes count as committed now. "" or
+        why not (``temp`` removed): the session's states were deleted since ``epoch``, or it
+        would be one saved session too many for its client."""
         with self._budget:
-            if self._outdated(epoch):
+            refused = RESET_MEANWHILE if self._outdated(epoch) else self._too_many(path)
+            if refused:
                 temp.unlink(missing_ok=True)
                 self._reserved[_owner_of(path)] -= size
-                return False
-            old = _size(path)
+                return refused
+            old = _size(path) if (known := path.exists()) else 0
             os.replace(temp, path)
             owner = _owner_of(path)
             self._committed[owner] += size - old
             self._reserved[owner] -= size
-            return True
+            self._states[owner] += int(not known)
+            return ""
 
     def _install_new(self, temp: Path, path: Path, size: int, epoch: Epoch | None) -> str:
         """Link the finished ``temp`` as ``path`` unless a state is there (never replaced) or
         the session's states were deleted since ``epoch``: "" or why not."""
         with self._budget:
             owner = _owner_of(path)
-            if self._outdated(epoch):
+            refused = RESET_MEANWHILE if self._outdated(epoch) else self._too_many(path)
+            if refused:
                 temp.unlink(missing_ok=True)
                 self._reserved[owner] -= size
-                return RESET_MEANWHILE
+                return refused
             try:
                 os.link(temp, path)  # atomic, and never over an existing state
             except FileExistsError:
@@ -384,6 +410,7 @@ class SessionStore:
                 temp.unlink(missing_ok=True)
             self._committed[owner] += size
             self._reserved[owner] -= size
+            self._states[owner] += 1
             return ""
 
 
