@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,24 @@ def test_a_written_record_reads_back_and_finds_images_by_any_of_their_names(
     assert loaded.find("localhost/other:1") is None
 
 
+def test_the_config_digest_reads_back_and_a_record_without_it_still_reads(
+    tmp_path: Path,
+) -> None:
+    name = "localhost/mcp-bridge-sandbox:0.1.0"
+    config = "sha256:" + "cd" * 32
+    with_config = _release()
+    with_config.images[name] = replace(with_config.images[name], config=config)
+    path = write_release(with_config, tmp_path / "with.json")
+    assert json.loads(path.read_text())["images"][name]["config"] == config
+    assert load_release(path) == with_config
+    # A record written before the field existed: no config, the manifest digest still pins.
+    old = write_release(_release(), tmp_path / "old.json")
+    assert "config" not in json.loads(old.read_text())["images"][name]
+    loaded = load_release(old)
+    assert loaded is not None
+    assert loaded.images[name].config is None
+
+
 def test_no_record_is_none(tmp_path: Path) -> None:
     assert load_release(tmp_path / "absent.json") is None
 
@@ -93,6 +112,8 @@ def test_no_record_is_none(tmp_path: Path) -> None:
          "digest"),
         (lambda r: r["images"]["localhost/mcp-bridge-sandbox:0.1.0"].update(reference="UP/x:1"),
          "reference"),
+        (lambda r: r["images"]["localhost/mcp-bridge-sandbox:0.1.0"].update(config="ab" * 32),
+         "config"),
         (lambda r: r["signature"].update(public_key="not a key"), "public_key"),
         (lambda r: r["signature"].update(lookaside="ftp://x"), "lookaside"),
         (lambda r: r["signature"].update(type="sigstore"), "simple-signing"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "BOOTSTRAP_IMAGE",
     "DEFAULT_IMAGE",
+    "IMAGE_COMMAND",
     "IMAGE_VERSION",
     "LABEL_BASE",
     "LABEL_INPUTS_HASH",
@@ -16,6 +17,10 @@ __all__ = [
     "LABEL_VERSION",
     "SLIM_IMAGE",
 ]
+
+IMAGE_COMMAND = "mcp-code-execution-mode image"
+"""The image command line as an installed server names it (``bridge-image`` in a checkout): the
+prefix of every command a message tells a user to run."""
 
 IMAGE_VERSION = "0.1.0"
 """The image tag: the version of the packages, released in lockstep."""

@@ -9,6 +9,8 @@ which digest to pull and which key must have signed it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import subprocess
 import tempfile
@@ -69,6 +71,38 @@ def _fingerprint(key_id: str) -> str:
         if line.startswith("fpr:"):
             return line.split(":")[9]
     raise PublishFailed(f"gpg has no secret key {key_id!r} to sign with ($GNUPGHOME)")
+
+
+def _pushed_config(skopeo: str, reference: str, digest: str) -> str:
+    """The config digest (image ID) of the manifest just pushed, read back from the registry.
+
+    The manifest must hash to ``digest``: the record pairs the two, and a pull checks both.
+    """
+    pinned = f"{repository_of(reference)}@{digest}"
+    done = subprocess.run(
+        [
+            skopeo,
+            "inspect",
+            "--raw",
+            f"--tls-verify={str(tls_verify(reference)).lower()}",
+            f"docker://{pinned}",
+        ],
+        capture_output=True,
+        check=False,
+    )
+    raw = done.stdout
+    if done.returncode != 0 or f"sha256:{hashlib.sha256(raw).hexdigest()}" != digest:
+        raise PublishFailed(
+            f"the registry does not give back the manifest {pinned} just pushed: "
+            f"{done.stderr.decode(errors='replace').strip()[-300:]}"
+        )
+    try:
+        config = json.loads(raw)["config"]["digest"]
+    except (ValueError, KeyError, TypeError):
+        config = None
+    if not isinstance(config, str) or _DIGEST.fullmatch(config) is None:
+        raise PublishFailed(f"{pinned} is not a single-image manifest with a config digest")
+    return config
 
 
 def publish(
@@ -138,7 +172,12 @@ def publish(
             digest = digest_file.read_text().strip()
         if _DIGEST.fullmatch(digest) is None:
             raise PublishFailed(f"skopeo reported no manifest digest for {reference}: {digest!r}")
-        images[local] = PublishedImage(variant=variant, reference=reference, digest=digest)
+        images[local] = PublishedImage(
+            variant=variant,
+            reference=reference,
+            digest=digest,
+            config=_pushed_config(skopeo, reference, digest),
+        )
         if progress:
             progress(f"published {reference}@{digest}")
     signature = None

@@ -109,12 +109,18 @@ def pull_released(image: str, release: Release, *, progress: Progress | None = N
             lines = str(exc).splitlines()[1:]
             raise PullRefused(
                 f"refused {published.pinned} (release {release.version}): {_explain(lines)}\n"
-                "nothing was tagged; check the registry, or build the image locally "
-                "(mcp-code-execution-mode image build) and set MCP_BRIDGE_IMAGE_PULL=never"
+                "nothing was tagged; check the registry, or build an image under a name of "
+                "your own (mcp-code-execution-mode image build --tag localhost/my-sandbox:1) "
+                "and set MCP_BRIDGE_IMAGE to it"
             ) from None
     found = image_inspect(podman, published.reference)
     digests = set((found or {}).get("RepoDigests") or ())
-    if found is None or published.pinned not in digests:
+    stored_id = f"sha256:{str((found or {}).get('Id', '')).removeprefix('sha256:')}"
+    if (
+        found is None
+        or published.pinned not in digests
+        or published.config not in {None, stored_id}
+    ):
         # skopeo checked the digest already; this guards the store against a race with
         # another pull of the same name.
         # `podman untag IMAGE` alone would drop EVERY name of the image: name the one to drop.
@@ -122,7 +128,7 @@ def pull_released(image: str, release: Release, *, progress: Progress | None = N
         subprocess.run([podman, "untag", name, name], capture_output=True, check=False)
         raise PullRefused(
             f"after pulling {published.pinned}, {published.reference} in the image store has "
-            f"digests {sorted(digests)[:4]}: refusing it"
+            f"digests {sorted(digests)[:4]} and ID {stored_id}: refusing it"
         )
     names = [published.reference]
     if image not in {published.reference, published.pinned}:

@@ -53,6 +53,11 @@ class PublishedImage:
     """``registry/path:tag`` as pushed."""
     digest: str
     """``sha256:`` of the pushed manifest: what a pull asks for, and checks."""
+    config: str | None = None
+    """``sha256:`` of the image's config, which is its image ID in podman and in docker (and
+    names every layer by content). Unlike the manifest digest it survives ``podman save |
+    docker load`` and a bit-for-bit reproduced local build, so an image already present can be
+    matched by it on either engine. None in records written before it was recorded."""
 
     @property
     def pinned(self) -> str:
@@ -129,12 +134,13 @@ def _parse(raw: Any, where: str) -> Release:
         if not isinstance(entry, dict):
             raise ReleaseRecordError(f"{where}: images[{name!r}] is not an object")
         at = f"{where}: images[{name!r}]"
-        _only(entry, {"variant", "reference", "digest"}, at)
+        _only(entry, {"variant", "reference", "digest", "config"}, at)
         reference = _text(entry, "reference", at, _REFERENCE)
         images[name] = PublishedImage(
             variant=_text(entry, "variant", at, re.compile(r"[a-z0-9-]{1,32}")),
             reference=reference,
             digest=_text(entry, "digest", at, _DIGEST),
+            config=_text(entry, "config", at, _DIGEST) if "config" in entry else None,
         )
     signature = None
     signed = raw.get("signature")
@@ -189,16 +195,24 @@ def load_release(path: Path | None = None) -> Release | None:
     return _parse(raw, str(path))
 
 
+def _entry(published: PublishedImage) -> dict[str, str]:
+    entry = {
+        "variant": published.variant,
+        "reference": published.reference,
+        "digest": published.digest,
+    }
+    if published.config is not None:
+        entry["config"] = published.config
+    return entry
+
+
 def write_release(release: Release, path: Path | None = None) -> Path:
     """Write ``release`` to ``path`` (default :data:`PACKAGED_RECORD`); return the path."""
     path = path or PACKAGED_RECORD
     raw: dict[str, Any] = {
         "format": FORMAT,
         "version": release.version,
-        "images": {
-            name: {"variant": p.variant, "reference": p.reference, "digest": p.digest}
-            for name, p in sorted(release.images.items())
-        },
+        "images": {name: _entry(p) for name, p in sorted(release.images.items())},
     }
     if release.signature is not None:
         raw["signature"] = {

@@ -28,7 +28,7 @@ from bridge_core.sessions import SessionStore, StoreSettings
 from bridge_core.sessions.manager import SessionManager
 from bridge_core.sessions.types import SessionConfig
 
-from mcp_code_execution_mode._image_supply import image_advice, supply_image
+from mcp_code_execution_mode._image_supply import image_advice, require_image
 from mcp_code_execution_mode._logging import mask_logs
 from mcp_code_execution_mode._telemetry import exporting_traces, trace_export_from_env
 from mcp_code_execution_mode.server import Executor, ExecutorFactory
@@ -167,8 +167,9 @@ def executor_factory(settings: Settings, *, single_client: bool = False) -> Exec
                 preference, state_dir=state_dir / "runtime", target=runtime_target(settings)
             )
             try:
-                # First use of a released image: pulled by digest and verified before any run.
-                await anyio.to_thread.run_sync(supply_image, settings, backend.name)
+                # The image is checked against its pin (pulled by digest and verified if need
+                # be) before any sandbox starts: bridge_image.supply.
+                await anyio.to_thread.run_sync(require_image, settings, backend.name)
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     await backend.aclose()

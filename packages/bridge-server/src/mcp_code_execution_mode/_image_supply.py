@@ -1,11 +1,12 @@
-"""The sandbox image on first use: pulled by digest and verified when it is missing and released.
+"""The sandbox image before the first sandbox starts: checked against its pin, pulled if need be.
 
-The release record installed with the server (or ``MCP_BRIDGE_IMAGE_RELEASE``) names each
-published image by digest and the key that signed it (:mod:`bridge_image.release`). When the
-configured image is not in podman's store and the record has it, it is pulled by that digest and
-its signature verified before anything runs (:func:`bridge_image.pull.pull_released`); a refusal
-is a :class:`~bridge_core.errors.SandboxStartError` saying why. Images the record does not know,
-``MCP_BRIDGE_IMAGE_PULL=never`` (air-gapped) and runtimes other than podman keep the local build.
+One decision for podman and docker (:func:`bridge_image.supply.supply_image`): a name the
+release record (installed with the server, or ``MCP_BRIDGE_IMAGE_RELEASE``) lists must hold the
+image it pins, else it is pulled by digest and verified (podman, ``MCP_BRIDGE_IMAGE_PULL=auto``)
+or refused; ``registry/path@sha256:...`` is pulled by that digest through the engine when
+missing; any other name runs as the store has it. A refusal is a
+:class:`~bridge_core.errors.SandboxStartError` naming the image, the expected and the found
+digest, and the command that fixes it.
 """
 
 from __future__ import annotations
@@ -15,46 +16,92 @@ from collections.abc import Callable
 
 from bridge_core.errors import SandboxStartError
 from bridge_core.runtime.base import IMAGE_BUILD_COMMAND
-from bridge_image.errors import ImageError, MissingTool
-from bridge_image.pull import image_present, pull_released
+from bridge_image.errors import ImageError
 from bridge_image.release import load_release
+from bridge_image.supply import ImageSupply
+from bridge_image.supply import supply_image as _decide
 
 from mcp_code_execution_mode.settings import Settings
 
-__all__ = ["image_advice", "supply_image"]
+__all__ = ["check_image", "image_advice", "require_image", "supply_image"]
 
 logger = logging.getLogger(__name__)
 
 IMAGE_PULL_COMMAND = "mcp-code-execution-mode image pull"
+_ENGINES = frozenset({"podman", "docker"})
+
+
+def check_image(
+    settings: Settings, runtime: str, progress: Callable[[str], None] | None = None
+) -> ImageSupply | None:
+    """Which case applies to the configured image (verified, pulled, refused, digest-pinned,
+    unknown tag, missing, unchecked), pulling it when that makes it usable.
+
+    None: the runtime runs no images (``local``). Never raises for the image itself: a refusal
+    is an :class:`~bridge_image.supply.ImageSupply` whose ``usable`` is False. Blocking: run it
+    in a worker thread.
+    """
+    if runtime not in _ENGINES:
+        return None
+    try:
+        release = load_release(settings.image_release)
+    except ImageError as exc:
+        # A record that cannot be read pins nothing we could trust: nothing runs unchecked.
+        return ImageSupply(
+            "refused",
+            settings.image,
+            f"the release record cannot be read: {exc}",
+            "fix or unset MCP_BRIDGE_IMAGE_RELEASE (reinstall the server for its own record)",
+        )
+    return _decide(
+        settings.image,
+        engine=runtime,
+        release=release,
+        pull=settings.image_pull != "never",
+        progress=progress or logger.info,
+    )
+
+
+def require_image(
+    settings: Settings, runtime: str, progress: Callable[[str], None] | None = None
+) -> ImageSupply | None:
+    """Make sure the configured image may run before the first sandbox starts (pulling it when
+    that is what makes it usable); the decision, or None when the runtime runs no images.
+
+    Blocking: run it in a worker thread. Raises :class:`SandboxStartError` when the image is
+    refused or missing, naming the image, what was expected and found, and the fixing command.
+    """
+    supplied = check_image(settings, runtime, progress)
+    if supplied is None:
+        return None
+    if not supplied.usable:
+        raise SandboxStartError(
+            f"sandbox image {settings.image}: {supplied.detail}. Fix: {supplied.fix}"
+        )
+    if supplied.pulled:
+        logger.warning("%s", supplied.detail)
+    else:
+        logger.info("sandbox image %s: %s", supplied.case, supplied.detail)
+    return supplied
 
 
 def supply_image(
     settings: Settings, runtime: str, progress: Callable[[str], None] | None = None
 ) -> str | None:
-    """Pull the configured image if it is missing and released; say what was pulled.
+    """:func:`require_image` for a caller that reports a missing image itself: what was pulled,
+    or None (nothing pulled; the image may still be absent).
 
-    None: nothing to do (present, not released, pulls off, not podman). Blocking: run it in a
-    worker thread. Raises :class:`SandboxStartError` when the pull is refused.
+    Raises :class:`SandboxStartError` only when the image is refused (a released name held by
+    another image, a failed pull). Prefer :func:`check_image`, which says which case applied.
     """
-    if runtime != "podman" or settings.image_pull == "never":
+    supplied = check_image(settings, runtime, progress)
+    if supplied is None or supplied.case in {"missing", "unknown-tag", "unchecked"}:
         return None
-    try:
-        present = image_present(settings.image)
-    except MissingTool:
-        return None  # a remote podman API without the CLI here: the runtime reports the image
-    if present:
-        return None
-    try:
-        release = load_release(settings.image_release)
-        if release is None or release.find(settings.image) is None:
-            return None
-        logger.warning("sandbox image %s is missing: pulling the released image", settings.image)
-        pulled = pull_released(settings.image, release, progress=progress or logger.info)
-    except ImageError as exc:
-        raise SandboxStartError(f"sandbox image {settings.image}: {exc}") from None
-    done = f"pulled {pulled.published.pinned} (digest and signature verified) as {settings.image}"
-    logger.warning("%s", done)
-    return done
+    if not supplied.usable:
+        raise SandboxStartError(
+            f"sandbox image {settings.image}: {supplied.detail}. Fix: {supplied.fix}"
+        )
+    return supplied.detail if supplied.pulled else None
 
 
 def image_advice(settings: Settings) -> str:
