@@ -96,7 +96,10 @@ async def test_a_session_whose_snapshot_in_flight_fails_is_not_stopped_to_make_r
     dropped: list[Session] = []
     work = live_session(store, None, "work", used=1.0)
     newcomer = Session("new", 2.0)
-    sessions = {(None, "work"): work, (None, "new"): newcomer}
+    sessions: dict[tuple[str | None, str], Session] = {
+        (None, "work"): work,
+        (None, "new"): newcomer,
+    }
     saved = DurableSessions(
         store,
         config(1),

@@ -547,7 +547,7 @@ class SessionManager:
 
     # --- sandboxes ---------------------------------------------------------------------------
 
-    def _background(self, func: Callable[..., Coroutine[Any, Any, None]], *args: object) -> bool:
+    def _background(self, func: Callable[..., Coroutine[Any, Any, object]], *args: object) -> bool:
         """Run ``func`` in the manager's task group; False if the manager is closing."""
         # An execution can finish while the manager closes: its task group may be gone by then,
         # and the shutdown stops every recorded sandbox anyway.
