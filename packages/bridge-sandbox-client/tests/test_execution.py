@@ -103,6 +103,20 @@ def test_tool_error_traceback_has_no_frames_of_the_client(host: Any) -> None:
     assert "repository not found" in error.traceback
 
 
+def test_a_mistyped_tool_shows_the_users_line_and_the_hosts_answer_only(host: Any) -> None:
+    for code in ("await mcp_servers['files'].read_fil(path='x')",
+                 "mcp_servers['files'].read_fil.sync(path='x')"):  # fmt: skip
+        error = host.execute(code).result.error
+        assert error is not None
+        assert error.type == "mcp.UnknownTool"
+        lines = error.traceback.splitlines()
+        frames = [line for line in lines if line.startswith("  File ")]
+        assert len(frames) == 1
+        assert frames[0].startswith('  File "<cell ')
+        assert "concurrent" not in error.traceback
+        assert lines[-1].endswith("host suggests ['read_file']")
+
+
 def test_syntax_error_names_the_cell_and_line(host: Any) -> None:
     run = host.execute("x = 1\nif x\n    pass")
     assert run.result.status == "error"
