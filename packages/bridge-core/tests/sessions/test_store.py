@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import stat
 import time
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from bridge_core.sessions import SessionStore, StoreSettings, _store
-from bridge_core.sessions._state_writer import MAX_META_BYTES, META_SUFFIX
+from bridge_core.sessions._state_files import MAX_META_BYTES, META_SUFFIX
 
 
 def _save(
@@ -345,3 +346,27 @@ def test_the_unsaved_names_kept_in_metadata_are_bounded_in_bytes(tmp_path: Path)
     assert saved.unsaved[0].startswith("0")
     assert saved.unsaved[-1] == f"and {60 - (len(saved.unsaved) - 1)} more"
     store.close()
+
+
+def test_no_module_of_the_sessions_package_imports_itself_back() -> None:
+    # The store and its state writer imported each other (the writer under TYPE_CHECKING): the
+    # shared names and the writer's view of its store now live in _state_files.
+    package = Path(_store.__file__).parent
+    imports: dict[str, set[str]] = {}
+    for source in package.glob("*.py"):
+        named = set()
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                prefix = "bridge_core.sessions."
+                if node.module.startswith(prefix):
+                    named.add(node.module.removeprefix(prefix))
+        imports[source.stem] = named
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for module in imports.get(start, set()) - seen:
+            if module == goal or reaches(module, goal, seen | {module}):
+                return True
+        return False
+
+    circles = sorted(module for module in imports if reaches(module, module, set()))
+    assert circles == []

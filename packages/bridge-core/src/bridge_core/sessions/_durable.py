@@ -38,12 +38,8 @@ from bridge_protocol import (
 from bridge_core.channel import Channel, ChannelClosed
 from bridge_core.gateway import CallFailed
 from bridge_core.sessions._names import validate_session_name
-from bridge_core.sessions._state_writer import (
-    COPY_STEP,
-    MAX_UNSAVED_CHARS,
-    CommittedState,
-    StateWriter,
-)
+from bridge_core.sessions._state_files import MAX_UNSAVED_CHARS
+from bridge_core.sessions._state_writer import COPY_STEP, CommittedState, StateWriter
 from bridge_core.sessions._store import (
     READ_CHUNK,
     Epoch,

@@ -3,8 +3,9 @@
 A :class:`StateWriter` receives a state's chunks (``write``) and the ranges it copies from the
 session's last committed state (``copy``, protocol version 2), counts each against the largest
 state and the store's disk budget before writing it, and :meth:`StateWriter.commit` renames the
-finished file over the previous one (see :mod:`._store`, which owns the directory and the
-budget). The bytes are opaque: nothing here reads a state.
+finished file over the previous one. The store that owns the directory and the budget
+(:mod:`._store`) is reached through the :class:`~._state_files.StateLedger` it gives the writer.
+The bytes are opaque: nothing here reads a state.
 """
 
 from __future__ import annotations
@@ -12,59 +13,21 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
-import json
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
-from bridge_core.private_files import write_private
+from bridge_core.sessions._state_files import (
+    META_SUFFIX,
+    STATE_SUFFIX,
+    Epoch,
+    StateLedger,
+    write_meta,
+)
 
-if TYPE_CHECKING:
-    from bridge_core.sessions._store import Epoch, SessionStore
-
-__all__ = [
-    "COPY_STEP",
-    "MAX_META_BYTES",
-    "MAX_UNSAVED_CHARS",
-    "MAX_UNSAVED_LISTED",
-    "META_SUFFIX",
-    "RESET_MEANWHILE",
-    "STATE_SUFFIX",
-    "CommittedState",
-    "StateWriter",
-    "write_meta",
-]
-
-STATE_SUFFIX = ".state"
-META_SUFFIX = ".meta"
-MAX_UNSAVED_LISTED = 50
-MAX_UNSAVED_CHARS = 300
-MAX_META_BYTES = 4096
-"""Bytes of one state's metadata file (one block of most file systems): unsaved names past it
-are counted, not kept."""
-RESET_MEANWHILE = "the session was reset (or its client left) while this state was being saved"
-
-
-def write_meta(base: Path, unsaved: tuple[str, ...], forked_from: str = "") -> None:
-    # Written by the host only; a state the session saves itself has no origin any more. When
-    # the state was saved is the metadata's mtime (every commit writes or dates it), not the
-    # state's: using a state refreshes the state's mtime (retention counts from its last use).
-    names = [item[:MAX_UNSAVED_CHARS] for item in unsaved[:MAX_UNSAVED_LISTED]]
-    left_out = len(unsaved) - len(names)
-    while True:
-        listed = [*names, f"and {left_out} more"] if left_out else names
-        meta: dict[str, object] = {"unsaved": listed}
-        if forked_from:
-            meta["forked_from"] = forked_from
-        encoded = json.dumps(meta).encode()
-        # The names are the sandbox's: escaped, 50 of them could take ~90 KB per state.
-        if len(encoded) <= MAX_META_BYTES or not names:
-            break
-        names.pop()
-        left_out += 1
-    write_private(base.with_suffix(META_SUFFIX), encoded)
+__all__ = ["COPY_STEP", "CommittedState", "StateWriter"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +87,7 @@ longer ``snapshot_copy`` is copied in steps, see :meth:`DurableLink.on_snapshot_
 class StateWriter:
     """One saved state being received; :meth:`commit` makes it the session's last good one."""
 
-    def __init__(self, store: SessionStore, base: Path, epoch: Epoch | None = None) -> None:
+    def __init__(self, store: StateLedger, base: Path, epoch: Epoch | None = None) -> None:
         self._store = store
         self._base = base
         self._epoch = epoch
@@ -193,7 +156,7 @@ class StateWriter:
     def _room(self, size: int) -> bool:
         """Count ``size`` more bytes against the largest state and the disk limits; False (and
         the writer aborted) when they do not fit."""
-        limit = self._store.settings.max_bytes
+        limit = self._store.max_bytes
         if self.size + size > limit:
             self.too_large = True
             self.error = (
@@ -202,7 +165,7 @@ class StateWriter:
             self.abort()
             return False
         path = self._base.with_suffix(STATE_SUFFIX)
-        if error := self._store._reserve(path, size):
+        if error := self._store.reserve(path, size):
             self.error = error
             self.over_budget = True
             self.abort()
@@ -227,11 +190,11 @@ class StateWriter:
             return error
         assert self._temp is not None  # made, or the error above says why not
         try:
-            refused = self._store._install(
+            refused = self._store.install(
                 self._temp, self._base.with_suffix(STATE_SUFFIX), self.size, self._epoch
             )
         except OSError:
-            self._store._release(self._base.with_suffix(STATE_SUFFIX), self.size)
+            self._store.release(self._base.with_suffix(STATE_SUFFIX), self.size)
             self._temp.unlink(missing_ok=True)
             raise
         if refused:
@@ -247,11 +210,11 @@ class StateWriter:
             return error
         assert self._temp is not None  # made, or the error above says why not
         try:
-            refused = self._store._install_new(
+            refused = self._store.install_new(
                 self._temp, self._base.with_suffix(STATE_SUFFIX), self.size, self._epoch
             )
         except OSError:
-            self._store._release(self._base.with_suffix(STATE_SUFFIX), self.size)
+            self._store.release(self._base.with_suffix(STATE_SUFFIX), self.size)
             raise
         if refused:
             return refused
@@ -290,4 +253,4 @@ class StateWriter:
             self._temp.unlink(missing_ok=True)
         if not self._done:  # its bytes leave the budget once
             self._done = True
-            self._store._release(self._base.with_suffix(STATE_SUFFIX), self.size)
+            self._store.release(self._base.with_suffix(STATE_SUFFIX), self.size)

@@ -31,15 +31,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge_core.private_files import private_dir
-from bridge_core.sessions._state_writer import (
+from bridge_core.sessions._state_files import (
     MAX_UNSAVED_CHARS,
     MAX_UNSAVED_LISTED,
     META_SUFFIX,
     RESET_MEANWHILE,
     STATE_SUFFIX,
-    StateWriter,
+    Epoch,
     write_meta,
 )
+from bridge_core.sessions._state_writer import StateWriter
 
 __all__ = ["Epoch", "SavedState", "SessionStore", "StateWriter", "StoreSettings"]
 
@@ -69,15 +70,6 @@ class StoreSettings:
     """Most of ``disk_limit`` the saved states of one HTTP client may take, so that one client
     cannot leave the others unsaved (``MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT``); the single
     client of a stdio bridge has the whole store."""
-
-
-@dataclass(frozen=True, slots=True)
-class Epoch:
-    """A session's deletion counts when a state of it was begun (see :meth:`SessionStore.epoch`)."""
-
-    base: str
-    own: int
-    owner: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,7 +315,13 @@ class SessionStore:
         with self._budget:
             return not self._over(path, size)
 
-    def _reserve(self, path: Path, size: int) -> str:
+    # --- the writers' side (StateLedger) -------------------------------------------------------
+
+    @property
+    def max_bytes(self) -> int:
+        return self.settings.max_bytes
+
+    def reserve(self, path: Path, size: int) -> str:
         """Count ``size`` more bytes of the state being written for ``path``: "" if they fit the
         store's disk limit and, for an HTTP client, its share of it (the state it replaces is not
         counted twice), else which limit they would pass."""
@@ -369,11 +367,11 @@ class SessionStore:
             "keeps for one client (MAX_SAVED_SESSIONS): reset sessions you no longer need"
         )
 
-    def _release(self, path: Path, size: int) -> None:
+    def release(self, path: Path, size: int) -> None:
         with self._budget:
             self._reserved[_owner_of(path)] -= size
 
-    def _install(self, temp: Path, path: Path, size: int, epoch: Epoch | None) -> str:
+    def install(self, temp: Path, path: Path, size: int, epoch: Epoch | None) -> str:
         """Rename the finished ``temp`` over ``path``: its bytes count as committed now. "" or
         why not (``temp`` removed): the session's states were deleted since ``epoch``, or it
         would be one saved session too many for its client."""
@@ -391,7 +389,7 @@ class SessionStore:
             self._states[owner] += int(not known)
             return ""
 
-    def _install_new(self, temp: Path, path: Path, size: int, epoch: Epoch | None) -> str:
+    def install_new(self, temp: Path, path: Path, size: int, epoch: Epoch | None) -> str:
         """Link the finished ``temp`` as ``path`` unless a state is there (never replaced) or
         the session's states were deleted since ``epoch``: "" or why not."""
         with self._budget:
