@@ -312,6 +312,112 @@ async def test_a_manifest_tampered_in_the_registry_is_refused_and_nothing_runs(
         _drop(*_names_of(victim))
 
 
+def _image_id(name: str) -> str:
+    found = _podman("image", "inspect", "--format", "{{.Id}}", name, check=False)
+    return f"sha256:{found.stdout.strip()}" if found.returncode == 0 else ""
+
+
+def _impostor(published: Published, work: Path) -> str:
+    """Another image of this run tagged with the released name (published's own names gone):
+    what a stale build, a mistaken ``podman tag`` or a planted image leaves behind."""
+    _drop(*_names_of(published))
+    other = _derived_image(work, f"impostor-{uuid.uuid4().hex[:8]}")
+    _podman("tag", other, published.local)
+    _drop(other)  # the impostor now has the released name only
+    return _image_id(published.local)
+
+
+async def test_another_image_under_the_released_name_is_replaced_by_the_verified_pull(
+    published: Published, tmp_path: Path
+) -> None:
+    impostor = _impostor(published, tmp_path)
+    image = published.release.images[published.local]
+    assert image.config is not None
+    assert impostor not in {"", image.config}
+    env = {"MCP_BRIDGE_IMAGE": published.local, "MCP_BRIDGE_IMAGE_RELEASE": str(published.record)}
+    try:
+        async with open_bridge(tmp_path / "bridge", env=env) as bridge:
+            result = await bridge.run("print(open('/marker').read())")
+        assert result.is_error is False, bridge_text(result)
+        # The released image ran, not the one that held its name.
+        assert code_text(result).strip() == published.marker
+        assert image.pinned in _digests(published.local)
+        assert _image_id(published.local) == image.config
+    finally:
+        _podman("rmi", impostor.removeprefix("sha256:"), check=False)
+
+
+async def test_with_pulls_off_another_image_under_the_released_name_is_refused_naming_both(
+    published: Published, tmp_path: Path
+) -> None:
+    impostor = _impostor(published, tmp_path)
+    image = published.release.images[published.local]
+    env = {
+        "MCP_BRIDGE_IMAGE": published.local,
+        "MCP_BRIDGE_IMAGE_RELEASE": str(published.record),
+        "MCP_BRIDGE_IMAGE_PULL": "never",
+    }
+    try:
+        async with open_bridge(tmp_path / "bridge", env=env) as bridge:
+            result = await bridge.run("print('must not run')")
+        text = bridge_text(result) or code_text(result)
+        assert result.is_error is True
+        assert "must not run" not in code_text(result)
+        assert f"{published.local} is present but is NOT the image release" in text, text
+        assert f"expected {image.digest} (image ID {image.config})" in text  # expected
+        assert f"found image ID {impostor}" in text  # found
+        assert f"mcp-code-execution-mode image pull --image {published.local}`" in text  # fix
+        assert _image_id(published.local) == impostor  # nothing was pulled or moved
+    finally:
+        _podman("rmi", impostor.removeprefix("sha256:"), check=False)
+
+
+async def test_an_image_configured_by_digest_is_pulled_by_that_digest_and_runs(
+    registry: Registry, published: Published, tmp_path: Path
+) -> None:
+    # A team's own image, pushed unsigned and unknown to the release record.
+    team = _publish(registry, tmp_path, "team", sign_by=None)
+    (pushed,) = team.release.images.values()
+    _drop(*_names_of(team))
+    assert _podman("image", "exists", pushed.pinned, check=False).returncode != 0
+    assert published.release.find(pushed.pinned) is None
+    env = {"MCP_BRIDGE_IMAGE": pushed.pinned, "MCP_BRIDGE_IMAGE_RELEASE": str(published.record)}
+    try:
+        async with open_bridge(tmp_path / "bridge", env=env) as bridge:
+            result = await bridge.run("print(open('/marker').read())")
+        assert result.is_error is False, bridge_text(result)
+        assert code_text(result).strip() == team.marker
+        assert pushed.digest in {d.rpartition("@")[2] for d in _digests(pushed.pinned)}
+    finally:
+        _podman("rmi", pushed.pinned, check=False)
+
+
+def test_doctor_pulls_an_image_configured_by_digest_with_progress(
+    registry: Registry, published: Published, tmp_path: Path
+) -> None:
+    team = _publish(registry, tmp_path, "team-doctor", sign_by=None)
+    (pushed,) = team.release.images.values()
+    _drop(*_names_of(team))
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("MCP_BRIDGE_")},
+        "MCP_BRIDGE_IMAGE": pushed.pinned,
+        "MCP_BRIDGE_IMAGE_RELEASE": str(published.record),
+        "MCP_BRIDGE_DISCOVER": "false",
+        "MCP_BRIDGE_STATE_DIR": str(tmp_path / "state"),
+    }
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "mcp_code_execution_mode", "doctor"],
+            capture_output=True, text=True, env=env, timeout=600,
+        )  # fmt: skip
+        assert f"pulled {pushed.pinned} by digest through podman" in done.stdout, (
+            done.stdout + done.stderr
+        )
+        assert "Writing manifest" in done.stdout  # podman's progress, shown as it comes
+    finally:
+        _podman("rmi", pushed.pinned, check=False)
+
+
 def _bridge_image(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "bridge_image", *args], capture_output=True, text=True, timeout=600
@@ -395,12 +501,16 @@ async def test_an_image_of_another_protocol_version_is_explained(
         "USER 65534:65534\n"
     )
     tag = f"localhost/mcp-bridge-registry-test:protocol-{version}-{uuid.uuid4().hex[:10]}"
-    # OLDER: the stale image under a name the release lists (an upgrade without a pull); NEWER:
-    # a custom image the release does not know.
+    # OLDER: the stale image under a name the release lists (an upgrade without a pull): it is
+    # not the pinned image, so with pulls off it is refused before any handshake (with pulls on
+    # it is replaced: test_another_image_under_the_released_name_is_replaced_by_the_verified_pull);
+    # NEWER: a custom image the release does not know.
     record = published.record
+    pulls = "auto"
     if side == "OLDER":
         listed = {**published.release.images, tag: published.release.images[published.local]}
         record = write_release(replace(published.release, images=listed), tmp_path / "r.json")
+        pulls = "never"
     try:
         _podman(
             "build", "--pull=never", "--network=none", f"--tag={tag}",
@@ -412,18 +522,25 @@ async def test_an_image_of_another_protocol_version_is_explained(
         assert f"speaks protocol [{version}], this bridge speaks {ours}" in verified.stderr
         assert f"{side.lower()} than this release" in verified.stderr
         assert "bridge_protocol/versions.py" in verified.stderr  # changed since install
-        env = {"MCP_BRIDGE_IMAGE": tag, "MCP_BRIDGE_IMAGE_RELEASE": str(record)}
+        env = {
+            "MCP_BRIDGE_IMAGE": tag,
+            "MCP_BRIDGE_IMAGE_RELEASE": str(record),
+            "MCP_BRIDGE_IMAGE_PULL": pulls,
+        }
         async with open_bridge(tmp_path / "bridge", env=env) as bridge:
             result = await bridge.run("print('must not run')")
         text = bridge_text(result) or code_text(result)
         assert result.is_error is True
-        assert f"sandbox image '{tag}' does not match this bridge" in text, text
-        assert f"speaks protocol [{version}], the bridge speaks {ours}" in text
-        assert f"{side} than this bridge" in text
+        assert "must not run" not in code_text(result)
         if side == "OLDER":
-            pinned = published.release.images[published.local].pinned
-            assert f"image pull --image {tag}` ({pinned})" in text
+            digest = published.release.images[published.local].digest
+            assert f"{tag} is present but is NOT the image release" in text, text
+            assert f"expected {digest}" in text
+            assert f"image pull --image {tag}`" in text
         else:
+            assert f"sandbox image '{tag}' does not match this bridge" in text, text
+            assert f"speaks protocol [{version}], the bridge speaks {ours}" in text
+            assert f"{side} than this bridge" in text
             assert "image base" in text
     finally:
         _drop(tag)
