@@ -160,24 +160,29 @@ async def test_a_server_gets_exactly_the_environment_it_was_given(tmp_path: Path
 @pytest.mark.parametrize(
     ("result", "named"),
     [
-        ({"isError": False}, "'content' is missing (or null), not a list of content blocks"),
-        ({"content": "text"}, "'content' is a string, not a list of content blocks"),
-        ({"content": [{"type": "text"}]}, "content[0] (text) has no string 'text'"),
-        ({"content": [{"type": "text", "text": 7}]}, "content[0] (text) has no string 'text'"),
-        ({"content": [{"type": "image", "data": "AA=="}]}, "content[0] (image) has no string"),
-        ({"content": [{"type": "resource"}]}, "content[0] (resource) has no 'resource' object"),
-        ({"content": [{"type": "x" * 10_000}]}, "content[0] has type 'xxxxx"),
-        ({"content": [["not", "a", "block"]]}, "content[0] is a list, not a content block"),
-        ({"content": [], "isError": "yes"}, "'isError' is a string, not true or false"),
-        ({"content": [], "structuredContent": [1]}, "'structuredContent' is a list, not an"),
-        ({"content": [], "resultType": "input_required"}, "resultType is 'input_required'"),
+        ({"isError": False}, "content: Field required"),
+        ({"content": "text"}, "content: Input should be a valid list"),
+        ({"content": [{"type": "text"}]}, "content.0.TextContent.text: Field required"),
+        ({"content": [{"type": "text", "text": 7}]}, "content.0.TextContent.text: Input should"),
+        ({"content": [{"type": "image", "data": "AA=="}]}, "ImageContent.mimeType: Field required"),
+        ({"content": [{"type": "resource"}]}, "EmbeddedResource.resource: Field required"),
+        (
+            {"content": [{"type": "x" * 10_000}]},
+            "content.0.TextContent.type: Input should be 'text'",
+        ),
+        ({"content": [["not", "a", "block"]]}, "content.0.TextContent: Input should be a valid"),
+        ({"content": [], "structuredContent": [1]}, "structuredContent: Input should be a valid"),
+        # An input-required round the sandbox cannot answer: on the 2025-11-25 connection the
+        # server negotiated, a result without content.
+        ({"inputRequests": {"q": {}}, "resultType": "input_required"}, "content: Field required"),
     ],
 )
 async def test_a_result_that_is_not_a_call_tool_result_is_refused_naming_the_field(
     hostile: ProbeFactory, result: dict[str, Any], named: str
 ) -> None:
-    # The raw tools/call path checks the upstream's answer itself (no SDK model): what the
-    # model refused is still refused, with the wrong field named, and the server keeps serving.
+    # The SDK's session validates the answer; the error names the failed field (only of the
+    # content block type the server named), never the server's value, and the server keeps
+    # serving.
     async with UpstreamPool([hostile()]) as pool:
         with anyio.fail_after(20), pytest.raises(UpstreamRPCError) as caught:
             await pool.call_tool("hostile", "answer", {"result": result})
@@ -185,7 +190,7 @@ async def test_a_result_that_is_not_a_call_tool_result_is_refused_naming_the_fie
     message = str(caught.value)
     assert "invalid tools/call result: " in message
     assert named in message
-    assert len(message) < 400  # an upstream-chosen name is cut, not echoed whole
+    assert len(message) < 400  # an upstream-chosen name is not echoed
     assert _json_free_text(again) == "still here"
 
 
@@ -214,13 +219,12 @@ def _json_free_text(result: dict[str, Any]) -> str:
 @pytest.mark.parametrize(
     ("result", "named"),
     [
-        # The SDK's message parse names the model (trio); the call lane names the value (asyncio).
-        ([1, 2], ("JSONRPCResponse.result: Input should be an object", "'result' is a list")),
-        ("text", ("JSONRPCResponse", "'result' is a string")),
+        ([1, 2], "JSONRPCResponse.result: Input should be an object"),
+        ("text", "JSONRPCResponse.result: Input should be an object"),
     ],
 )
 async def test_an_answer_that_is_not_json_rpc_fails_its_call_at_once_not_at_the_timeout(
-    hostile: ProbeFactory, result: object, named: tuple[str, str]
+    hostile: ProbeFactory, result: object, named: str
 ) -> None:
     # A "result" that is not an object fails the SDK's message parse: the line used to be
     # skipped as junk, and the call waited out the whole call timeout ("did not answer").
@@ -231,5 +235,5 @@ async def test_an_answer_that_is_not_json_rpc_fails_its_call_at_once_not_at_the_
         again = await pool.call_tool("hostile", "echo", {"text": "still here"})
     message = str(caught.value)
     assert "the answer to tools/call is not a valid JSON-RPC response: " in message
-    assert any(name in message for name in named), message
+    assert named in message, message
     assert _json_free_text(again) == "still here"

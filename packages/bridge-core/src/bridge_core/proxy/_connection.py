@@ -24,7 +24,6 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.message import SessionMessage
 
 from bridge_core.proxy.errors import UpstreamCrashed, UpstreamUnavailable
@@ -33,7 +32,6 @@ from bridge_core.redaction import Redactor
 from bridge_core.servers import ServerSpec
 
 from ._handoff import EagerSend, handed_over, items
-from ._lane import CallLane
 from ._relay import ClientRelay
 from ._stderr import StderrTail
 from ._stdio import StdioServer, open_stdio
@@ -75,12 +73,6 @@ class Connection:
         self._on_tools = on_tools
         self._on_end = on_end
         self.session: ClientSession | None = None
-        self.dispatcher: JSONRPCDispatcher[Any] | None = None
-        """The session's JSON-RPC dispatcher, for the raw ``tools/call`` of a stdio server (our
-        transport, where no HTTP header the SDK would stamp on a request matters); ``None`` for
-        HTTP and SSE servers, called through the session."""
-        self.lane: CallLane | None = None
-        """The stdio server's call lane (:mod:`._lane`) while :attr:`ready`, on asyncio."""
         self._tools: list[types.Tool] = []
         self.tools_by_name: dict[str, types.Tool] = {}
         """:attr:`tools` by name (the first of a name a server lists twice): built once per
@@ -137,8 +129,6 @@ class Connection:
             error = exc
         finally:
             self.session = None
-            self.dispatcher = None
-            self.lane = None
             status = self._stdio.process.returncode if self._stdio is not None else None
             tail = self._tail.tail() if self._tail is not None else ""
             if self.failure is None:
@@ -219,13 +209,10 @@ class Connection:
                     "logging_callback": relay.on_log,
                 }
             )
-            # The session runs on a dispatcher of our own, so that a tools/call can be sent raw
-            # through it (:attr:`dispatcher`; the SDK's documented ``dispatcher=`` seam).
             if isinstance(write, MemoryObjectSendStream):
                 write = EagerSend(write)
-            dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(relay_recv, write)
             async with ClientSession(
-                dispatcher=dispatcher, message_handler=self._on_message, **callbacks
+                relay_recv, write, message_handler=self._on_message, **callbacks
             ) as session:
                 try:
                     with anyio.fail_after(self._options.start_timeout):
@@ -235,9 +222,6 @@ class Connection:
                     limit = self._options.start_timeout
                     raise TimeoutError(f"no answer to initialize within {limit:g}s") from None
                 self.session = session
-                if self.spec.transport == "stdio":
-                    self.dispatcher = dispatcher
-                    self.lane = self._stdio.lane if self._stdio is not None else None
                 self.ready.set()
                 tg.start_soon(self._announce_tools, self.tools)
                 tg.start_soon(self._refresh_on_change, session)

@@ -27,7 +27,6 @@ documents, so nothing here depends on SDK internals.
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import itertools
 import logging
@@ -55,9 +54,9 @@ from bridge_core.servers import ServerSpec
 
 from . import _cgroup
 from ._handoff import handed_over, taken
-from ._lane import CallLane
 from ._leftovers import forget_group, record_group
 from ._toollist import ToolListLimits
+from .errors import validation_summary
 
 __all__ = ["StdioServer", "open_stdio"]
 
@@ -115,8 +114,7 @@ class _Head(TypedDict, total=False):
 
 
 _message_head = TypeAdapter(_Head)
-_SHOWN_ERRORS = 3
-_ANSWER_ARMS = (("JSONRPCResponse",), ("JSONRPCError",))
+_ANSWER_ARMS = ("JSONRPCResponse", "JSONRPCError")
 """Where the SDK's message union reports what is wrong with an answer (its first ``loc``)."""
 _SHOWN_ERROR_CHARS = 300
 
@@ -140,12 +138,6 @@ class StdioServer:
         """Our requests awaiting an answer: id → method."""
         self._junk_lines = 0
         self._stopping = False
-        self._lane_writes = 0
-        """Lane writes under way (:meth:`_send_line`)."""
-        self._lane_write_left = False
-        """Whether a lane write was interrupted, its line perhaps still waiting in the pipe."""
-        self.lane = CallLane(self._send_line, self._requests) if _on_asyncio() else None
-        """``tools/call`` past the SDK's dispatcher (:mod:`._lane`); None on trio."""
 
     @property
     def pid(self) -> int:
@@ -187,8 +179,6 @@ class StdioServer:
             if not self._stopping:
                 logger.warning("reading from MCP server %r failed: %s", self.name, exc)
         finally:
-            if self.lane is not None:
-                self.lane.close(self.cut or "Connection closed")
             if self.cut is None:
                 await self._drain(stdout)
 
@@ -211,13 +201,8 @@ class StdioServer:
 
     async def _hand_over(self, line: bytes | bytearray) -> bool:
         """Parse and deliver one line; False once the session is gone."""
-        lane = self.lane
-        if lane is not None and lane.expects(line) and lane.take(line):
-            return True
         message = self._parse(line)
         if message is None:
-            return True
-        if lane is not None and lane.settle(message.message):
             return True
         try:
             await handed_over(self._deliver, message)
@@ -293,14 +278,9 @@ class StdioServer:
         if request_id is None or "method" in head or request_id not in self._requests:
             return None
         method = self._requests.pop(request_id)
+        # An answer (an id, no method): what the request and notification arms say is noise.
         if isinstance(error, ValidationError):
-            details = error.errors(include_url=False, include_input=False)
-            # An answer (an id, no method): what the request and notification arms say is noise.
-            answers = [d for d in details if d["loc"][:1] in _ANSWER_ARMS]
-            shown = "; ".join(
-                f"{'.'.join(str(part) for part in detail['loc'])}: {detail['msg']}"
-                for detail in (answers or details)[:_SHOWN_ERRORS]
-            )
+            shown = validation_summary(error, arms=_ANSWER_ARMS)
         else:
             shown = str(error)
         return types.JSONRPCError(
@@ -327,30 +307,6 @@ class StdioServer:
             logger.warning("MCP server %r: further junk lines are skipped silently", self.name)
 
     # -- writing ------------------------------------------------------------------------------
-
-    async def _send_line(self, line: bytes) -> None:
-        """The lane's write: the whole line goes into the pipe's transport before any await
-        (asyncio), so concurrent writers never interleave and a cancel never cuts a line.
-
-        The transport takes a line whether or not the server reads: its ``send`` then waits
-        for the pipe to drain, and a caller that times out there leaves its line behind. So
-        while another lane write is under way or was left waiting, a write first waits for the
-        pipe to drain with nothing written (an empty send): a server that stops reading its
-        stdin holds one abandoned line of ours, not every request and courtesy cancel sent to
-        it for as long as it lives."""
-        stdin = self.process.stdin
-        assert stdin is not None
-        if self._lane_writes or self._lane_write_left:
-            await stdin.send(b"")
-            self._lane_write_left = False
-        self._lane_writes += 1
-        try:
-            await stdin.send(line)
-        except anyio.get_cancelled_exc_class():
-            self._lane_write_left = True
-            raise
-        finally:
-            self._lane_writes -= 1
 
     async def write_stdin(self) -> None:
         """Send each message the session writes as one line."""
@@ -393,8 +349,6 @@ class StdioServer:
     async def shutdown(self, cgroup: Path | None) -> None:
         """Stop traffic, flush, stop the server and everything it started. Call shielded."""
         self._stopping = True
-        if self.lane is not None:
-            self.lane.close("the MCP server is shutting down")
         self.read.close()  # a delivery blocked on a gone session returns; the reader drains
         self.write.close()
         with anyio.move_on_after(_WRITER_FLUSH_TIMEOUT):
@@ -526,14 +480,6 @@ def _check_command(command: str, env: dict[str, str], cwd: str | Path | None) ->
     elif shutil.which(command, path=env.get("PATH", os.defpath)) is not None:
         return
     raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
-
-
-def _on_asyncio() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # trio's loop
-        return False
-    return True
 
 
 def _mib(count: int) -> str:

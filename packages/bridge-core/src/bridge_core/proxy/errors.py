@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from bridge_core.errors import UpstreamError
 
 __all__ = [
@@ -72,3 +74,31 @@ class UpstreamRPCError(UpstreamError):
         self.code = code
         self.rpc_message = message
         self.data = data
+
+
+_SHOWN_ERRORS = 3
+_SHOWN_ERROR_CHARS = 300
+
+
+def validation_summary(error: ValidationError, *, arms: tuple[str, ...] = ()) -> str:
+    """What is wrong with an upstream's answer, on one bounded line: the first few failed
+    fields with pydantic's reason, never the value itself (its bytes are the upstream's).
+
+    Where a union refused a value, the members whose ``type`` did not match say nothing about
+    it (a text block is not an image): their errors are left out while another member's remain.
+    ``arms``: top-level union members to prefer the same way (an answer's, not a request's)."""
+    details = error.errors(include_url=False, include_input=False)
+    other_kind = {
+        detail["loc"][:-1]
+        for detail in details
+        if detail["loc"][-1:] == ("type",) and detail["type"] == "literal_error"
+    }
+    fitting = [d for d in details if not any(d["loc"][: len(k)] == k for k in other_kind)]
+    if not fitting:  # no member's type matched: that is what is wrong
+        fitting = [d for d in details if d["loc"][:-1] in other_kind and d["loc"][-1] == "type"]
+    preferred = [d for d in fitting or details if d["loc"][:1] and d["loc"][0] in arms]
+    shown = "; ".join(
+        f"{'.'.join(str(part) for part in detail['loc']) or 'the result'}: {detail['msg']}"
+        for detail in (preferred or fitting or details)[:_SHOWN_ERRORS]
+    )
+    return shown[:_SHOWN_ERROR_CHARS]

@@ -25,24 +25,21 @@ import mcp_types as types
 from anyio.abc import TaskGroup
 from bridge_protocol import JSONValue
 from mcp import ClientSession
-from mcp.shared.dispatcher import CallOptions, ProgressFnT
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from bridge_core import tracing
 from bridge_core.catalog import closest_names
 from bridge_core.client_link import ClientLink
 from bridge_core.proxy import _resources as resources
 from bridge_core.proxy._connection import Connection
-from bridge_core.proxy._lane import LaneClosed, LaneTimeout
 from bridge_core.proxy._leftovers import kill_dead_owners_groups
 from bridge_core.proxy._relay import ClientRelay
-from bridge_core.proxy._results import InvalidCallResult, checked_call_result
 from bridge_core.proxy.errors import (
     UnknownServer,
     UpstreamRPCError,
     UpstreamTimeout,
     UpstreamUnavailable,
+    validation_summary,
 )
 from bridge_core.proxy.options import ProxyOptions
 from bridge_core.redaction import Redactor
@@ -57,6 +54,7 @@ connection's task: it should be quick; a failure is logged, not raised)."""
 _CLOSE_TIMEOUT = 12.0
 """Bound on aclose(): the SDK's stdio shutdown takes at most ~6.5 s (stdin close, SIGTERM, SIGKILL
 waits) plus our 1 s stderr drain; past this the task group is cancelled anyway."""
+_SHOWN_ERROR_CHARS = 300
 _CRASH_REPORT_WAIT = 10.0
 """How long a failed call waits for the supervisor to reap the child and read its exit status."""
 
@@ -285,8 +283,9 @@ class UpstreamPool:
         call_timeout: float | None = None,
         client: ClientLink | None = None,
     ) -> dict[str, Any]:
-        """Call ``tool`` on ``server``: the ``CallToolResult`` as a JSON object, shape-checked
-        (:mod:`._results`); an ``isError`` result is returned, not raised.
+        """Call ``tool`` on ``server``: the ``CallToolResult`` as a JSON object (as the SDK's
+        session validated it, against the tool's output schema too); an ``isError`` result is
+        returned, not raised.
 
         Raises :class:`UnknownServer`, :class:`UpstreamUnavailable` (start failure, crash,
         cooldown, shutdown), :class:`UpstreamTimeout` (past ``call_timeout`` or the pool's
@@ -298,39 +297,23 @@ class UpstreamPool:
         conn, session = await up.session()
         # With a client to tell, the call asks for the server's progress (a token).
         progress = None if client is None else up.relay.progress_to(client, tool)
-        lane = conn.lane if not tracing.enabled() else None
-        started = anyio.current_time()
         try:
-            if lane is not None:
-                # A stdio server on asyncio, no span to make: the request written and its
-                # answer read past the SDK's dispatcher (:mod:`._lane`), the answer checked.
-                params = {"name": tool, "arguments": dict(arguments or {})}
-                raw = await lane.call(params, time_limit=limit, on_progress=progress)
-                result = checked_call_result(raw)
-            else:
-                # The SDK's clock starts once its writer took the request: a call queued behind
-                # a write the server does not read is bounded here, from the start (a caller's
-                # cancel still sends the courtesy cancel upstream).
-                with anyio.fail_after(limit):
-                    result = await self._sdk_call(conn, session, tool, arguments, limit, progress)
+            # The limit is ours alone, counted from the call's start: the SDK's own clock
+            # starts once its writer took the request, so a call queued behind a write the
+            # server does not read would wait for the server. Cancelled here, the SDK still
+            # sends the courtesy cancel upstream (bounded). With no SDK timeout, a
+            # REQUEST_TIMEOUT error is always the server's own answer (its backend timed out).
+            with anyio.fail_after(limit):
+                answer = await session.call_tool(
+                    tool, dict(arguments or {}), progress_callback=progress
+                )
         except TimeoutError:
             raise UpstreamTimeout(server, tool, limit) from None
         except MCPError as exc:
-            # A server may answer -32001 itself (its own backend timed out): that is its error.
-            # The lane's timeout has a class of its own; the SDK's comes after the whole limit.
-            ours = (
-                isinstance(exc, LaneTimeout)
-                if lane is not None
-                else anyio.current_time() - started >= limit
-            )
-            if exc.code == types.REQUEST_TIMEOUT and ours:
-                raise UpstreamTimeout(server, tool, limit) from None
-            if exc.code == types.CONNECTION_CLOSED and (
-                not conn.alive or isinstance(exc, LaneClosed)
-            ):
-                # The lane learns of the end from the transport's reader, a loop turn or two
-                # before the connection does: both wait for its report. (A live server's error
-                # answer may carry the same code: it is the server's error, below.)
+            if exc.code == types.CONNECTION_CLOSED and not conn.alive:
+                # The connection ended under the call: wait for the supervisor's report (exit
+                # status, stderr). A live server's error answer may carry the same code (-32000
+                # is also JSON-RPC's generic "server error"): that is the server's error, below.
                 with anyio.move_on_after(_CRASH_REPORT_WAIT):
                     await conn.ended.wait()
                 failure = conn.failure or UpstreamUnavailable(
@@ -338,37 +321,16 @@ class UpstreamPool:
                 )
                 raise failure from None
             raise UpstreamRPCError(server, tool, exc.code, exc.message, exc.data) from None
-        except (InvalidCallResult, ValidationError, RuntimeError) as exc:
-            # A result that is not a CallToolResult (malformed, or an input-required round the
-            # sandbox cannot answer): the server is alive, the call failed.
+        except (ValidationError, RuntimeError) as exc:
+            # A result that is not a CallToolResult (malformed, off its output schema, or an
+            # input-required round the sandbox cannot answer): the server is alive, the call
+            # failed, and the message names the field, never the server's value.
             raise UpstreamRPCError(
-                server, tool, types.INTERNAL_ERROR, f"invalid tools/call result: {exc}"
+                server, tool, types.INTERNAL_ERROR, f"invalid tools/call result: {_why(exc)}"
             ) from None
         up.succeeded()
-        return result
-
-    @staticmethod
-    async def _sdk_call(
-        conn: Connection,
-        session: ClientSession,
-        tool: str,
-        arguments: Mapping[str, Any] | None,
-        limit: float,
-        progress: ProgressFnT | None,
-    ) -> dict[str, Any]:
-        """``tools/call`` through the SDK's dispatcher (tracing on, trio, HTTP servers)."""
-        if conn.dispatcher is not None:
-            # A stdio server: the request sent raw, its answer checked, no models.
-            options: CallOptions = {"timeout": limit}
-            if progress is not None:
-                options["on_progress"] = progress
-            params = {"name": tool, "arguments": dict(arguments or {})}
-            raw = await conn.dispatcher.send_raw_request("tools/call", params, options)
-            return checked_call_result(raw)
-        model = await session.call_tool(
-            tool, dict(arguments or {}), read_timeout_seconds=limit, progress_callback=progress
-        )
-        return model.model_dump(by_alias=True, mode="json", exclude_none=True)
+        # What the server sent, as validated (defaults it left out are not added, nulls dropped).
+        return answer.model_dump(by_alias=True, mode="json", exclude_unset=True, exclude_none=True)
 
     async def resource_request(
         self, server: str, method: str, params: Mapping[str, Any]
@@ -393,7 +355,7 @@ class UpstreamPool:
             raise UpstreamRPCError(server, method, exc.code, exc.message, exc.data) from None
         except (ValidationError, RuntimeError) as exc:
             raise UpstreamRPCError(
-                server, method, types.INTERNAL_ERROR, f"invalid {method} result: {exc}"
+                server, method, types.INTERNAL_ERROR, f"invalid {method} result: {_why(exc)}"
             ) from None
         up.succeeded()
         return answer
@@ -403,3 +365,11 @@ class UpstreamPool:
         if up is None:
             raise UnknownServer(server, closest_names(server, self._upstreams))
         return up
+
+
+def _why(error: ValidationError | RuntimeError) -> str:
+    """What was wrong with a result, bounded (the SDK's text for an input-required round or an
+    output-schema mismatch; the failed fields of a model)."""
+    if isinstance(error, ValidationError):
+        return validation_summary(error)
+    return str(error)[:_SHOWN_ERROR_CHARS]
