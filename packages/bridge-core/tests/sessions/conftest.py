@@ -26,6 +26,7 @@ from bridge_core.gateway import CallContext, CallFailed
 from bridge_core.runtime.base import RuntimeInfo, Sandbox, SandboxExit, SandboxSpec, SharedDir
 from bridge_core.sessions import SessionConfig, SessionManager, SessionStore, StoreSettings
 from bridge_core.sessions._durable import DurableLink
+from bridge_core.sessions._state_files import block_size, disk_cost
 from bridge_protocol import (
     HOST_TO_SANDBOX,
     Call,
@@ -499,6 +500,13 @@ __all__ = [
 # --- durable links (test_durable_link.py, test_snapshot_copy.py) ------------------------------
 
 STATE = b"MCPSNAP1" + bytes(8) + b"opaque to the host"
+
+
+def disk_of(root: Path, *sizes: int) -> int:
+    """Disk the budget counts for saved states of ``sizes`` bytes in a store under ``root``: the
+    rule under test (each state's file and its metadata in whole blocks), never byte counts."""
+    block = block_size(root)
+    return sum(disk_cost(size, block) for size in sizes)
 
 
 def link_on(root: Path, settings: StoreSettings, client: str | None = None) -> DurableLink:

@@ -21,7 +21,7 @@ from bridge_protocol import (
     Snapshot,
 )
 
-from .conftest import STATE, asked, link_on, saved_path, take_snapshot
+from .conftest import STATE, asked, disk_of, link_on, saved_path, take_snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -77,10 +77,10 @@ async def test_a_state_past_the_disk_budget_is_asked_for_again_once_it_fits_and_
     # The disk budget can be freed (another session reset), a state too large stays so: the
     # sandbox is told to send its next state whole (``resave``) only after the first kind, and
     # only once that state would fit (before: at every call, each one refused again).
-    link = link_on(tmp_path, StoreSettings(disk_limit=len(STATE) + 7))
+    link = link_on(tmp_path, StoreSettings(disk_limit=disk_of(tmp_path, len(STATE), 8) - 1))
     store = link.store
     other = DurableLink(store, None, "other")
-    await take_snapshot(other, Snapshot("o-1-1", data=b"12345678", last=True))  # leaves 7 bytes
+    await take_snapshot(other, Snapshot("o-1-1", data=b"12345678", last=True))  # leaves too little
     asked = []  # lost_last, read after each step
     asked.append(link.lost_last)  # a new sandbox has sent nothing: nothing to ask for
     await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
@@ -316,14 +316,15 @@ async def test_a_state_deleted_outside_the_bridge_frees_its_bytes_for_the_resave
     # The store counted the deleted file's bytes as committed forever (until restart): the
     # resave the link asks for was refused by the disk limit for a file that no longer exists,
     # and, once a refused state waited for room, never asked for again.
-    link = link_on(tmp_path, StoreSettings(disk_limit=len(STATE) + 1, retention=1e-6))
+    one = disk_of(tmp_path, len(STATE))
+    link = link_on(tmp_path, StoreSettings(disk_limit=one, retention=1e-6))
     await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
     saved = link.store.saved(None, "default")
     assert saved is not None
     saved.path.unlink()  # by hand: e.g. to make room
     unsaved = ("fh (file): no",) if found_by == "new unsaved name" else ()
     if found_by == "new unsaved name":
-        link.store.settings = StoreSettings(disk_limit=len(STATE) + 1)
+        link.store.settings = StoreSettings(disk_limit=one)
     unchanged = Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True, unsaved=unsaved)
     await take_snapshot(link, unchanged)
     assert "no longer saved" in link.notices[0]
@@ -331,7 +332,7 @@ async def test_a_state_deleted_outside_the_bridge_frees_its_bytes_for_the_resave
     link.resave_asked()
     await take_snapshot(link, Snapshot("s-1-3", data=STATE, last=True, unsaved=unsaved))
     assert link.store.saved(None, "default") is not None, link.notices
-    assert link.store.total_bytes() == len(STATE)
+    assert link.store.total_bytes() == one
 
 
 async def test_a_budget_refused_state_past_the_largest_kept_is_not_asked_for_again(
@@ -341,12 +342,14 @@ async def test_a_budget_refused_state_past_the_largest_kept_is_not_asked_for_aga
     # so it is taken as "may pass": once room is made it is asked for whole, only to be refused
     # as too large.
     chunk = b"x" * 60
-    link = link_on(tmp_path, StoreSettings(max_bytes=100, disk_limit=190))
+    others = disk_of(tmp_path, 70, 70)
+    limit = others + disk_of(tmp_path, 60) - 1
+    link = link_on(tmp_path, StoreSettings(max_bytes=100, disk_limit=limit))
     store = link.store
     for other in ("a", "b"):
         other_link = DurableLink(store, None, other)
         await take_snapshot(other_link, Snapshot("o-1-1", data=b"y" * 70, last=True))
-    assert store.total_bytes() == 140  # leaves 50 bytes: the first 60 are refused
+    assert store.total_bytes() == others  # leaves too little: the first 60 bytes are refused
     link.expect_snapshot()
     await link.on_snapshot(Snapshot("s-1-1", data=chunk))
     await link.on_snapshot(Snapshot("s-1-1", data=chunk))
@@ -355,6 +358,7 @@ async def test_a_budget_refused_state_past_the_largest_kept_is_not_asked_for_aga
     assert not asked(link)  # no room
     store.delete(None, "a")
     store.delete(None, "b")  # room for 180 bytes now, but 180 > max_bytes: it would be refused
+    assert store.fits(None, "default", 3 * len(chunk))
     assert not asked(link)
 
 
@@ -369,27 +373,29 @@ async def _send(link: DurableLink, snapshot_id: str, data: bytes, frame: int) ->
 async def test_refused_bytes_are_the_whole_state_held_or_streamed(
     tmp_path: Path, size: int
 ) -> None:
-    link = link_on(tmp_path, StoreSettings(disk_limit=size * 2))
+    link = link_on(tmp_path, StoreSettings(disk_limit=disk_of(tmp_path, size, size)))
     store = link.store
     filler = DurableLink(store, None, "filler")
-    await _send(filler, "f-1-1", b"f" * (size + size // 2), 256 * 1024)  # leaves size // 2
+    await _send(filler, "f-1-1", b"f" * (size + size // 2), 256 * 1024)  # leaves about size // 2
     await _send(link, "s-1-1", b"s" * size, 256 * 1024)
     assert "MCP_BRIDGE_SESSION_STATE_DISK" in link.notices[0]
     assert link._refused == size
     assert not asked(link)
-    await _send(filler, "f-1-2", b"f" * (size - 1), 256 * 1024)  # room for size + 1
+    await _send(filler, "f-1-2", b"f" * (size - 1), 256 * 1024)  # room for the whole state
     assert asked(link)
     link.resave_asked()
     assert not asked(link)
     await _send(link, "s-1-2", b"s" * size, 256 * 1024)
     assert link.notices == []
     assert not asked(link)
-    assert store.total_bytes() == 2 * size - 1
+    assert store.total_bytes() == disk_of(tmp_path, size, size - 1)
     assert not list(store.root.glob("*.tmp"))
 
 
 async def test_a_state_refused_by_the_client_share_waits_for_the_share(tmp_path: Path) -> None:
-    link = link_on(tmp_path, StoreSettings(disk_limit=10_000, client_share=100), client="c1")
+    share = disk_of(tmp_path, 60, 50) - 1
+    settings = StoreSettings(disk_limit=10 * share, client_share=share)
+    link = link_on(tmp_path, settings, client="c1")
     store = link.store
     other = DurableLink(store, "c1", "other")
     await take_snapshot(other, Snapshot("o-1-1", data=b"o" * 60, last=True))
@@ -404,16 +410,17 @@ async def test_a_state_refused_by_the_client_share_waits_for_the_share(tmp_path:
 
 
 async def test_forgotten_and_a_later_good_save_clear_the_refusal(tmp_path: Path) -> None:
-    link = link_on(tmp_path, StoreSettings(disk_limit=10))
-    await take_snapshot(link, Snapshot("s-1-1", data=b"s" * 50, last=True))
-    assert (link._resend, link._refused) == (True, 50)
+    small, large = 5, disk_of(tmp_path, 5) + 1  # large takes a block more than small
+    link = link_on(tmp_path, StoreSettings(disk_limit=disk_of(tmp_path, small)))
+    await take_snapshot(link, Snapshot("s-1-1", data=b"s" * large, last=True))
+    assert (link._resend, link._refused) == (True, large)
     assert not asked(link)
     link.forgotten()
     assert asked(link)  # asked at once (nothing of the session is vouched for)
     link.resave_asked()
-    await take_snapshot(link, Snapshot("s-1-2", data=b"s" * 50, last=True))  # refused again
+    await take_snapshot(link, Snapshot("s-1-2", data=b"s" * large, last=True))  # refused again
     assert not asked(link)
-    await take_snapshot(link, Snapshot("s-1-3", data=b"s" * 5, last=True))  # shrank: saved
+    await take_snapshot(link, Snapshot("s-1-3", data=b"s" * small, last=True))  # shrank: saved
     assert link.notices == []
     assert (link._resend, link._refused) == (False, 0)
 
@@ -432,7 +439,7 @@ async def test_an_error_frame_after_a_refusal_leaves_the_refusal(tmp_path: Path)
 async def test_a_reset_of_a_state_deleted_outside_the_bridge_frees_its_bytes(
     tmp_path: Path,
 ) -> None:
-    link = link_on(tmp_path, StoreSettings(disk_limit=len(STATE) + 1))
+    link = link_on(tmp_path, StoreSettings(disk_limit=disk_of(tmp_path, len(STATE))))
     store = link.store
     await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
     saved = store.saved(None, "default")
@@ -442,7 +449,7 @@ async def test_a_reset_of_a_state_deleted_outside_the_bridge_frees_its_bytes(
     other = DurableLink(store, None, "other")
     await take_snapshot(other, Snapshot("o-1-1", data=STATE, last=True))
     assert other.notices == []
-    assert store.total_bytes() == len(STATE)
+    assert store.total_bytes() == disk_of(tmp_path, len(STATE))
 
 
 async def test_a_state_past_the_largest_kept_is_refused_as_it_passes_and_the_rest_costs_nothing(

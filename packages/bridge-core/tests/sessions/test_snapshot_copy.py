@@ -13,7 +13,7 @@ from bridge_core.sessions._durable import DurableLink, PendingFork
 from bridge_core.sessions._state_writer import StateWriter
 from bridge_protocol import FORK_SNAPSHOT_PREFIX, Snapshot, SnapshotCopy
 
-from .conftest import STATE, asked, link_on, saved_path, take_snapshot
+from .conftest import STATE, asked, disk_of, link_on, saved_path, take_snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -160,7 +160,9 @@ async def test_refused_bytes_count_the_copies_after_the_refusal(tmp_path: Path) 
     # bytes the disk limits refused are part of the state's size: it is asked for again only
     # once the whole of it would fit, not a part.
     whole = STATE + BIG
-    link = link_on(tmp_path, StoreSettings(disk_limit=len(whole) + len(BIG) // 2))
+    link = link_on(
+        tmp_path, StoreSettings(disk_limit=disk_of(tmp_path, len(whole)) + len(BIG) // 2)
+    )
     await _saved_big(link)
     link.expect_snapshot()
     for _ in range(3):  # the second is refused; the third is part of the state all the same

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 from bridge_core.sessions import SessionStore, StoreSettings, _store
-from bridge_core.sessions._state_files import MAX_META_BYTES, META_SUFFIX
+from bridge_core.sessions._state_files import (
+    MAX_META_BYTES,
+    META_SUFFIX,
+    STATE_SUFFIX,
+    block_size,
+)
+
+from .conftest import disk_of
 
 
 def _save(
@@ -55,11 +62,13 @@ def test_an_oversized_state_keeps_the_last_good_one_and_leaves_no_temp_file(
 
 
 def test_the_disk_limit_counts_every_saved_state(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path, StoreSettings(disk_limit=10))
+    block = block_size(tmp_path)
+    store = SessionStore(tmp_path, StoreSettings(disk_limit=disk_of(tmp_path, 2 * block, 1) - 1))
     store.open()
-    assert _save(store, b"123456", "a") == ""
-    assert _save(store, b"1234567", "a") == ""  # replacing a state does not count it twice
-    error = _save(store, b"12345", "b")
+    assert _save(store, b"x" * (2 * block), "a") == ""
+    # Replacing a state does not count it twice.
+    assert _save(store, b"x" * (2 * block), "a") == ""
+    error = _save(store, b"1", "b")
     assert "MCP_BRIDGE_SESSION_STATE_DISK" in error
     assert store.saved(None, "b") is None
     store.close()
@@ -132,7 +141,8 @@ def test_names_are_per_client_and_a_client_s_states_go_with_it(tmp_path: Path) -
 def test_a_fork_is_saved_only_under_a_free_name_and_never_replaces_a_state(
     tmp_path: Path,
 ) -> None:
-    store = SessionStore(tmp_path, StoreSettings(disk_limit=10))
+    limit = disk_of(tmp_path, len(b"original"), len(b"abc")) - 1
+    store = SessionStore(tmp_path, StoreSettings(disk_limit=limit))
     store.open()
     assert _save(store, b"original", "kept") == ""
     onto_existing = store.writer(None, "kept")
@@ -150,8 +160,31 @@ def test_a_fork_is_saved_only_under_a_free_name_and_never_replaces_a_state(
     store.close()
 
 
+def test_many_small_forks_are_refused_at_the_disk_budget_counting_blocks_and_metadata(
+    tmp_path: Path,
+) -> None:
+    # Before, a state counted its bytes only: 30 forks of 3,000 bytes passed a budget of 90,000
+    # bytes while each took a block for its state and one for its metadata, 245,760 bytes with
+    # 4 KiB blocks (2.7 times the budget).
+    size, limit = 3000, 90_000
+    store = SessionStore(tmp_path, StoreSettings(disk_limit=limit))
+    store.open()
+    made, error = 0, ""
+    while not error and made < limit // size:
+        fork = store.writer(None, f"trial-{made}")
+        fork.write(b"x" * size)
+        error = fork.commit_new(("f (file): no",), "main")
+        made += not error
+    assert "MCP_BRIDGE_SESSION_STATE_DISK" in error
+    assert made == limit // store.disk_cost(size)
+    files = [p for p in store.root.iterdir() if p.suffix in (STATE_SUFFIX, META_SUFFIX)]
+    assert len(files) == 2 * made
+    assert sum(p.stat().st_blocks * 512 for p in files) <= store.total_bytes() <= limit
+    store.close()
+
+
 def test_states_still_being_written_count_against_the_disk_limit(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path, StoreSettings(disk_limit=10))
+    store = SessionStore(tmp_path, StoreSettings(disk_limit=disk_of(tmp_path, 10)))
     store.open()
     never_ending = store.writer(None, "a")
     never_ending.write(b"123456")
@@ -166,34 +199,38 @@ def test_states_still_being_written_count_against_the_disk_limit(tmp_path: Path)
 
 
 def test_writers_at_the_same_time_never_pass_the_disk_limit_together(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path, StoreSettings(disk_limit=100))
+    three = disk_of(tmp_path, 30, 30, 30)
+    store = SessionStore(tmp_path, StoreSettings(disk_limit=three + disk_of(tmp_path, 30) - 1))
     store.open()
     writers = [store.writer(None, str(n)) for n in range(10)]
     with ThreadPoolExecutor(10) as pool:
         errors = list(pool.map(lambda w: (w.write(b"x" * 30), w.commit(()))[1], writers))
     assert errors.count("") == 3
-    assert store.total_bytes() == 90
+    assert store.total_bytes() == three
     store.close()
 
 
 def test_an_http_client_has_its_share_of_the_disk_and_a_stdio_client_the_whole(
     tmp_path: Path,
 ) -> None:
-    store = SessionStore(tmp_path, StoreSettings(disk_limit=100, client_share=40))
+    share = 2 * block_size(tmp_path)  # a state of its size takes one block more (metadata)
+    settings = StoreSettings(disk_limit=3 * disk_of(tmp_path, share), client_share=share)
+    store = SessionStore(tmp_path, settings)
     store.open()
+    fits = share - store.disk_cost(0)  # the largest state within the share
     hog = store.writer("hog", "a")
-    hog.write(b"x" * 50)
+    hog.write(b"x" * (fits + 1))
     assert "MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT" in hog.commit(())
-    assert _save(store, b"x" * 40, "b", client="hog") == ""
-    assert "PER_CLIENT" in _save(store, b"x", "c", client="hog")
-    assert _save(store, b"x" * 40, "a", client="other") == ""  # another client's share is its own
-    assert _save(store, b"x" * 40, "b", client="hog") == ""  # replacing one's own state fits
+    assert _save(store, b"x" * fits, "b", client="hog") == ""
+    assert "PER_CLIENT" in _save(store, b"", "c", client="hog")  # its metadata's block
+    assert _save(store, b"x" * fits, "a", client="other") == ""  # another client's share is its own
+    assert _save(store, b"x" * fits, "b", client="hog") == ""  # replacing one's own state fits
     store.delete("hog", "b")
-    assert _save(store, b"x" * 40, "c", client="hog") == ""  # a deleted state's bytes come back
+    assert _save(store, b"x" * fits, "c", client="hog") == ""  # a deleted state's disk comes back
     store.close()
-    single = SessionStore(tmp_path / "stdio", StoreSettings(disk_limit=100, client_share=40))
+    single = SessionStore(tmp_path / "stdio", settings)
     single.open()
-    assert _save(single, b"x" * 90, "a") == ""
+    assert _save(single, b"x" * (2 * share), "a") == ""
     single.close()
 
 
@@ -211,7 +248,7 @@ def test_a_state_begun_before_a_reset_is_never_installed_after_it(tmp_path: Path
     fresh = store.writer(None, "default", store.epoch(None, "default"))
     fresh.write(b"after")
     assert fresh.commit(()) == ""
-    assert store.total_bytes() == len(b"after")
+    assert store.total_bytes() == disk_of(tmp_path, len(b"after"))
     store.close()
 
 
@@ -233,7 +270,7 @@ def test_a_state_or_fork_begun_before_its_client_left_is_never_installed(tmp_pat
     assert store.saved("a", "s") is None
     assert store.saved("a", "copy") is None
     assert store.saved("b", "s") is not None
-    assert store.total_bytes() == len(b"state")
+    assert store.total_bytes() == disk_of(tmp_path, len(b"state"))
     store.close()
 
 

@@ -1,4 +1,4 @@
-"""What a saved state is on disk: its files and its metadata.
+"""What a saved state is on disk: its files, its metadata, and the disk it is counted for.
 
 Shared by the store (:mod:`._store`: the directory, the disk budget) and the writer of one state
 (:mod:`._state_writer`). The writer reaches its store only through the :class:`StateLedger` it is
@@ -8,6 +8,7 @@ given, so neither module imports the other's and each can be read alone.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -15,6 +16,8 @@ from typing import Protocol
 from bridge_core.private_files import write_private
 
 __all__ = [
+    "DEFAULT_BLOCK",
+    "MAX_BLOCK",
     "MAX_META_BYTES",
     "MAX_UNSAVED_CHARS",
     "MAX_UNSAVED_LISTED",
@@ -23,6 +26,8 @@ __all__ = [
     "STATE_SUFFIX",
     "Epoch",
     "StateLedger",
+    "block_size",
+    "disk_cost",
     "write_meta",
 ]
 
@@ -34,6 +39,36 @@ MAX_META_BYTES = 4096
 """Bytes of one state's metadata file (one block of most file systems): unsaved names past it
 are counted, not kept."""
 RESET_MEANWHILE = "the session was reset (or its client left) while this state was being saved"
+
+DEFAULT_BLOCK = 4096
+"""Block size assumed where the file system does not say (ext4's, xfs's and tmpfs's)."""
+MAX_BLOCK = 64 * 1024
+"""Largest block size believed: network file systems report their transfer unit as the
+fragment size (CephFS 4 MiB), though a small file does not take that much; 64 KiB is the
+largest block of a local file system (xfs, btrfs on 64 KiB pages)."""
+
+
+def block_size(directory: Path) -> int:
+    """The allocation unit of the file system holding ``directory`` (``statvfs().f_frsize``)."""
+    try:
+        fragment = os.statvfs(directory).f_frsize
+    except OSError:
+        return DEFAULT_BLOCK
+    return min(fragment, MAX_BLOCK) if fragment > 0 else DEFAULT_BLOCK
+
+
+def disk_cost(size: int, block: int) -> int:
+    """Bytes of disk a saved state of ``size`` bytes is counted for: its file and its metadata,
+    each rounded up to whole blocks, the metadata at its bound (:data:`MAX_META_BYTES`).
+
+    Known before a byte is written, so the budget is checked before the write and the same
+    number is counted while the state is written, once it is committed, when it is deleted, and
+    when the store is counted again from the disk (``docs/decisions.md``)."""
+    return _whole_blocks(size, block) + _whole_blocks(MAX_META_BYTES, block)
+
+
+def _whole_blocks(size: int, block: int) -> int:
+    return -(-size // block) * block
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,20 +90,24 @@ class StateLedger(Protocol):
     @property
     def max_bytes(self) -> int: ...
 
-    def reserve(self, path: Path, size: int) -> str:
-        """Count ``size`` more bytes of the state being written for ``path``: "" if they fit
+    def disk_cost(self, size: int) -> int:
+        """:func:`disk_cost` on the store's file system."""
+        ...
+
+    def reserve(self, path: Path, more: int) -> str:
+        """Count ``more`` bytes of disk for the state being written for ``path``: "" if they fit
         the disk limits, else which one they would pass."""
         ...
 
-    def release(self, path: Path, size: int) -> None:
-        """A state that was not committed no longer holds the ``size`` bytes it reserved."""
+    def release(self, path: Path, held: int) -> None:
+        """A state that was not committed no longer holds the ``held`` bytes it reserved."""
         ...
 
-    def install(self, temp: Path, path: Path, size: int, epoch: Epoch | None) -> str:
+    def install(self, temp: Path, path: Path, held: int, epoch: Epoch | None) -> str:
         """Rename the finished ``temp`` over ``path``: "" or why not (``temp`` removed)."""
         ...
 
-    def install_new(self, temp: Path, path: Path, size: int, epoch: Epoch | None) -> str:
+    def install_new(self, temp: Path, path: Path, held: int, epoch: Epoch | None) -> str:
         """Link the finished ``temp`` as ``path`` unless a state is there: "" or why not."""
         ...
 

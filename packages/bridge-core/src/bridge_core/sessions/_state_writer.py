@@ -92,7 +92,10 @@ class StateWriter:
         self._base = base
         self._epoch = epoch
         self.size = 0
-        """Bytes written, each counted in the store's disk budget until commit or abort."""
+        """Bytes written."""
+        self.held = 0
+        """Bytes of disk counted for this state in the store's budget until commit or abort:
+        its blocks and its metadata's (``StateLedger.disk_cost`` of :attr:`size`)."""
         self.error = ""
         self.too_large = False
         """Whether the state passed the largest one kept: saving it again would fail again."""
@@ -154,8 +157,8 @@ class StateWriter:
             self.abort()
 
     def _room(self, size: int) -> bool:
-        """Count ``size`` more bytes against the largest state and the disk limits; False (and
-        the writer aborted) when they do not fit."""
+        """Count ``size`` more bytes against the largest state, and the disk they take against
+        the disk limits; False (and the writer aborted) when they do not fit."""
         limit = self._store.max_bytes
         if self.size + size > limit:
             self.too_large = True
@@ -165,12 +168,14 @@ class StateWriter:
             self.abort()
             return False
         path = self._base.with_suffix(STATE_SUFFIX)
-        if error := self._store.reserve(path, size):
+        cost = self._store.disk_cost(self.size + size)
+        if error := self._store.reserve(path, cost - self.held):
             self.error = error
             self.over_budget = True
             self.abort()
             return False
         self.size += size
+        self.held = cost
         return True
 
     def _close_source(self) -> None:
@@ -191,10 +196,10 @@ class StateWriter:
         assert self._temp is not None  # made, or the error above says why not
         try:
             refused = self._store.install(
-                self._temp, self._base.with_suffix(STATE_SUFFIX), self.size, self._epoch
+                self._temp, self._base.with_suffix(STATE_SUFFIX), self.held, self._epoch
             )
         except OSError:
-            self._store.release(self._base.with_suffix(STATE_SUFFIX), self.size)
+            self._store.release(self._base.with_suffix(STATE_SUFFIX), self.held)
             self._temp.unlink(missing_ok=True)
             raise
         if refused:
@@ -211,10 +216,10 @@ class StateWriter:
         assert self._temp is not None  # made, or the error above says why not
         try:
             refused = self._store.install_new(
-                self._temp, self._base.with_suffix(STATE_SUFFIX), self.size, self._epoch
+                self._temp, self._base.with_suffix(STATE_SUFFIX), self.held, self._epoch
             )
         except OSError:
-            self._store.release(self._base.with_suffix(STATE_SUFFIX), self.size)
+            self._store.release(self._base.with_suffix(STATE_SUFFIX), self.held)
             raise
         if refused:
             return refused
@@ -224,12 +229,12 @@ class StateWriter:
     def _finish(self) -> str:
         """Close the temp file; "" if it may be committed, else why not."""
         self._close_source()
-        if self.error:
+        if self.error or not self._room(0):  # nothing written: its metadata's blocks all the same
             return self.error
         self._file.flush()
         inode = os.fstat(self._file.fileno()).st_ino
         self._file.close()
-        self._done = True  # its bytes leave the reserve in the commit
+        self._done = True  # what it holds leaves the reserve in the commit
         self.committed = CommittedState(self._base.with_suffix(STATE_SUFFIX), inode, self.size)
         return ""
 
@@ -251,6 +256,6 @@ class StateWriter:
             self._file.close()
         if self._temp is not None:
             self._temp.unlink(missing_ok=True)
-        if not self._done:  # its bytes leave the budget once
+        if not self._done:  # what it holds leaves the budget once
             self._done = True
-            self._store.release(self._base.with_suffix(STATE_SUFFIX), self.size)
+            self._store.release(self._base.with_suffix(STATE_SUFFIX), self.held)

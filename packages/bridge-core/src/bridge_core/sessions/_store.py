@@ -8,11 +8,12 @@ process, and the next one with the same store brings its sessions back.
 
 A saved state is written to a private temp file as its chunks arrive (bounded by ``max_bytes``)
 and renamed over the previous one only once complete: the last good state is never lost to a
-half-written file. The disk budget counts each chunk before it is written, states still being
-written included (a sandbox can start one and never end it), under one lock (sessions save at
-the same time): the store holds at most ``disk_limit`` plus, while a state replaces its session's
-previous one, that previous one. Its file name is a digest of (client, session
-name), so no name chosen by a client becomes a path.
+half-written file. The disk budget counts the disk a state takes (its file and its metadata in
+whole blocks of the store's file system, :func:`~._state_files.disk_cost`) before each chunk is
+written, states still being written included (a sandbox can start one and never end it), under
+one lock (sessions save at the same time): the store holds at most ``disk_limit`` plus, while a
+state replaces its session's previous one, that previous one. Its file name is a digest of
+(client, session name), so no name chosen by a client becomes a path.
 """
 
 from __future__ import annotations
@@ -32,12 +33,15 @@ from pathlib import Path
 
 from bridge_core.private_files import private_dir
 from bridge_core.sessions._state_files import (
+    DEFAULT_BLOCK,
     MAX_UNSAVED_CHARS,
     MAX_UNSAVED_LISTED,
     META_SUFFIX,
     RESET_MEANWHILE,
     STATE_SUFFIX,
     Epoch,
+    block_size,
+    disk_cost,
     write_meta,
 )
 from bridge_core.sessions._state_writer import StateWriter
@@ -63,7 +67,8 @@ class StoreSettings:
     max_bytes: int = 512 * 1024 * 1024
     """Largest saved state of one session (``MCP_BRIDGE_SESSION_STATE_MAX``)."""
     disk_limit: int = 4 * 1024 * 1024 * 1024
-    """Total of all saved states of the store (``MCP_BRIDGE_SESSION_STATE_DISK``)."""
+    """Disk all saved states of the store take, metadata and whole blocks counted
+    (``MCP_BRIDGE_SESSION_STATE_DISK``)."""
     retention: float = 7 * 24 * 3600.0
     """Seconds a saved state unused is kept (``MCP_BRIDGE_SESSION_STATE_RETENTION``)."""
     client_share: int | None = None
@@ -90,13 +95,15 @@ class SessionStore:
         self.root = state_dir / "saved" / settings.name
         self._lock_fd: int | None = None
         self._budget = threading.Lock()
+        self.block = DEFAULT_BLOCK
+        """The allocation unit of the store's file system (known once :meth:`open` ran)."""
         self._committed: Counter[str] = Counter()
-        """Bytes of the finished states on disk per owner (kept up to date by this store, its only
-        writer); the owner is the first part of a state's file name."""
+        """Disk the finished states take per owner (:meth:`disk_cost`; kept up to date by this
+        store, its only writer); the owner is the first part of a state's file name."""
         self._reserved: Counter[str] = Counter()
+        """Disk counted for the states still being written, per owner."""
         self._states: Counter[str] = Counter()
         """Saved states per owner (see :data:`MAX_SAVED_SESSIONS`)."""
-        """Bytes written so far by the states still being written, per owner."""
         self._deletions: Counter[str] = Counter()
         """How often each session's states (by file name) and each owner's were deleted: a state
         begun before a deletion (a reset, a client gone) is never installed after it. Only what
@@ -125,9 +132,10 @@ class SessionStore:
             logger.warning("%s", self.refusal)
             return
         self._lock_fd = fd
+        self.block = block_size(self.root)
         self._sweep()
         for entry in self.root.glob(f"*{STATE_SUFFIX}"):
-            self._committed[_owner_of(entry)] += _size(entry)
+            self._committed[_owner_of(entry)] += self._taken(entry)
             self._states[_owner_of(entry)] += 1
 
     def close(self) -> None:
@@ -190,7 +198,7 @@ class SessionStore:
     def _unlink(self, path: Path) -> None:
         with self._budget:
             state = path.suffix == STATE_SUFFIX
-            size = _size(path) if state else 0
+            size = self._taken(path) if state else 0  # its metadata's blocks included
             try:
                 path.unlink()
             except FileNotFoundError:
@@ -206,7 +214,7 @@ class SessionStore:
         deleted outside the bridge must not count against the disk limits until a restart."""
         with contextlib.suppress(OSError):  # unreadable: the count stays as it was
             states = list(self.root.glob(f"{owner}-*{STATE_SUFFIX}"))
-            self._committed[owner] = sum(_size(entry) for entry in states)
+            self._committed[owner] = sum(self._taken(entry) for entry in states)
             self._states[owner] = len(states)
 
     def _found_gone(self, path: Path) -> None:
@@ -306,14 +314,27 @@ class SessionStore:
         return StateWriter(self, self._base(client, name), epoch)
 
     def total_bytes(self) -> int:
-        return sum(_size(entry) for entry in self.root.glob(f"*{STATE_SUFFIX}"))
+        """Disk the saved states on disk take, as the budget counts it (:meth:`disk_cost`)."""
+        return sum(self._taken(entry) for entry in self.root.glob(f"*{STATE_SUFFIX}"))
+
+    def disk_cost(self, size: int) -> int:
+        """Disk a saved state of ``size`` bytes is counted for in this store (its file and its
+        metadata in whole blocks: :func:`~._state_files.disk_cost`)."""
+        return disk_cost(size, self.block)
+
+    def _taken(self, path: Path) -> int:
+        """:meth:`disk_cost` of the state at ``path``; 0 when there is none."""
+        try:
+            return self.disk_cost(path.stat().st_size)
+        except OSError:
+            return 0
 
     def fits(self, client: str | None, name: str, size: int) -> bool:
         """Whether a state of ``size`` bytes for ``client``'s session ``name`` would fit the disk
         limits now (a refused state is asked for again only then)."""
         path = self._base(client, name).with_suffix(STATE_SUFFIX)
         with self._budget:
-            return not self._over(path, size)
+            return not self._over(path, self.disk_cost(size))
 
     # --- the writers' side (StateLedger) -------------------------------------------------------
 
@@ -321,39 +342,43 @@ class SessionStore:
     def max_bytes(self) -> int:
         return self.settings.max_bytes
 
-    def reserve(self, path: Path, size: int) -> str:
-        """Count ``size`` more bytes of the state being written for ``path``: "" if they fit the
-        store's disk limit and, for an HTTP client, its share of it (the state it replaces is not
-        counted twice), else which limit they would pass."""
+    def reserve(self, path: Path, more: int) -> str:
+        """Count ``more`` bytes of disk for the state being written for ``path``: "" if they fit
+        the store's disk limit and, for an HTTP client, its share of it (the state it replaces is
+        not counted twice), else which limit they would pass. Nothing more always fits (the
+        count of saved sessions is checked again at install)."""
+        if more <= 0:
+            return ""
         with self._budget:
-            if error := self._over(path, size):
+            if error := self._over(path, more):
                 return error
-            self._reserved[_owner_of(path)] += size
+            self._reserved[_owner_of(path)] += more
             return ""
 
     def _over(self, path: Path, size: int) -> str:
-        """Which limit ``size`` more bytes for ``path`` would pass ("" if none; ``_budget``
-        held)."""
+        """Which limit ``size`` more bytes of disk for ``path`` would pass ("" if none;
+        ``_budget`` held)."""
         owner = _owner_of(path)
-        replaced = _size(path)
+        replaced = self._taken(path)
         if error := self._too_many(path):
             return error
         used = sum(self._committed.values()) - replaced + sum(self._reserved.values()) + size
         limit = self.settings.disk_limit
         if used > limit:
             return (
-                f"the saved states of this bridge's sessions would take {used:,} bytes, more "
-                f"than MCP_BRIDGE_SESSION_STATE_DISK ({limit:,}): reset sessions you no "
-                "longer need, or raise the limit"
+                f"the saved states of this bridge's sessions would take {used:,} bytes of disk "
+                f"(each state's file and metadata in whole {self.block:,}-byte blocks), more "
+                f"than MCP_BRIDGE_SESSION_STATE_DISK ({limit:,}): reset sessions you no longer "
+                "need, or raise the limit"
             )
         share = self.settings.client_share
         if share is not None and owner != self._owner(None):
             mine = self._committed[owner] - replaced + self._reserved[owner] + size
             if mine > share:
                 return (
-                    f"this client's saved sessions would take {mine:,} bytes, more than one "
-                    f"client's share MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT ({share:,}): "
-                    "reset sessions you no longer need"
+                    f"this client's saved sessions would take {mine:,} bytes of disk, more "
+                    "than one client's share MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT "
+                    f"({share:,}): reset sessions you no longer need"
                 )
         return ""
 
@@ -367,29 +392,29 @@ class SessionStore:
             "keeps for one client (MAX_SAVED_SESSIONS): reset sessions you no longer need"
         )
 
-    def release(self, path: Path, size: int) -> None:
+    def release(self, path: Path, held: int) -> None:
         with self._budget:
-            self._reserved[_owner_of(path)] -= size
+            self._reserved[_owner_of(path)] -= held
 
-    def install(self, temp: Path, path: Path, size: int, epoch: Epoch | None) -> str:
-        """Rename the finished ``temp`` over ``path``: its bytes count as committed now. "" or
-        why not (``temp`` removed): the session's states were deleted since ``epoch``, or it
-        would be one saved session too many for its client."""
+    def install(self, temp: Path, path: Path, held: int, epoch: Epoch | None) -> str:
+        """Rename the finished ``temp`` over ``path``: the ``held`` bytes of disk reserved for
+        it count as committed now. "" or why not (``temp`` removed): the session's states were
+        deleted since ``epoch``, or it would be one saved session too many for its client."""
         with self._budget:
             refused = RESET_MEANWHILE if self._outdated(epoch) else self._too_many(path)
             if refused:
                 temp.unlink(missing_ok=True)
-                self._reserved[_owner_of(path)] -= size
+                self._reserved[_owner_of(path)] -= held
                 return refused
-            old = _size(path) if (known := path.exists()) else 0
+            old = self._taken(path)  # 0 when there is none (a state is never counted as 0)
             os.replace(temp, path)
             owner = _owner_of(path)
-            self._committed[owner] += size - old
-            self._reserved[owner] -= size
-            self._states[owner] += int(not known)
+            self._committed[owner] += held - old
+            self._reserved[owner] -= held
+            self._states[owner] += int(not old)
             return ""
 
-    def install_new(self, temp: Path, path: Path, size: int, epoch: Epoch | None) -> str:
+    def install_new(self, temp: Path, path: Path, held: int, epoch: Epoch | None) -> str:
         """Link the finished ``temp`` as ``path`` unless a state is there (never replaced) or
         the session's states were deleted since ``epoch``: "" or why not."""
         with self._budget:
@@ -397,17 +422,17 @@ class SessionStore:
             refused = RESET_MEANWHILE if self._outdated(epoch) else self._too_many(path)
             if refused:
                 temp.unlink(missing_ok=True)
-                self._reserved[owner] -= size
+                self._reserved[owner] -= held
                 return refused
             try:
                 os.link(temp, path)  # atomic, and never over an existing state
             except FileExistsError:
-                self._reserved[owner] -= size
+                self._reserved[owner] -= held
                 return "a saved state of that name exists (a fork never replaces one)"
             finally:
                 temp.unlink(missing_ok=True)
-            self._committed[owner] += size
-            self._reserved[owner] -= size
+            self._committed[owner] += held
+            self._reserved[owner] -= held
             self._states[owner] += 1
             return ""
 
@@ -421,13 +446,6 @@ def _bump(deletions: Counter[str], key: str) -> None:
 def _owner_of(path: Path) -> str:
     """Whose state ``path`` is: the digest of its client that starts the file name."""
     return path.name.split("-", 1)[0]
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 # The hint rules live with the state format in bridge_protocol, imported on first use: the
