@@ -1,46 +1,26 @@
-"""The bridge's stdio server with a scripted executor, run as a process by the fast-path tests.
-
-    python fast_path_server.py fast|sdk
-
-``fast``: as the bridge serves (the ``run_python`` fast path on); ``sdk``: every message through
-the SDK's server loop (the reference). The executor plays what the code names:
+"""The bridge's stdio server (``serve_stdio``) with a scripted executor, run as a process by the
+stdio tests: ``python scripted_server.py``. The executor plays what the code names:
 
 - ``block``: waits until cancelled; ``cancelled?``: how many executions were cancelled so far;
 - ``progress``: two stdout lines, then the code's own progress;
 - ``roots``: asks the client for its roots (a request to the client during the call);
+- ``can ask?``: whether the call's channel can carry a request to the client;
 - ``boom`` / ``refused``: the executor raises RuntimeError / ValueError;
-- ``print:TEXT``: TEXT as stdout; ``taken?``: the ids of the calls the fast path took;
+- ``print:TEXT``: TEXT as stdout;
 - anything else: the code's repr as the value.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 from bridge_core.sessions.types import ExecutionListener, ExecutionResult
-from mcp_code_execution_mode import _fast_calls
 from mcp_code_execution_mode.serve import serve_stdio
 from mcp_code_execution_mode.server import Executor
 from mcp_code_execution_mode.settings import Settings
-
-taken: list[Any] = []
-"""Ids of the requests the fast path took, in order."""
-_take = _fast_calls.FastCalls.take
-
-
-def _counted_take(self: _fast_calls.FastCalls, line: str) -> bool:
-    took = _take(self, line)
-    if took:
-        taken.append(json.loads(line)["id"])
-    return took
-
-
-_fast_calls.FastCalls.take = _counted_take  # type: ignore[method-assign]  # counts, changes nothing
 
 
 class ScriptedExecutor:
@@ -66,8 +46,6 @@ class ScriptedExecutor:
                 raise
         if code == "cancelled?":
             return ExecutionResult(status="ok", session=name, value=repr(self.cancelled))
-        if code == "taken?":
-            return ExecutionResult(status="ok", session=name, value=repr(taken))
         if code == "progress":
             assert listener is not None
             await listener.on_output("stdout", "first line\nsecond ")
@@ -79,6 +57,9 @@ class ScriptedExecutor:
             roots = await link.list_roots()
             uris = [str(root.uri) for root in roots.roots]
             return ExecutionResult(status="ok", session=name, value=repr(uris))
+        if code == "can ask?":
+            link = getattr(listener, "client", None)
+            return ExecutionResult(status="ok", session=name, value=repr(link.supports("roots")))
         if code == "boom":
             raise RuntimeError("boom")
         if code == "refused":
@@ -100,8 +81,7 @@ async def open_executor() -> AsyncIterator[Executor]:
 
 
 def main() -> None:
-    fast = sys.argv[1] == "fast"
-    anyio.run(lambda: serve_stdio(Settings(max_timeout=600), open_executor, fast_path=fast))
+    anyio.run(serve_stdio, Settings(max_timeout=600), open_executor)
 
 
 if __name__ == "__main__":

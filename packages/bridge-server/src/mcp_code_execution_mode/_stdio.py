@@ -9,12 +9,13 @@ the loop's self-pipe) on top of the task switches. And a SIGTERM while the clien
 the pipe open (a supervisor stopping the bridge) cleaned up and then hung forever waiting for
 one more line in that thread, which cancellation cannot stop.
 
-Here both pipes are non-blocking and served where the SDK's server loop runs: a request is read
-and parsed inside the server's own ``receive()``, an answer is written inside ``send()`` (a pipe
-takes a whole answer at once nearly always; the rest of a long one goes to a writer task, in
-order, so a cancelled sender never leaves half a line behind). The fds are claimed as the SDK
-does: while serving, fd 0 reads the null device and fd 1 writes to stderr, so children and stray
-prints never touch the protocol.
+Here both pipes are non-blocking and served on the event loop: a request line is read and
+parsed in the task that iterates the read stream (the SDK's server loop), an answer is written
+inside ``send()`` (a pipe takes a whole answer at once nearly always; the rest of a long one goes
+to a writer task, in order, so a cancelled sender never leaves half a line behind). The fds are
+claimed as the SDK does: while serving, fd 0 reads the null device and fd 1 writes to stderr, so
+children and stray prints never touch the protocol. Everything above the bytes (dispatch,
+validation, cancellation, progress, requests to the client) is the SDK's ``Server.run``.
 
 The client's bytes are untrusted in shape: each byte is scanned once for the newline, and a line
 longer than :data:`MAX_LINE` is skipped (its bytes dropped as they come) and stands as a short
@@ -31,7 +32,7 @@ import logging
 import os
 import stat
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from types import TracebackType
 from typing import Self
@@ -204,29 +205,21 @@ class _Watch:
 
 class _Requests:
     """The read stream the SDK's server loop iterates (its ``ReadStream`` shape): one parsed
-    message per line, read and parsed in the loop's own task. A line that is not a JSON-RPC
-    message comes as the exception, as the SDK's transport yields it.
-
-    ``intercept``, when set, sees each line first and returns True for a line it took over (the
-    ``run_python`` fast path, see ``_fast_calls``); the SDK never sees such a line.
+    message per line, read and parsed in the task that iterates it. A line that is not a
+    JSON-RPC message comes as the exception, as the SDK's transport yields it.
     """
 
     def __init__(self, fd: int) -> None:
         self._lines = _Lines(fd)
-        self.intercept: Callable[[str], bool] | None = None
 
     def close(self) -> None:
         """Stop reading (the fd is about to be closed)."""
         self._lines.close()
 
     async def receive(self) -> SessionMessage | Exception:
-        while True:
-            line = await self._lines.next()
-            if line is None:
-                raise anyio.EndOfStream
-            intercept = self.intercept
-            if intercept is None or not intercept(line):
-                break
+        line = await self._lines.next()
+        if line is None:
+            raise anyio.EndOfStream
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except Exception as exc:  # what the SDK's stdio_server does: hand the error on
@@ -276,10 +269,7 @@ class _Answers:
 
     async def send(self, item: SessionMessage, /) -> None:
         json = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-        await self.send_line((json + "\n").encode())
-
-    async def send_line(self, data: bytes) -> None:
-        """Write one whole line (``data`` ends with its newline); as :meth:`send`."""
+        data = (json + "\n").encode()
         if self._broken is not None:
             raise anyio.BrokenResourceError from self._broken
         written = 0

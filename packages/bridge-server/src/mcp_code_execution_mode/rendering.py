@@ -163,9 +163,7 @@ def _image_blocks(result: ExecutionResult) -> list[dict[str, Any]]:
 
 
 def _wire(blocks: list[dict[str, Any]], is_error: bool, payload: dict[str, Any]) -> WireResult:
-    # Keys in the order the SDK's result sieve writes them (its versioned surface models), so
-    # that the sieve leaves this dict as it is and the fast path can write it unchanged
-    # (``_fast_calls`` checks that per protocol version).
+    # Keys in the order the SDK's result sieve writes them (its versioned surface models).
     return {"content": blocks, "isError": is_error, "structuredContent": payload}
 
 

@@ -55,39 +55,21 @@ async def _until_signal(main: Callable[[], Awaitable[None]]) -> None:
         tg.cancel_scope.cancel()
 
 
-def _fast_serving() -> Callable[..., Awaitable[None]] | None:
-    """The fast path's server loop, or None when this SDK's internal parts it is built from are
-    not there (``mcp>=2.3,<3`` lets a user install an SDK release the fast path was never
-    tested with): the SDK's own loop then serves every call, only slower."""
-    try:
-        from mcp_code_execution_mode._serving import serve_streams
-    except ImportError as exc:
-        logger.warning("run_python fast path off (this MCP SDK lacks %s): the SDK serves", exc)
-        return None
-    return serve_streams
-
-
-async def serve_stdio(
-    settings: Settings, executor_factory: ExecutorFactory, *, fast_path: bool = True
-) -> None:
-    """Serve one client over stdin/stdout (``fast_path=False``: every message through the SDK's
-    server loop, as the reference the fast path is compared with)."""
+async def serve_stdio(settings: Settings, executor_factory: ExecutorFactory) -> None:
+    """Serve one client over stdin/stdout with the SDK's own server loop (``Server.run``), as
+    over HTTP: the bridge adds only its transport (:mod:`._stdio`: bounded, cancellable reads)
+    and the JSON-RPC errors for undecodable lines (:mod:`._malformed`)."""
     server = create_server(settings, executor_factory)
+    options = server.create_initialization_options()
 
     async def main() -> None:
         async with stdio_transport() as streams:
             if streams is not None:
                 read, write = streams
-                options = server.create_initialization_options()
-                serve_streams = _fast_serving() if fast_path else None
-                if serve_streams is not None:
-                    await serve_streams(server, read, write, options, fast_path=True)
-                else:
-                    await server.run(AnswerMalformed(read, write), write, options)
+                await server.run(AnswerMalformed(read, write), write, options)
                 return
         async with stdio_server() as (sdk_read, sdk_write):  # stdin cannot be polled
-            answered = AnswerMalformed(sdk_read, sdk_write)
-            await server.run(answered, sdk_write, server.create_initialization_options())
+            await server.run(AnswerMalformed(sdk_read, sdk_write), sdk_write, options)
 
     await _until_signal(main)
 

@@ -8,10 +8,10 @@ keeps an upstream client's task group out of a request handler's cancel scope.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import mcp_types as types
 from bridge_core import tracing
@@ -32,7 +32,7 @@ from mcp_code_execution_mode._guides import (
     WORKFLOW_PROMPT_NAME,
     WORKFLOW_PROMPT_TEXT,
 )
-from mcp_code_execution_mode.rendering import OutputMode, WireResult, error_wire, render_wire
+from mcp_code_execution_mode.rendering import OutputMode, error_result, render_result
 from mcp_code_execution_mode.settings import Settings
 from mcp_code_execution_mode.tool import (
     TOOL_NAME,
@@ -165,9 +165,7 @@ class _ProgressRelay:
 
 
 class RunPythonHandler:
-    """The ``tools/call`` handler: the SDK calls it with typed params (``__call__``); the stdio
-    fast path (``_fast_calls``) calls :meth:`answer` with the request's own JSON values. Either
-    way the same code runs and the same ``CallToolResult`` object comes out."""
+    """The ``tools/call`` handler, as the SDK's server loop calls it on every transport."""
 
     def __init__(self, max_timeout: float, mode: OutputMode) -> None:
         self._max_timeout = max_timeout
@@ -176,28 +174,18 @@ class RunPythonHandler:
     async def __call__(
         self, ctx: ServerRequestContext[BridgeState], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        wire = await self.answer(ctx, params.name, params.arguments, params.meta)
-        return types.CallToolResult.model_validate(wire)
-
-    async def answer(
-        self,
-        ctx: ServerRequestContext[BridgeState],
-        name: str,
-        arguments: dict[str, Any] | None,
-        meta: Mapping[str, Any] | None,
-    ) -> WireResult:
-        """The result of one call as its JSON object; every failure is an ``isError`` result."""
-        if name != TOOL_NAME:
-            return error_wire(f"unknown tool {name!r}: this server has only {TOOL_NAME}")
+        """The result of one call; every failure is an ``isError`` result."""
+        if params.name != TOOL_NAME:
+            return error_result(f"unknown tool {params.name!r}: this server has only {TOOL_NAME}")
         try:
-            args = parse_arguments(arguments, max_timeout=self._max_timeout)
+            args = parse_arguments(params.arguments, max_timeout=self._max_timeout)
         except InvalidArguments as exc:
-            return error_wire(str(exc))
+            return error_result(str(exc))
         client = None  # stdio: the bridge's only client
         if ctx.request is not None:  # streamable HTTP: sessions belong to the client that asks
             client = request_client(ctx.request.scope, ctx.request.headers)
             if client is None:
-                return error_wire(
+                return error_result(
                     "this HTTP request has no MCP session and no authentication, so no session "
                     "can belong to it: connect with the initialize handshake, or use a token"
                 )
@@ -218,19 +206,21 @@ class RunPythonHandler:
                 listener=_ProgressRelay(ctx, RequestLink(ctx, client)),
                 client=client,
             )
-            result = await tracing.traced_execution(execution, session=args.session, carrier=meta)
+            result = await tracing.traced_execution(
+                execution, session=args.session, carrier=params.meta
+            )
         except ValueError as exc:
-            return error_wire(str(exc))
+            return error_result(str(exc))
         except BridgeError as exc:  # e.g. SessionLimitExceeded: the message names the setting
-            return error_wire(str(exc), kind=type(exc).__name__)
+            return error_result(str(exc), kind=type(exc).__name__)
         except Exception as exc:  # top-level handler: the bridge must stay up for the next call
             logger.exception("run_python failed inside the bridge")
-            return error_wire(
+            return error_result(
                 f"the bridge failed to run this code ({type(exc).__name__}: {exc}); "
                 "the session may have been reset",
                 kind="BridgeError",
             )
-        return render_wire(result, self._mode)
+        return render_result(result, self._mode)
 
 
 def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Server[BridgeState]:
