@@ -45,9 +45,9 @@ class FakeStore:
             self.names[reference] = self.pulled_as
 
 
-def _store(engine: str = "podman", **names: StoredImage) -> FakeStore:
+def _store(names: dict[str, StoredImage] | None = None, engine: str = "podman") -> FakeStore:
     store = FakeStore(engine)
-    store.names.update(names)
+    store.names.update(names or {})
     return store
 
 
@@ -74,18 +74,18 @@ def _supply(store: FakeStore, image: str = NAME, *, pull: bool = True, **kw: Any
 
 
 def test_a_present_image_carrying_the_pinned_digest_is_verified_without_a_pull() -> None:
-    supplied, puller = _supply(_store(**{NAME: StoredImage(OTHER_ID, frozenset({DIGEST}))}))
+    supplied, puller = _supply(_store({NAME: StoredImage(OTHER_ID, frozenset({DIGEST}))}))
     assert (supplied.case, supplied.usable, puller.calls) == ("verified", True, [])
 
 
 def test_on_docker_a_loaded_image_is_verified_by_its_image_id() -> None:
     # `podman save | docker load` keeps the image ID (the config digest), not the manifest digest.
-    supplied, _ = _supply(_store("docker", **{NAME: StoredImage(CONFIG, frozenset())}))
+    supplied, _ = _supply(_store({NAME: StoredImage(CONFIG, frozenset())}, "docker"))
     assert (supplied.case, supplied.image_id) == ("verified", CONFIG)
 
 
 def test_another_image_under_a_released_name_is_replaced_by_the_verified_pull() -> None:
-    store = _store(**{NAME: TAMPERED})
+    store = _store({NAME: TAMPERED})
     supplied, puller = _supply(store)
     assert puller.calls == [NAME]
     assert (supplied.case, supplied.pulled, supplied.usable) == ("pulled", True, True)
@@ -96,7 +96,7 @@ def test_another_image_under_a_released_name_is_replaced_by_the_verified_pull() 
 def test_with_pulls_off_another_image_under_a_released_name_is_refused_naming_both_digests() -> (
     None
 ):
-    supplied, puller = _supply(_store(**{NAME: TAMPERED}), pull=False)
+    supplied, puller = _supply(_store({NAME: TAMPERED}), pull=False)
     assert (supplied.case, supplied.usable, puller.calls) == ("refused", False, [])
     assert NAME in supplied.detail
     assert DIGEST in supplied.detail
@@ -108,13 +108,13 @@ def test_with_pulls_off_another_image_under_a_released_name_is_refused_naming_bo
 
 
 def test_on_docker_another_image_under_a_released_name_is_refused_and_never_pulled() -> None:
-    supplied, puller = _supply(_store("docker", **{NAME: TAMPERED}))
+    supplied, puller = _supply(_store({NAME: TAMPERED}, "docker"))
     assert (supplied.case, puller.calls) == ("refused", [])
     assert f"podman save {NAME} | docker load" in supplied.fix
 
 
 def test_a_pull_that_leaves_another_image_under_the_name_is_refused() -> None:
-    store = _store(**{NAME: TAMPERED})
+    store = _store({NAME: TAMPERED})
     supplied, _ = _supply(store, puller=FakePull(store, result=TAMPERED))
     assert (supplied.case, supplied.usable) == ("refused", False)
     assert f"expected {DIGEST}" in supplied.detail
@@ -130,7 +130,7 @@ def test_a_refused_pull_is_a_refusal_carrying_its_reason() -> None:
 
 
 def test_a_missing_released_image_is_missing_when_it_is_not_pulled_here() -> None:
-    for store, pull in ((_store(), False), (_store("docker"), True)):
+    for store, pull in ((_store(), False), (_store(engine="docker"), True)):
         supplied, puller = _supply(store, pull=pull)
         assert (supplied.case, supplied.usable, puller.calls) == ("missing", False, [])
         assert f"image pull --image {NAME}" in supplied.fix
@@ -138,7 +138,7 @@ def test_a_missing_released_image_is_missing_when_it_is_not_pulled_here() -> Non
 
 def test_a_missing_digest_reference_is_pulled_through_the_engine_by_that_digest() -> None:
     for engine in ("podman", "docker"):
-        store = _store(engine)
+        store = _store(engine=engine)
         store.pulled_as = StoredImage(OTHER_ID, frozenset({DIGEST}))
         supplied, puller = _supply(store, CUSTOM)
         assert store.pulls == [CUSTOM]
@@ -147,7 +147,7 @@ def test_a_missing_digest_reference_is_pulled_through_the_engine_by_that_digest(
 
 
 def test_a_present_digest_reference_is_digest_pinned_without_a_pull() -> None:
-    store = _store(**{CUSTOM: StoredImage(OTHER_ID, frozenset({DIGEST}))})
+    store = _store({CUSTOM: StoredImage(OTHER_ID, frozenset({DIGEST}))})
     supplied, _ = _supply(store, CUSTOM)
     assert (supplied.case, supplied.pulled, store.pulls) == ("digest-pinned", False, [])
 
@@ -173,7 +173,7 @@ def test_a_digest_reference_with_no_registry_is_not_pulled() -> None:
 
 
 def test_a_released_pinned_reference_is_the_release_not_a_custom_digest() -> None:
-    store = _store(**{PUBLISHED.pinned: GENUINE})
+    store = _store({PUBLISHED.pinned: GENUINE})
     supplied, _ = _supply(store, PUBLISHED.pinned)
     assert supplied.case == "verified"
 
@@ -197,7 +197,7 @@ def test_a_missing_tag_neither_released_nor_pinned_is_not_pulled_and_names_the_c
 
 
 def test_a_present_unknown_tag_runs_as_the_store_has_it() -> None:
-    supplied, _ = _supply(_store(**{"localhost/mine:1": TAMPERED}), "localhost/mine:1")
+    supplied, _ = _supply(_store({"localhost/mine:1": TAMPERED}), "localhost/mine:1")
     assert (supplied.case, supplied.usable, supplied.image_id) == ("unknown-tag", True, OTHER_ID)
 
 
