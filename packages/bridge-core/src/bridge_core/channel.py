@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
 
 import anyio
-import anyio.lowlevel
 from anyio.abc import ByteStream
 from bridge_protocol import (
     DEFAULT_MAX_FRAME_SIZE,
@@ -72,8 +70,6 @@ class Channel:
         send_timeout: float = SEND_TIMEOUT,
     ) -> None:
         self._stream = stream
-        self._send_now: Callable[[bytes], bool] | None = getattr(stream, "send_at_once", None)
-        """A stream's synchronous send of a frame that needs no wait (see ``_loop_stream``)."""
         self._send_timeout = send_timeout
         self._decoder = FrameDecoder(max_frame_size=max_frame_size, accept=SANDBOX_TO_HOST)
         self._pending: deque[tuple[Message, int]] = deque()
@@ -109,17 +105,6 @@ class Channel:
         by the send timeout and by the caller's own deadline (a call's timeout must hold even
         against a sandbox that stops reading): a write cut by either closes the channel.
         """
-        if self._send_now is not None and not self._send_lock.locked():
-            # Nothing ahead of it and a transport that takes it whole at once: no wait, so
-            # nothing to shield or bound. Cancellation is honoured first, and a caller whose
-            # deadline has passed (its scope's timer not yet run) takes the path below.
-            await anyio.lowlevel.checkpoint_if_cancelled()
-            if (
-                not self._send_lock.locked()
-                and anyio.current_effective_deadline() > anyio.current_time()
-                and self._send_now(frame)
-            ):
-                return
         async with self._send_lock:
             # One scope both shields the write from outside cancellation and bounds it: its own
             # deadline still cancels it (cheaper on every frame than a fail_after inside a shield).

@@ -29,7 +29,6 @@ from bridge_protocol.paths import CHANNEL_SOCKET_NAME, PREIMPORT_FILE_NAME
 
 from bridge_core.errors import SandboxStartError
 from bridge_core.private_files import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, private_dir
-from bridge_core.runtime._loop_stream import served_by_loop
 from bridge_core.runtime._peer import PeerCredentials, peer_credentials
 
 __all__ = ["EXIT_POLL_INTERVAL", "ChannelDir", "PeerCheck", "accept_channel"]
@@ -204,7 +203,7 @@ async def accept_channel(
             await anyio.aclose_forcefully(accepted)
         raise
     if accepted is not None:
-        return await served_by_loop(accepted)
+        return accepted
     also = ""
     if refused_count:
         also = f"; refused {refused_count} connection(s) from other processes: " + "; ".join(
