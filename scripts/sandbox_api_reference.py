@@ -148,8 +148,9 @@ def _values_section(root: types.ModuleType) -> list[str]:
     lines = [
         "## Values",
         "",
-        "Tool results are unwrapped to Python values: structured content as dicts and lists, "
-        "text as `str` (parsed when it is JSON), images and audio as the classes below.",
+        "Tool results are unwrapped to Python values: structured content as the object (a "
+        "`str` when it has one field and that field is a string), text as `str` (parsed when "
+        "it is JSON), images and audio as the classes below.",
         "",
     ]
     for name in ("Image", "Audio"):

@@ -54,6 +54,30 @@ async def test_documented_workflows_run_verbatim_against_real_servers(
     assert "gave up:" in _text(retries)
 
 
+async def test_a_result_of_one_string_field_is_that_string_and_other_objects_stay_dicts(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    servers = real_servers(third_party, tmp_path)
+    sales = tmp_path / "data" / "sales.csv"
+    sales.write_text("month,revenue\njan,120\n", encoding="utf-8")
+    code = (
+        "from mcp import runtime, mcp_servers, mcp_time, mcp_memory\n"
+        f"text = await mcp_servers['filesystem'].read_file(path={str(sales)!r})\n"
+        "now = await mcp_time.get_current_time(timezone='UTC')\n"
+        "graph = await mcp_memory.read_graph()\n"
+        "docs = await runtime.query_tool_docs('filesystem', 'read_file', detail='stub')\n"
+        "head = docs['tools'][0]['stub'].splitlines()[0]\n"
+        "(text, now['timezone'], sorted(graph), head.rsplit(' -> ', 1)[1])"
+    )
+    async with open_bridge(tmp_path, servers=servers) as bridge:
+        result = await bridge.run(code)
+    assert result.is_error is False, _text(result)
+    # The filesystem server answers {"content": text}: the code gets the text, as the stub says.
+    assert _text(result) == (
+        "('month,revenue\\njan,120\\n', 'UTC', ['entities', 'relations'], 'str:')"
+    )
+
+
 async def test_denied_tool_is_refused_inside_the_code_and_never_called(
     tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
 ) -> None:

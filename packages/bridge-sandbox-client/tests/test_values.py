@@ -68,6 +68,28 @@ def test_structured_content_wins_over_text() -> None:
     assert unwrap_result(result, server="s", tool="t") == {"a": 1}
 
 
+def test_structured_content_of_one_string_field_is_that_string() -> None:
+    # The filesystem server's read_file: the text twice, once wrapped in {"content": ...}.
+    text = "month,revenue\njan,120\n"
+    result = {"content": [{"type": "text", "text": text}], "structuredContent": {"content": text}}
+    assert unwrap_result(result, server="filesystem", tool="read_file") == text
+
+
+@pytest.mark.parametrize(
+    "structured",
+    [
+        {"datetime": "2026-01-01T00:00:00+01:00", "timezone": "Europe/Paris"},
+        {"result": 3},
+        {"entities": [{"name": "a"}]},
+        {"content": None},
+        {},
+    ],
+)
+def test_other_structured_content_stays_the_object(structured: dict[str, Any]) -> None:
+    result = {"content": [{"type": "text", "text": "x"}], "structuredContent": structured}
+    assert unwrap_result(result, server="s", tool="t") == structured
+
+
 @pytest.mark.parametrize(
     ("text", "value"),
     [("42", 42), ('{"a": [1]}', {"a": [1]}), ("null", None), ("hello", "hello"), ("", "")],

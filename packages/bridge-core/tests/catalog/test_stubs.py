@@ -69,8 +69,42 @@ def test_optional_parameters_follow_required_ones_with_none_or_their_default(
     head = render_stub(real(real_tools, "filesystem", "read_text_file")).splitlines()[0]
     assert head == (
         "async def read_text_file(*, path: str, head: float | None = None, "
-        "tail: float | None = None) -> dict:"
+        "tail: float | None = None) -> str:"
     )
+
+
+def test_a_result_whose_only_field_is_a_string_is_typed_as_that_string(
+    real_tools: dict[str, list[Tool]],
+) -> None:
+    # The filesystem server answers {"content": "<text>"}; the sandbox gives the text.
+    stub = render_stub(real(real_tools, "filesystem", "read_text_file"))
+    assert stub.splitlines()[0].endswith(") -> str:")
+    assert "    Returns str: the result's only field, 'content'" in stub.splitlines()
+
+
+def test_a_string_field_that_may_be_alone_is_typed_dict_or_str() -> None:
+    output = {
+        "type": "object",
+        "properties": {"text": {"type": "string"}, "warning": {"type": "string"}},
+        "required": ["text"],
+    }
+    stub = render_stub(ToolDoc(server="s", name="read", output_schema=output))
+    assert stub.splitlines()[0] == "async def read() -> dict | str:"
+    assert "Returns {text: str, warning?: str}, or str when 'text' is alone" in stub
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [
+        {"result": {"type": "integer"}},  # the SDK's wrapper of an int stays a dict
+        {"entities": {"type": "array", "items": {"type": "string"}}},
+        {"a": {"type": "string"}, "b": {"type": "string"}},  # no field is ever alone
+    ],
+)
+def test_other_structured_results_stay_typed_as_dicts(properties: dict[str, Any]) -> None:
+    output = {"type": "object", "properties": properties, "required": list(properties)}
+    stub = render_stub(ToolDoc(server="s", name="t", output_schema=output))
+    assert stub.splitlines()[0] == "async def t() -> dict:"
 
 
 def test_a_tool_without_parameters_has_an_empty_signature(

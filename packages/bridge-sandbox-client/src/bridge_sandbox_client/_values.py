@@ -82,8 +82,10 @@ def _encode(value: Any, path: str, depth: int) -> Any:
 def unwrap_result(result: Any, *, server: str, tool: str) -> Any:
     """The Python value of a ``CallToolResult`` dict; raise :class:`ToolError` on ``isError``.
 
-    ``structuredContent`` wins when present; otherwise one content item becomes its value (text
-    parsed as JSON when it is JSON) and several become a list.
+    ``structuredContent`` wins when present: that object, except that an object with exactly
+    one field whose value is a string is that string (``{"content": "..."}`` → ``"..."``).
+    Otherwise one content item becomes its value (text parsed as JSON when it is JSON) and
+    several become a list.
     """
     if not isinstance(result, dict):
         raise ToolError(
@@ -99,13 +101,24 @@ def unwrap_result(result: Any, *, server: str, tool: str) -> Any:
         raise ToolError(message, server=server, tool=tool, result=result)
     structured = result.get("structuredContent")
     if structured is not None:
-        return structured
+        return _structured_value(structured)
     values = [_content_value(item) for item in items]
     if not values:
         return None
     if len(values) == 1:
         return values[0]
     return values
+
+
+def _structured_value(structured: Any) -> Any:
+    # MCP makes structured content an object, so a tool whose answer is one string wraps it:
+    # the filesystem server's {"content": text}, the Python SDK's {"result": text} for a
+    # function returning str. Code wants the string (docs/decisions.md, "Structured results").
+    if isinstance(structured, dict) and len(structured) == 1:
+        (value,) = structured.values()
+        if isinstance(value, str):
+            return value
+    return structured
 
 
 def _content_value(item: Any) -> Any:

@@ -46,16 +46,12 @@ _LOOP = """\
 from mcp import mcp_servers
 fs = mcp_servers["filesystem"]
 
-def text_of(result):
-    # Tools return structured content when they have it, else their text.
-    return result["content"] if isinstance(result, dict) else result
-
-listing = text_of(await fs.list_directory(path="{data}"))
+listing = await fs.list_directory(path="{data}")
 files = sorted(line.split("] ", 1)[1] for line in listing.splitlines()
                if line.startswith("[FILE]") and line.endswith(".csv"))
 totals = {{}}
 for done, name in enumerate(files, 1):
-    rows = text_of(await fs.read_text_file(path=f"{data}/{{name}}")).splitlines()[1:]
+    rows = (await fs.read_text_file(path=f"{data}/{{name}}")).splitlines()[1:]
     totals[name.removesuffix(".csv")] = sum(int(r.split(",")[1]) for r in rows)
     runtime.progress(done, len(files), f"read {{name}}")
 best = max(totals, key=totals.get)

@@ -88,9 +88,7 @@ from mcp import mcp_servers
 fs = mcp_servers[hits[0]["server"]]
 sizes = {}
 for name in ["a.txt", "b.txt"]:
-    result = await fs.read_text_file(path=f"/data/{name}")
-    # A tool's structured content arrives as a dict, otherwise its text.
-    text = result["content"] if isinstance(result, dict) else result
+    text = await fs.read_text_file(path=f"/data/{name}")
     sizes[name] = len(text)
 sizes
 ```

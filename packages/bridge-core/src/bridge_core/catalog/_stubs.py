@@ -137,6 +137,27 @@ def _shape(schema: object, root: Schema, depth: int = 0) -> str | None:
     return "{" + ", ".join(fields) + "}"
 
 
+def _returns(output: Schema) -> tuple[str, str]:
+    """The return annotation and the docstring's ``Returns`` line for an output schema.
+
+    The sandbox gives a structured result that is an object with one field holding a string
+    as that string (``{"content": "..."}`` → ``"..."``): a schema whose only property is a
+    required string returns ``str``; one where a string field may be alone may return ``str``.
+    """
+    resolved = _resolve(output, output) or {}
+    properties = resolved.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    required = [k for k in _required(resolved) if k in properties]
+    alone = list(properties) if len(properties) == 1 else required if len(required) == 1 else []
+    lone = next((k for k in alone if schema_type(properties[k], output) == "str"), None)
+    shape = _shape(output, output)
+    if lone is None:
+        return schema_type(output), f"Returns {shape}" if shape else ""
+    if len(properties) == 1 and lone in required:
+        return "str", f"Returns str: the result's only field, {lone!r}"
+    return f"{schema_type(output)} | str", f"Returns {shape}, or str when {lone!r} is alone"
+
+
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -189,10 +210,9 @@ def render_stub(doc: ToolDoc) -> str:
     returns = "Any"
     output = doc.output_schema
     if output is not None:
-        returns = schema_type(output)
-        shape = _shape(output, output)
-        if shape:
-            notes.append(f"Returns {shape}")
+        returns, said = _returns(output)
+        if said:
+            notes.append(said)
     signature = ", ".join(params)
     # The attribute sandbox code writes (``mcp_x.get_user_info``): the sandbox's own rule.
     func = identifier_for(doc.name)
