@@ -25,9 +25,11 @@ import json
 import logging
 import math
 import os
+import shutil
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,8 +58,23 @@ MAX_ORIGIN_CHARS = 200
 """Characters of a fork's origin read back from its metadata (a session name is far shorter)."""
 MAX_SAVED_SESSIONS = 1000
 """Saved sessions one client keeps at most (the one client of a stdio bridge too): forks and new
-session names cost a few KiB of disk each that the byte limits do not see, and the bridge walks
-a client's states (hints, a client leaving)."""
+session names cost a few KiB of disk each, and the bridge walks a client's states (hints, a
+client leaving)."""
+FREE_SPACE_RESERVE = 1024**3
+"""Free space saved states leave on the store's file system, at least (or
+:data:`FREE_SPACE_SHARE` of it, whichever is more): the bridge's own files share it (its log, 4 x
+1 MiB; its sandboxes' channel directories; full outputs, up to 256 MiB), and so do the user's
+other programs. States that fill the disk would fail those with I/O errors, and then no sandbox
+starts; a state refused for the reserve is a notice that says so."""
+FREE_SPACE_SHARE = 0.05
+"""Share of the store's file system kept free, when more than :data:`FREE_SPACE_RESERVE`: where
+ext4 stops unprivileged writers (its default reserve) and Elasticsearch stops writing (its
+flood-stage watermark), the point at which a disk counts as full."""
+
+
+def free_space_reserve(total: int) -> int:
+    """Bytes of a file system of ``total`` bytes that saved states leave free."""
+    return max(FREE_SPACE_RESERVE, int(total * FREE_SPACE_SHARE))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +107,16 @@ class SavedState:
 class SessionStore:
     """The saved states of one bridge's sessions (the methods block: run them in a thread)."""
 
-    def __init__(self, state_dir: Path, settings: StoreSettings) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        settings: StoreSettings,
+        *,
+        disk_usage: Callable[[Path], tuple[int, int, int]] = shutil.disk_usage,
+    ) -> None:
         self.settings = settings
+        self._disk_usage = disk_usage
+        """(total, used, free) bytes of the file system holding a path (a seam for tests)."""
         self.root = state_dir / "saved" / settings.name
         self._lock_fd: int | None = None
         self._budget = threading.Lock()
@@ -137,6 +162,25 @@ class SessionStore:
         for entry in self.root.glob(f"*{STATE_SUFFIX}"):
             self._committed[_owner_of(entry)] += self._taken(entry)
             self._states[_owner_of(entry)] += 1
+        self._warn_if_short_of_space()
+
+    def _warn_if_short_of_space(self) -> None:
+        """Say once, at start, when the file system cannot give the store its disk limit."""
+        try:
+            total, _, free = self._disk_usage(self.root)
+        except OSError:
+            return
+        room = sum(self._committed.values()) + free - free_space_reserve(total)
+        if room < self.settings.disk_limit:
+            logger.warning(
+                "the saved sessions may take %s bytes (MCP_BRIDGE_SESSION_STATE_DISK), but the "
+                "file system of %s has room for %s while %s bytes are kept free "
+                "(FREE_SPACE_RESERVE): states past that are not saved",
+                f"{self.settings.disk_limit:,}",
+                self.root,
+                f"{max(room, 0):,}",
+                f"{free_space_reserve(total):,}",
+            )
 
     def close(self) -> None:
         if self._lock_fd is not None:
@@ -380,7 +424,25 @@ class SessionStore:
                     "than one client's share MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT "
                     f"({share:,}): reset sessions you no longer need"
                 )
-        return ""
+        return self._short_of_space(size)
+
+    def _short_of_space(self, size: int) -> str:
+        """Why ``size`` more bytes of disk would eat into the free space the saved states leave
+        ("" if they fit, or the file system cannot say): whatever the disk limit, the store
+        never takes more than its file system has (:data:`FREE_SPACE_RESERVE`)."""
+        try:
+            total, _, free = self._disk_usage(self.root)
+        except OSError:
+            return ""
+        reserve = free_space_reserve(total)
+        if size <= free - reserve:
+            return ""
+        return (
+            f"the disk of the saved sessions has {free:,} bytes free, and the bridge keeps "
+            f"{reserve:,} of them free for its logs, its sandboxes and the rest of the system "
+            f"(FREE_SPACE_RESERVE: {FREE_SPACE_SHARE:.0%} of the disk, at least "
+            f"{FREE_SPACE_RESERVE:,} bytes): free disk space, or reset sessions you no longer need"
+        )
 
     def _too_many(self, path: Path) -> str:
         """Why a new state at ``path`` (none is there) would pass the number of saved sessions
