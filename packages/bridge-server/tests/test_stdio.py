@@ -3,7 +3,6 @@ transport kept where stdin cannot be polled, and answers written whole and in or
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import json
 import os
@@ -12,13 +11,10 @@ import sys
 import threading
 import tracemalloc
 from pathlib import Path
-from typing import Any
-from unittest.mock import patch
 
 import anyio
 import anyio.lowlevel
 import mcp_types as types
-import pytest
 from mcp.shared.message import SessionMessage
 from mcp_code_execution_mode._stdio import MAX_LINE, SKIPPED, _Answers, _Lines
 
@@ -34,7 +30,7 @@ async def test_lines_from_a_pipe_arrive_whole_and_the_end_is_kept() -> None:
             lines = [line async for line in _Lines(read_fd)]
     finally:
         os.close(read_fd)
-    assert lines == ['{"a": 1}\n', '{"b": 2}\n', "no newline at the end"]
+    assert lines == ['{"a": 1}', '{"b": 2}', "no newline at the end"]
 
 
 async def test_a_read_waiting_on_an_open_pipe_ends_when_cancelled() -> None:
@@ -50,47 +46,17 @@ async def test_a_read_waiting_on_an_open_pipe_ends_when_cancelled() -> None:
         # Nothing is lost to the cancelled read: the next one gets the next line.
         os.write(write_fd, b"after\n")
         with anyio.fail_after(5):
-            assert await lines.next() == "after\n"
+            assert await lines.next() == "after"
     finally:
         lines.close()
         os.close(read_fd)
         os.close(write_fd)
-
-
-async def test_lines_keep_stdin_registered_with_the_loop_instead_of_once_per_line(
-    anyio_backend: str,
-) -> None:
-    # anyio.wait_readable adds the fd to epoll and removes it again for every request line.
-    if anyio_backend != "asyncio":
-        pytest.skip("the registered reader is asyncio's (trio waits with wait_readable)")
-    loop = asyncio.get_running_loop()
-    registrations: list[int] = []
-    add_reader = loop.add_reader
-
-    def counting_add_reader(fd: Any, callback: Any, *args: Any) -> None:
-        registrations.append(fd)
-        add_reader(fd, callback, *args)
-
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(read_fd, False)
-    lines = _Lines(read_fd)
-    try:
-        with patch.object(loop, "add_reader", counting_add_reader), anyio.fail_after(10):
-            for number in range(50):
-                os.write(write_fd, f"line {number}\n".encode())
-                assert await lines.next() == f"line {number}\n"
-                await anyio.lowlevel.checkpoint()  # what the server does between requests
-    finally:
-        lines.close()
-        os.close(read_fd)
-        os.close(write_fd)
-    assert registrations == [read_fd]
 
 
 async def test_a_client_writing_faster_than_the_server_reads_is_held_back_and_loses_nothing() -> (
     None
 ):
-    # The lines read ahead are bounded: past that the fd is left unwatched and the pipe fills.
+    # Nothing is read ahead of the server: a read per line wanted, so the pipe fills.
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
     os.set_blocking(write_fd, False)
@@ -100,12 +66,12 @@ async def test_a_client_writing_faster_than_the_server_reads_is_held_back_and_lo
     try:
         os.write(write_fd, line)
         with anyio.fail_after(10):
-            assert await lines.next() == line.decode()  # the reader is registered now
+            assert await lines.next() == line[:-1].decode()
             while written < 16 * 1024 * 1024:
                 try:
                     written += os.write(write_fd, line * 64)
                 except BlockingIOError:
-                    await anyio.sleep(0.05)  # the loop's reader gets its chance to drain the pipe
+                    await anyio.sleep(0.05)  # a reader reading ahead would drain the pipe now
                     try:
                         written += os.write(write_fd, line * 64)
                     except BlockingIOError:
@@ -113,7 +79,7 @@ async def test_a_client_writing_faster_than_the_server_reads_is_held_back_and_lo
                 await anyio.lowlevel.checkpoint()
             assert written < 4 * 1024 * 1024, "the server read ahead without bound"
             for _ in range(written // len(line)):
-                assert await lines.next() == line.decode()
+                assert await lines.next() == line[:-1].decode()
     finally:
         lines.close()
         os.close(read_fd)
@@ -162,7 +128,7 @@ async def test_a_line_past_the_bound_is_skipped_as_it_arrives_and_the_next_line_
     finally:
         tracemalloc.stop()
         os.close(read_fd)
-    assert lines == [SKIPPED, '{"after": true}\n']
+    assert lines == [SKIPPED, '{"after": true}']
     # One line's worth (plus the buffer's growth slack), never the whole flood.
     assert peak < MAX_LINE * 5 // 4 + 4 * 1024 * 1024
 
@@ -236,11 +202,12 @@ async def test_a_sender_cancelled_while_its_answer_waits_leaves_no_half_line() -
     assert _texts(received[0]) == [big, "next"]
 
 
-async def test_lines_read_ahead_while_the_server_was_busy_still_let_the_loop_turn() -> None:
-    # A client can fill the read-ahead with tiny lines while the server is busy (it stops reading
-    # stdout, say): the lines then come without waiting, but the loop still gets a turn per
-    # chunk read (signals, sandbox channels and deadlines are served meanwhile), as it did with
-    # a wait for readability per read.
+async def test_lines_waiting_in_the_pipe_while_the_server_was_busy_still_let_the_loop_turn() -> (
+    None
+):
+    # A client can fill the pipe with tiny lines while the server is busy (it stops reading
+    # stdout, say): a chunk's lines then come without waiting, but the loop gets a turn per
+    # chunk read (signals, sandbox channels and deadlines are served meanwhile).
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
     lines = _Lines(read_fd)
@@ -261,17 +228,17 @@ async def test_lines_read_ahead_while_the_server_was_busy_still_let_the_loop_tur
     try:
         with anyio.fail_after(60):
             os.write(write_fd, b"first\n")
-            assert await lines.next() == "first\n"  # the reader is registered now
+            assert await lines.next() == "first"
             writer = threading.Thread(target=write)
             writer.start()
-            await anyio.sleep(0.5)  # busy elsewhere: the loop reads ahead
+            await anyio.sleep(0.5)  # busy elsewhere: the pipe fills
             longest = 0
             async with anyio.create_task_group() as tg:
                 tg.start_soon(count_turns)
                 await anyio.lowlevel.checkpoint()
                 seen, run = turns, 0
                 for _ in range(total):
-                    assert await lines.next() == "x\n"
+                    assert await lines.next() == "x"
                     if turns == seen:
                         run += 1
                         longest = max(longest, run)
@@ -284,5 +251,5 @@ async def test_lines_read_ahead_while_the_server_was_busy_still_let_the_loop_tur
         os.close(read_fd)
         os.close(write_fd)
     # A chunk is 64 KiB (32,768 of these lines); trio may run two reads in one turn of the task
-    # counting them. Before the bound, asyncio read 1 MiB (524,288 lines) without one.
+    # counting them.
     assert longest <= 2 * (64 * 1024 // 2), f"{longest} lines without a loop turn"

@@ -17,16 +17,15 @@ claimed as the SDK does: while serving, fd 0 reads the null device and fd 1 writ
 children and stray prints never touch the protocol. Everything above the bytes (dispatch,
 validation, cancellation, progress, requests to the client) is the SDK's ``Server.run``.
 
-The client's bytes are untrusted in shape: each byte is scanned once for the newline, and a line
-longer than :data:`MAX_LINE` is skipped (its bytes dropped as they come) and stands as a short
-line that is not JSON, which the server answers with a JSON-RPC parse error.
+The client's bytes are untrusted in shape: lines are split by :mod:`bridge_core.jsonlines` (each
+byte scanned once for the newline; nothing read ahead of the server, one read per wait), and a
+line longer than :data:`MAX_LINE` is skipped (its bytes dropped as they come) and stands as a
+short line that is not JSON, which the server answers with a JSON-RPC parse error.
 """
 
 from __future__ import annotations
 
-import asyncio
 import codecs
-import contextlib
 import fcntl
 import logging
 import os
@@ -40,6 +39,7 @@ from typing import Self
 import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
+from bridge_core.jsonlines import OVERLONG, LineSplitter
 from mcp.shared.message import SessionMessage
 
 __all__ = ["MAX_LINE", "SKIPPED", "stdio_transport"]
@@ -47,31 +47,24 @@ __all__ = ["MAX_LINE", "SKIPPED", "stdio_transport"]
 logger = logging.getLogger(__name__)
 
 _READ_CHUNK = 64 * 1024
-_READ_AHEAD = 1024 * 1024
-"""Most bytes read from stdin ahead of the server's reading (see :class:`_Watch`)."""
 MAX_LINE = 32 * 1024 * 1024
 """Longest request line read from the client: no request larger than the sandbox's 16 MiB frame
 can be run, and this leaves room for JSON escaping."""
-SKIPPED = f"<a request line longer than {MAX_LINE // (1024 * 1024)} MiB was skipped>\n"
+SKIPPED = f"<a request line longer than {MAX_LINE // (1024 * 1024)} MiB was skipped>"
 
 
 class _Lines:
-    """The lines of a non-blocking fd: :meth:`next` waits on the event loop, cancellable."""
+    """The lines of a non-blocking fd (split by :mod:`bridge_core.jsonlines`): :meth:`next`
+    waits on the event loop, cancellable, one read of at most :data:`_READ_CHUNK` per wait, so
+    nothing is read ahead of the server and the loop turns between reads."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._buffer = bytearray()
-        self._scanned = 0  # bytes of the buffer known to hold no newline
-        self._skipping = False  # inside a line past MAX_LINE: its bytes are dropped
+        self._lines = LineSplitter(MAX_LINE)
         self._ended = False
-        self._watch: _Watch | None = None
-        with contextlib.suppress(RuntimeError):  # not on asyncio's loop (trio): wait_readable
-            self._watch = _Watch(fd, asyncio.get_running_loop())
 
     def close(self) -> None:
-        """Stop watching the fd (before it is closed)."""
-        if self._watch is not None:
-            self._watch.close()
+        """Stop reading (before the fd is closed): nothing to release."""
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._all()
@@ -81,126 +74,25 @@ class _Lines:
             yield line
 
     async def next(self) -> str | None:
-        """The next line (with its newline; the last one may lack it), None at the end."""
+        """The next line (without its newline), None at the end."""
         while True:
-            newline = self._buffer.find(b"\n", self._scanned)
-            if newline >= 0:
-                if self._skipping:
-                    line, self._skipping = SKIPPED, False
-                else:  # decoded straight from the buffer: no copy of the bytes first
-                    with memoryview(self._buffer) as view:
-                        line = codecs.decode(view[: newline + 1], "utf-8", "replace")
-                del self._buffer[: newline + 1]
-                self._scanned = 0
-                return line
+            line = self._lines.next() if not self._ended else self._lines.end()
+            if line is OVERLONG:
+                logger.warning("skipping a request line longer than %d bytes", MAX_LINE)
+                return SKIPPED
+            if line is not None:
+                return codecs.decode(line, "utf-8", "replace")
             if self._ended:
                 return None
-            if len(self._buffer) > MAX_LINE:
-                if not self._skipping:
-                    logger.warning("skipping a request line longer than %d bytes", MAX_LINE)
-                self._skipping = True
-                self._buffer.clear()
-            self._scanned = len(self._buffer)
-            if self._watch is not None:
-                chunk = await self._watch.read()
-            else:
-                await anyio.wait_readable(self._fd)
-                try:
-                    chunk = os.read(self._fd, _READ_CHUNK)
-                except BlockingIOError:
-                    continue
-            if not chunk:  # the client closed its end
-                self._ended = True
-                rest = self._buffer.decode("utf-8", errors="replace")
-                self._buffer.clear()
-                if self._skipping:
-                    return SKIPPED
-                return rest or None
-            self._buffer += chunk
-
-
-class _Watch:
-    """An fd read by a reader callback that stays registered with the asyncio loop's selector.
-
-    ``anyio.wait_readable`` adds the fd to epoll and removes it again for every line (two
-    ``epoll_ctl`` calls and a future per request); here the fd stays registered while its reader
-    waits for lines. What the callback reads waits in a buffer of at most :data:`_READ_AHEAD`
-    bytes: past it the fd is left unwatched until the reader takes the buffer (a client that
-    writes faster than the server reads is held back by the pipe, as before).
-    """
-
-    def __init__(self, fd: int, loop: asyncio.AbstractEventLoop) -> None:
-        self._fd = fd
-        self._loop = loop
-        self._read_ahead = bytearray()
-        self._end: OSError | None = None
-        self._ended = False
-        self._waiter: asyncio.Future[None] | None = None
-        self._watching = False
-        self._closed = False
-
-    async def read(self) -> bytes:
-        """Up to :data:`_READ_CHUNK` bytes of what came (b"" at the end); raises the ``OSError``
-        of a failed read once, then ends. Cancellable: nothing read is lost to a cancelled
-        caller.
-
-        Bytes already read ahead are returned after a loop turn, as ``wait_readable`` gave one
-        per read: a client that filled the read-ahead with tiny lines while the server was busy
-        must not hold the loop (signals, sandbox channels, deadlines) for the whole of it."""
-        waited = False
-        while not self._read_ahead and not self._ended:
-            if self._closed:
-                raise anyio.ClosedResourceError
-            self._start()
-            waiter = self._waiter = self._loop.create_future()
+            await anyio.wait_readable(self._fd)
             try:
-                await waiter
-            finally:
-                self._waiter = None
-            waited = True
-        if self._read_ahead:
-            if not waited:
-                await asyncio.sleep(0)
-            chunk = bytes(self._read_ahead[:_READ_CHUNK])
-            del self._read_ahead[:_READ_CHUNK]
-            return chunk
-        if (end := self._end) is not None:
-            self._end = None  # said once; the input has ended
-            raise end
-        return b""
-
-    def close(self) -> None:
-        self._closed = True
-        self._stop()
-        if (waiter := self._waiter) is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def _start(self) -> None:
-        if not self._watching and not self._ended and not self._closed:
-            self._loop.add_reader(self._fd, self._on_readable)
-            self._watching = True
-
-    def _stop(self) -> None:
-        if self._watching:
-            self._watching = False
-            self._loop.remove_reader(self._fd)
-
-    def _on_readable(self) -> None:
-        try:
-            chunk = os.read(self._fd, _READ_CHUNK)
-        except BlockingIOError:
-            return
-        except OSError as exc:
-            self._end, chunk = exc, b""
-        if chunk:
-            self._read_ahead += chunk
-            if len(self._read_ahead) >= _READ_AHEAD:
-                self._stop()
-        else:
-            self._ended = True
-            self._stop()
-        if (waiter := self._waiter) is not None and not waiter.done():
-            waiter.set_result(None)
+                chunk = os.read(self._fd, _READ_CHUNK)
+            except BlockingIOError:
+                continue
+            if chunk:
+                self._lines.feed(chunk)
+            else:  # the client closed its end
+                self._ended = True
 
 
 class _Requests:

@@ -5,8 +5,9 @@ What it replaces, and why (the SDK gaps; mcp 2.3, ``mcp/client/stdio.py``):
 - **Unbounded, quadratic reading.** The SDK's ``stdio_client`` decodes stdout as text and
   re-splits its whole buffer on every chunk (``(buffer + chunk).split("\\n")``), with no limit:
   a 120 MB line without a newline grew the bridge by 118 MB and burned 26 s of CPU after the
-  call had timed out, and the server was left running. Here bytes are split scanning only the
-  new ones, and a line past ``max_message_bytes`` cuts the connection (:attr:`StdioServer.cut`).
+  call had timed out, and the server was left running. Here lines are split by
+  :mod:`bridge_core.jsonlines` (each byte scanned once), and a line past ``max_message_bytes``
+  cuts the connection (:attr:`StdioServer.cut`).
 - **No process access.** The SDK keeps the child process to itself (we used to walk the frame
   locals of its async generator to find it), so its exit status and pid depended on SDK
   internals. Here the process is ours.
@@ -49,6 +50,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict  # pydantic needs this one below Python 3.12
 
+from bridge_core.jsonlines import OVERLONG, LineSplitter
 from bridge_core.runtime._ownership import current_owner
 from bridge_core.servers import ServerSpec
 
@@ -149,30 +151,17 @@ class StdioServer:
         """Split stdout into lines and hand each over, parsed; ends at EOF, a cut or teardown."""
         stdout = self.process.stdout
         assert stdout is not None
-        pending = bytearray()
-        scanned = 0  # bytes of `pending` known to hold no newline: each byte is scanned once
+        lines = LineSplitter(self._max_message)
         try:
             async with self._deliver:
                 while True:
-                    pending += await stdout.receive(_READ_CHUNK)
-                    while (end := pending.find(b"\n", scanned)) >= 0:
-                        line: bytes | bytearray
-                        if end == len(pending) - 1:  # the whole buffer: hand it over, no copy
-                            del pending[end:]
-                            line, pending = pending, bytearray()
-                        else:
-                            line = pending[:end]
-                            del pending[: end + 1]  # O(1) from the front of a bytearray
-                        scanned = 0
-                        if len(line) > self._max_message:  # its newline came in the last read
-                            self._cut_connection(len(line))
+                    lines.feed(await stdout.receive(_READ_CHUNK))
+                    while (line := lines.next()) is not None:
+                        if line is OVERLONG:
+                            self._cut_connection()
                             return
                         if not await self._hand_over(line):
                             return
-                    scanned = len(pending)
-                    if scanned > self._max_message:
-                        self._cut_connection(scanned)
-                        return
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
         except OSError as exc:
@@ -182,13 +171,13 @@ class StdioServer:
             if self.cut is None:
                 await self._drain(stdout)
 
-    def _cut_connection(self, seen: int) -> None:
+    def _cut_connection(self) -> None:
         self.cut = (
             f"MCP server {self.name!r} sent a JSON-RPC message longer than "
             f"{_mib(self._max_message)} (MCP_BRIDGE_MAX_UPSTREAM_MESSAGE): the bridge cut the "
             "connection and stopped the server"
         )
-        logger.warning("%s (%d bytes read of it)", self.cut, seen)
+        logger.warning("%s", self.cut)
 
     async def _drain(self, stdout: Any) -> None:
         # A server flushing output on its way out must not block on a full pipe; bytes are
