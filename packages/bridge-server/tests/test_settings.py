@@ -1,21 +1,34 @@
-"""Settings: units, defaults, env vs flags, and one-line errors naming the variable or flag."""
+"""Settings: units, defaults, env vs flags, and one-line errors naming the variable or flag.
+
+Every test's environment points ``XDG_CONFIG_HOME`` at an empty directory (:data:`ENV`), so that
+a settings file of the machine running the tests is never read.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 from bridge_protocol.hints import encode_hint
-from mcp_code_execution_mode.settings import SETTINGS, Settings, SettingsError, load_settings
+from mcp_code_execution_mode.settings import SETTINGS, Settings, SettingsError
+from mcp_code_execution_mode.settings import load_settings as _load
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
+NOWHERE = Path(__file__).resolve().parent / "no-such-config-home"
+
+
+def load_settings(flags: Mapping[str, str | None], environ: Mapping[str, str]) -> Settings:
+    return _load(flags, {"XDG_CONFIG_HOME": str(NOWHERE), **environ})
 
 
 def test_defaults_apply_when_nothing_is_set() -> None:
-    assert load_settings({}, {}) == Settings()
+    settings = load_settings({}, {})
+    assert settings == Settings(settings_file=NOWHERE / "mcp-code-execution-mode" / "bridge.toml")
 
 
 @pytest.mark.parametrize(
@@ -46,7 +59,8 @@ def test_flags_win_over_environment() -> None:
 
 
 def test_empty_environment_value_means_unset() -> None:
-    assert load_settings({}, {"MCP_BRIDGE_CONFIG": "", "MCP_BRIDGE_TIMEOUT": " "}) == Settings()
+    settings = load_settings({}, {"MCP_BRIDGE_CONFIG": "", "MCP_BRIDGE_TIMEOUT": " "})
+    assert dataclasses.replace(settings, settings_file=None) == Settings()
 
 
 def test_lists_and_optional_values_parse() -> None:
@@ -75,6 +89,7 @@ def test_lists_and_optional_values_parse() -> None:
         ("MCP_BRIDGE_MEMORY_LIMIT", "lots"),
         ("MCP_BRIDGE_SESSION_PERSIST", "maybe"),
         ("MCP_BRIDGE_RUNTIME", "lxc"),
+        ("MCP_BRIDGE_RUNTIME", "local"),
         ("MCP_BRIDGE_OUTPUT_MODE", "yaml"),
         ("MCP_BRIDGE_PIDS_LIMIT", "-1"),
         ("MCP_BRIDGE_POOL_SIZE", "x"),
@@ -116,6 +131,22 @@ def test_configuration_doc_lists_every_setting_with_its_flag() -> None:
     assert rows == {s.env: s.flag for s in SETTINGS}
 
 
+def test_there_are_at_most_twenty_variables_in_the_docs_table_and_the_code() -> None:
+    # The one table of docs/configuration.md: a 21st variable fails here, whichever side it is
+    # added to first. A new knob belongs in the settings file, or is a constant.
+    text = DOCS.read_text(encoding="utf-8")
+    documented = re.findall(r"^\| `(MCP_BRIDGE_\w+)` \| `--[\w-]+`", text, re.M)
+    assert len(set(documented)) == len(documented) <= 20
+    assert len(SETTINGS) <= 20
+
+
+def test_the_variables_of_the_public_reference_page_are_all_still_variables() -> None:
+    names = {s.env for s in SETTINGS}
+    for name in ("RUNTIME", "IMAGE", "OUTPUT_MODE", "TIMEOUT", "MEMORY_LIMIT",
+                 "SESSION_PERSIST", "CPU_QUOTA", "PIDS_LIMIT", "SECURITY_OPT"):  # fmt: skip
+        assert "MCP_BRIDGE_" + name in names
+
+
 def test_cli_bad_value_prints_the_problem_and_the_fix_and_exits_2() -> None:
     # A server started by an MCP client starts anyway (integration-tests/server/
     # test_first_contact.py); a person at a command gets the error and its fix.
@@ -141,7 +172,11 @@ def test_cli_bad_environment_value_exits_2_naming_the_variable() -> None:
         text=True,
         timeout=60,
         check=False,
-        env={"PATH": "/usr/bin:/bin", "MCP_BRIDGE_OUTPUT_MODE": "yaml"},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "MCP_BRIDGE_OUTPUT_MODE": "yaml",
+            "XDG_CONFIG_HOME": str(NOWHERE),
+        },
     )
     assert proc.returncode == 2
     assert "MCP_BRIDGE_OUTPUT_MODE='yaml': expected one of compact, toon" in proc.stderr

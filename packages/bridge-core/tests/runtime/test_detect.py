@@ -14,11 +14,13 @@ async def test_an_unknown_runtime_name_is_a_config_error_naming_the_setting(
         await detect_runtime("kubernetes", state_dir=tmp_path)
 
 
-async def test_local_is_used_only_when_asked_for_and_says_it_isolates_nothing(
-    tmp_path: Path,
-) -> None:
-    backend = await detect_runtime("local", state_dir=tmp_path)
-    assert isinstance(backend, LocalBackend)
+async def test_local_is_not_a_runtime_any_setting_can_choose(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="MCP_BRIDGE_RUNTIME"):
+        await detect_runtime("local", state_dir=tmp_path)
+
+
+async def test_the_local_test_backend_says_it_isolates_nothing(tmp_path: Path) -> None:
+    backend = LocalBackend(state_dir=tmp_path)
     info = await backend.info()
     assert not info.limits_enforced
     assert "NO ISOLATION" in info.detail

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from bridge_core.errors import RuntimeUnavailable
 from bridge_core.runtime import PLATFORMS_GUIDE, detect_runtime, kernel_problem, platform_problem
-from bridge_core.runtime.local import LocalBackend
 
 
 def test_linux_is_the_platform_sandboxes_run_on() -> None:
@@ -52,12 +51,3 @@ async def test_off_linux_detection_refuses_before_probing_any_runtime(
         assert "macOS" in str(caught.value)
         assert "tried" not in str(caught.value)  # no runtime was probed
     assert not (tmp_path / "sandboxes").exists()
-
-
-async def test_off_linux_the_unisolated_local_runtime_is_still_available(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(sys, "platform", "darwin")
-    backend = await detect_runtime("local", state_dir=tmp_path)
-    assert isinstance(backend, LocalBackend)
-    await backend.aclose()

@@ -33,7 +33,7 @@ async def test_calls_past_the_byte_bound_are_refused_but_one_large_call_alone_ru
     assert alone.stdout == "ok x1\n"
 
 
-async def test_the_refusal_names_the_bound_its_setting_and_the_remedy(harness: Harness) -> None:
+async def test_the_refusal_names_the_fixed_bound_and_the_remedy(harness: Harness) -> None:
     async with harness.manager(max_calls_in_flight=1) as manager:
         await manager.execute("fan:2:1:files.slow:10")
         [live] = list(manager._fleet.live)
@@ -42,7 +42,7 @@ async def test_the_refusal_names_the_bound_its_setting_and_the_remedy(harness: H
     fault = sent[0].fault
     assert fault is not None
     assert fault.code == TOO_MANY
-    assert "MCP_BRIDGE_MAX_CALLS_IN_FLIGHT=1" in fault.message
+    assert "allows (1, a fixed bound)" in fault.message
     assert "files.slow" in fault.message
     assert "asyncio.Semaphore" in fault.message
     assert fault.data["max_calls_in_flight"] == 1

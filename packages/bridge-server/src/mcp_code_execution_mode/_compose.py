@@ -48,7 +48,8 @@ logger = logging.getLogger(__name__)
 
 def session_config(settings: Settings, *, single_client: bool = False) -> SessionConfig:
     """The session manager's configuration from the settings (``single_client``: a stdio
-    bridge, whose warm pool serves its one client only)."""
+    bridge, whose warm pool serves its one client only). The bounds on one sandbox's calls in
+    flight are fixed constants (``bridge_core.sessions._budget``), not settings."""
     return SessionConfig(
         image=settings.image,
         limits=SandboxLimits(
@@ -68,8 +69,6 @@ def session_config(settings: Settings, *, single_client: bool = False) -> Sessio
         default_timeout=settings.timeout,
         max_timeout=settings.max_timeout,
         output_cap=settings.output_cap,
-        max_calls_in_flight=settings.max_calls_in_flight,
-        max_call_bytes=settings.max_call_bytes,
         image_advice=image_advice(settings),
         pool_preimport=single_client,
     )
@@ -90,11 +89,11 @@ def session_store(settings: Settings, sessions_dir: Path) -> SessionStore:
 
 
 def proxy_options(settings: Settings, *, process_dir: Path | None = None) -> ProxyOptions:
-    """How upstream servers are started, timed and bounded, from the settings."""
+    """How upstream servers are started, timed and bounded, from the settings (the longest
+    message is the fixed ``MAX_UPSTREAM_MESSAGE``)."""
     return ProxyOptions(
         call_timeout=settings.call_timeout,
         start_timeout=settings.server_start_timeout,
-        max_message_bytes=settings.max_upstream_message,
         max_tools=settings.max_server_tools,
         max_tool_list_bytes=settings.max_tool_list_size,
         process_dir=process_dir,

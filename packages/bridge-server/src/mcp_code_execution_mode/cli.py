@@ -1,8 +1,10 @@
 """The ``mcp-code-execution-mode`` command: ``serve`` (default), ``doctor``, ``demo``, ``setup``,
 ``token``, ``image``.
 
-Every setting is a flag of every command (flags win over ``MCP_BRIDGE_*`` variables). A bad
-value prints one line naming the variable or flag and exits with status 2, no traceback; except
+Every ``MCP_BRIDGE_*`` variable is a flag of every command (flags win over variables); the old
+flags of settings that moved to the settings file are still accepted, hidden from ``--help``, for
+this release. A bad value (or settings-file key) prints one line naming it and exits with
+status 2, no traceback; except
 when an MCP client started the server (stdin is not a terminal): then the server starts anyway
 and every ``run_python`` call answers with the problem and its fix, because a server that exits
 shows in the client as nothing more than "Connection closed".
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
+import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, NoReturn
 import anyio
 
 from mcp_code_execution_mode import __version__
+from mcp_code_execution_mode._deprecated import MOVED, old_flag, old_name
 from mcp_code_execution_mode._logging import configure_logging
 from mcp_code_execution_mode.settings import (
     SETTINGS,
@@ -34,11 +38,13 @@ if TYPE_CHECKING:
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
+logger = logging.getLogger(__name__)
+
 COMMANDS = ("serve", "doctor", "demo", "setup", "token", "kube-spec", "image")
 
 # Settings holding paths: written into a client's config by `setup`, they must not depend on the
 # directory `setup` ran in.
-_PATH_SETTINGS = frozenset({"config", "state_dir", "log_file", "audit_log", "http_token_file"})
+_PATH_SETTINGS = frozenset({"config", "state_dir", "log_file", "http_token_file"})
 
 
 class UsageError(Exception):
@@ -79,6 +85,9 @@ def _settings_parent() -> _Parser:
             metavar="VALUE",
             help=f"{setting.help} [{setting.env}; {default}]",
         )
+    for variable in MOVED:  # deprecated: accepted for this release, not shown
+        parent.add_argument(old_flag(variable), dest=old_name(variable), default=None,
+                            help=argparse.SUPPRESS)  # fmt: skip
     return parent
 
 
@@ -214,8 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(normalised)
-        flags = {s.name: getattr(args, s.name, None) for s in SETTINGS}
-        settings = load_settings(flags)
+        settings = load_settings(_given_flags(args))
         if args.command == "serve":
             _check_trace_export()  # read again by the lifespan, which exports
     except UsageError as exc:
@@ -238,6 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # (nor the state dir holding it) either; it reports on stdout.
     log_file = None if args.command == "setup" else settings.resolved_log_file
     configure_logging(settings.log_level, log_file)
+    for deprecation in settings.deprecations:  # once per start; doctor prints them too
+        logger.warning("%s; %s", deprecation.line, deprecation.fix)
     if args.command == "doctor":
         from mcp_code_execution_mode.doctor import run_doctor
 
@@ -247,7 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mcp_code_execution_mode.demo import run_demo
 
         # The demo's bridge subprocess gets the same settings, as environment variables.
-        forward = {s.env: raw for s in SETTINGS if (raw := getattr(args, s.name, None)) is not None}
+        forward = {
+            "MCP_BRIDGE_" + name.upper(): raw for name, raw in _given_flags(args).items() if raw
+        }
         status = anyio.run(run_demo, settings, args.servers_dir, forward)
         return status
     if args.command == "setup":
@@ -264,6 +276,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             command=args.pod_command,
         )
     return _serve(settings, args.http)
+
+
+def _given_flags(args: argparse.Namespace) -> dict[str, str | None]:
+    """The settings given as flags, current and deprecated, by name."""
+    names = [s.name for s in SETTINGS] + [old_name(variable) for variable in MOVED]
+    return {name: getattr(args, name, None) for name in names}
 
 
 def _check_trace_export() -> None:
@@ -303,6 +321,13 @@ def _setup(args: argparse.Namespace, settings: Settings) -> int:
 
     from mcp_code_execution_mode.setup import run_setup
 
+    old = [d for d in settings.deprecations if d.old.startswith("--")]
+    if old:
+        # setup writes what it is given into a client's config: not names on their way out.
+        for deprecation in old:
+            print(f"mcp-code-execution-mode: {deprecation.line}", file=sys.stderr)
+            print(f"  fix: {deprecation.fix}", file=sys.stderr)
+        return 2
     flags = {}
     for s in SETTINGS:
         raw = getattr(args, s.name, None)

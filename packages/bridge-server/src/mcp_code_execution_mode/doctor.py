@@ -453,12 +453,22 @@ def _check_traces(report: _Report, environ: Mapping[str, str] | None = None) -> 
         report.ok("traces", f"exported over OTLP/HTTP (endpoint from {export.endpoint_variable})")
 
 
+def _report_settings_file(settings: Settings, report: _Report) -> None:
+    # Read (and validated) with the other settings before doctor runs: a bad key never gets here.
+    path = settings.settings_file
+    if path is not None:
+        report.ok("settings file", f"{path}" if path.is_file() else f"none ({path} is not there)")
+    for deprecation in settings.deprecations:
+        report.warn("deprecated", deprecation.line, deprecation.fix)
+
+
 async def run_doctor(settings: Settings, out: TextIO | None = None) -> int:
     """Run every check, print the findings; return 0 when everything needed is there, else 1."""
     report = _Report(out or sys.stdout)
     print(f"mcp-code-execution-mode {__version__} doctor", file=report.out)
     log_file = settings.resolved_log_file
     report.ok("log file", str(log_file) if log_file else "off (MCP_BRIDGE_LOG_FILE=off)")
+    _report_settings_file(settings, report)
     _check_traces(report)
     backend = None
     if await _check_state_dir(settings, report):

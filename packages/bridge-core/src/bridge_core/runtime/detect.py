@@ -11,8 +11,9 @@ from bridge_core.runtime.base import RuntimeBackend
 
 __all__ = ["RUNTIME_CHOICES", "RuntimeTarget", "detect_runtime"]
 
-RUNTIME_CHOICES = ("podman", "docker", "local")
-"""Values of ``MCP_BRIDGE_RUNTIME``. ``local`` (no isolation) is never chosen automatically."""
+RUNTIME_CHOICES = ("podman", "docker")
+"""Values of ``MCP_BRIDGE_RUNTIME``. The unisolated :class:`~bridge_core.runtime.local.LocalBackend`
+is not one: tests construct it directly (it is their seam), no setting can select it."""
 
 _AUTO_ORDER = ("podman", "docker")
 _FIX = (
@@ -46,19 +47,15 @@ async def _connect(name: str, state_dir: Path, target: RuntimeTarget) -> Runtime
             identity=target.identity,
             known_hosts=target.known_hosts,
         )
-    if name == "docker":
-        from bridge_core.runtime.docker import DockerBackend
+    from bridge_core.runtime.docker import DockerBackend
 
-        return await DockerBackend.connect(state_dir=state_dir)
-    from bridge_core.runtime.local import LocalBackend
-
-    return LocalBackend(state_dir=state_dir)
+    return await DockerBackend.connect(state_dir=state_dir)
 
 
 async def detect_runtime(
     preference: str | None, *, state_dir: Path, target: RuntimeTarget | None = None
 ) -> RuntimeBackend:
-    """A connected backend for ``preference`` (``"podman"``, ``"docker"``, ``"local"``) or, for
+    """A connected backend for ``preference`` (``"podman"``, ``"docker"``) or, for
     None, the first of podman and docker that answers.
 
     Connecting also removes leftover containers of dead bridges. Raises
@@ -72,14 +69,14 @@ async def detect_runtime(
         )
     target = target or RuntimeTarget()
     if target.url is not None or target.channel != "auto":
-        if preference in ("docker", "local"):
+        if preference == "docker":
             raise ConfigError(
                 f"MCP_BRIDGE_RUNTIME_URL and MCP_BRIDGE_CHANNEL apply to podman only, not to "
                 f"MCP_BRIDGE_RUNTIME={preference}: unset them or use podman"
             )
         preference = "podman"
     order = (preference,) if preference else _AUTO_ORDER
-    if preference != "local" and not (target.url or "").startswith("ssh://"):
+    if not (target.url or "").startswith("ssh://"):
         # Before any runtime is probed: off Linux the channel cannot reach a container at all.
         problem = platform_problem()
         if problem:

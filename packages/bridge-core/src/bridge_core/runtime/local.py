@@ -2,8 +2,8 @@
 
 For fast tests and development only. The "sandbox" runs as the bridge's own user with the host's
 network, filesystem and limits; nothing of the container hardening applies. :meth:`info` says so
-(``limits_enforced=False``), and nothing selects this backend automatically: it must be asked
-for by name (``MCP_BRIDGE_RUNTIME=local``).
+(``limits_enforced=False``), and no setting selects it: ``MCP_BRIDGE_RUNTIME`` accepts podman and
+docker only. Tests construct it directly (``LocalBackend(state_dir=...)``): that is the seam.
 
 Same lifecycle as the container backends: a per-sandbox channel directory (private: the child
 runs as our own user), one accepted connection, which must come from the child itself, and the

@@ -13,21 +13,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_MAX_CALL_BYTES", "DEFAULT_MAX_CALLS", "CallBudget", "CallLimits"]
+__all__ = ["MAX_CALL_BYTES", "MAX_CALLS_IN_FLIGHT", "CallBudget", "CallLimits"]
 
-DEFAULT_MAX_CALLS = 256
-"""Calls in flight per sandbox (``MCP_BRIDGE_MAX_CALLS_IN_FLIGHT``)."""
-DEFAULT_MAX_CALL_BYTES = 32 * 1024 * 1024
-"""Bytes of calls in flight per sandbox (``MCP_BRIDGE_MAX_CALL_BYTES``): two frames of the
-largest size."""
+MAX_CALLS_IN_FLIGHT = 256
+"""Calls in flight per sandbox. Fixed, not a setting: each costs the host a task, an upstream
+request and copies of its arguments that the sandbox's memory limit does not cover, so sandbox
+code must not be able to raise it (256 is far past what a real fan-out needs)."""
+MAX_CALL_BYTES = 32 * 1024 * 1024
+"""Bytes of calls in flight per sandbox: two frames of the largest size. Fixed, not a setting,
+for the same reason: it bounds host memory that no sandbox limit covers."""
 
 
 @dataclass(frozen=True, slots=True)
 class CallLimits:
-    """The per-sandbox bounds (bridge-server fills them from its settings)."""
+    """The per-sandbox bounds (tests lower them; the bridge uses the constants)."""
 
-    max_calls: int = DEFAULT_MAX_CALLS
-    max_bytes: int = DEFAULT_MAX_CALL_BYTES
+    max_calls: int = MAX_CALLS_IN_FLIGHT
+    max_bytes: int = MAX_CALL_BYTES
 
 
 class CallBudget:
@@ -48,13 +50,13 @@ class CallBudget:
         if self.calls >= limits.max_calls:
             return (
                 f"{self.calls} calls are already in flight from this sandbox, the most the bridge "
-                f"allows (MCP_BRIDGE_MAX_CALLS_IN_FLIGHT={limits.max_calls})"
+                f"allows ({limits.max_calls}, a fixed bound)"
             )
         if self.calls and self.bytes + size > limits.max_bytes:
             return (
                 f"the calls in flight from this sandbox already hold {self.bytes:,} bytes, and "
                 f"this one's {size:,} would pass the bridge's bound "
-                f"(MCP_BRIDGE_MAX_CALL_BYTES={limits.max_bytes:,})"
+                f"({limits.max_bytes:,} bytes, a fixed bound)"
             )
         return None
 

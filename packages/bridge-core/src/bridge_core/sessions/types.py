@@ -8,7 +8,7 @@ from typing import Literal, Protocol
 from bridge_protocol import ErrorInfo, Stream
 
 from bridge_core.runtime.base import SandboxLimits
-from bridge_core.sessions._budget import DEFAULT_MAX_CALL_BYTES, DEFAULT_MAX_CALLS
+from bridge_core.sessions._budget import MAX_CALL_BYTES, MAX_CALLS_IN_FLIGHT
 
 __all__ = ["ExecutionListener", "ExecutionResult", "Image", "SessionConfig", "Status"]
 
@@ -91,9 +91,9 @@ class SessionConfig:
     """Seconds an interrupted execution gets to stop before its container is killed."""
     output_cap: int = 64 * 1024
     """Characters of stdout+stderr kept per execution; past it head and tail are kept."""
-    max_calls_in_flight: int = DEFAULT_MAX_CALLS
+    max_calls_in_flight: int = MAX_CALLS_IN_FLIGHT
     """Tool calls and requests one sandbox may have in flight; past it they are refused."""
-    max_call_bytes: int = DEFAULT_MAX_CALL_BYTES
+    max_call_bytes: int = MAX_CALL_BYTES
     """Bytes those calls may hold on the host (arguments, then results until sent)."""
     start_timeout: float = 60.0
     """Seconds a sandbox gets to start (or to come from the warm pool) when a call needs one;
