@@ -241,3 +241,22 @@ def test_the_docs_list_every_file_key_and_every_old_variable_with_its_home() -> 
     assert keys == {(k.section, k.key) for k in FILE_KEYS}
     moved = dict(re.findall(r"^\| `(MCP_BRIDGE_\w+)` \| `((?:\[|constant )[^`]+)` \|", text, re.M))
     assert moved == MOVED
+
+
+def test_setup_refuses_an_old_flag_instead_of_writing_it_into_a_client_config(
+    tmp_path: Path,
+) -> None:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
+           "XDG_CONFIG_HOME": str(tmp_path / ".config")}  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcp_code_execution_mode", "setup", "cursor", "--pool-size", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert proc.returncode == 2
+    assert "--pool-size is deprecated" in proc.stderr
+    assert "write `pool_size = ...` under [sandbox]" in proc.stderr
+    assert not (tmp_path / ".cursor").exists()
