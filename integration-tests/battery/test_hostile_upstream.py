@@ -158,9 +158,9 @@ async def test_an_endless_json_rpc_line_is_cut_at_the_bound_and_the_server_is_st
 async def test_a_malformed_or_oversized_tool_result_reaches_sandbox_code_as_a_clear_error(
     tmp_path: Path, sandbox_image: str
 ) -> None:
-    # A tools/call answer is checked by the bridge itself (not built into the SDK's models): a
-    # result that is not a CallToolResult, or one past the sandbox's frame limit, is an error
-    # naming what was wrong; the server and the session keep serving.
+    # A tools/call answer is validated by the SDK's session: a result that is not a
+    # CallToolResult, or one past the sandbox's frame limit, is an error naming what was wrong;
+    # the server and the session keep serving.
     servers = {"hostile": _hostile()}
     malformed = "mcp_servers['hostile'].answer(result={'content': [{'type': 'text', 'text': 5}]})"
     oversized = f"mcp_servers['hostile'].big(size={17 * 1024 * 1024})"
@@ -170,7 +170,7 @@ async def test_a_malformed_or_oversized_tool_result_reaches_sandbox_code_as_a_cl
         again = await bridge.run("await mcp_servers['hostile'].echo(text='fine')")
     kind, server, message = _caught(refused)
     assert (kind, server) == ("ToolError", "hostile"), message
-    assert "invalid tools/call result: content[0] (text) has no string 'text'" in message
+    assert "invalid tools/call result: content.0.TextContent.text: Input should be" in message
     kind, server, message = _caught(too_big)
     assert kind == "ToolError", message
     assert "could not be sent to the sandbox" in message
