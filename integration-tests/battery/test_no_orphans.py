@@ -3,7 +3,9 @@
 Through the real bridge (stdio, the official MCP SDK client) and real podman. Closing the client
 runs the SDK's own shutdown sequence: stdin closed, 2 s, SIGTERM, 2 s, SIGKILL. A bridge killed
 outright gets no say at all: its sandboxes must end by themselves (their channel hits EOF) and
-podman's auto-removal deletes them, without a next bridge start to sweep them up.
+podman's auto-removal deletes them, without a next bridge start to sweep them up. A bridge the
+client closes waits (a bounded time) for the engine to remove what it killed: once it has
+exited, nothing of it is listed any more.
 
 Containers are counted by THIS bridge's owner label only: other bridges run on this host, and
 each one removes the containers of dead bridges when it starts. So the bridge runs under
@@ -27,6 +29,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 from bridge_core.runtime._ownership import process_start_time
 from bridge_core.runtime.base import OWNER_LABEL
@@ -50,7 +53,15 @@ UNREAPED_PARENT = Path(__file__).resolve().parents[1] / "servers" / "unreaped_pa
 _PR_SET_CHILD_SUBREAPER = 36
 SESSIONS = 120
 """As many as in the report: 120 sandboxes start in ~75-90 s on a loaded 2-core VM."""
+CLOSED_WITH = 12
+"""Sessions of the bridge whose close must leave nothing listed: as many as podman removes
+within the bridge's wait (``REMOVAL_WAIT``) on a loaded 2-core VM, with the warm pool's."""
 STARTS_AT_ONCE = 4
+LISTED_AFTER_EXIT = 1.0
+"""How long the engine may still list a container once the bridge has exited (its removal was
+answered before the bridge exited; a listing may be served just before the commit)."""
+CLIENT_PATIENCE = 4.0
+"""The MCP SDK's stdio client SIGKILLs a server 4 s after closing its stdin (2 s, SIGTERM, 2 s)."""
 STUBBORN = """
 import signal
 signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -135,20 +146,53 @@ async def test_client_closing_a_bridge_with_120_sessions_leaves_no_container(
     async with _adopting() as adopted:
         async with _unreaped_bridge(tmp_path, env) as (bridge, pid):
             adopted.append(pid)
-            limiter = anyio.CapacityLimiter(STARTS_AT_ONCE)
-
-            async def open_session(index: int) -> None:
-                async with limiter:
-                    result = await bridge.run(f"n = {index}\nn", session=f"s{index}")
-                assert code_text(result) == str(index)
-
-            async with anyio.create_task_group() as sessions:
-                for index in range(SESSIONS):
-                    sessions.start_soon(open_session, index)
+            await _open_sessions(bridge, SESSIONS)
             assert len(owned_containers(pid)) >= SESSIONS
             closing = time.time()
         # The client closed: stdin, then SIGTERM, then SIGKILL if the bridge still ran.
         assert await containers_left(pid, since=closing) == []
+
+
+async def _open_sessions(bridge: BridgeClient, count: int) -> None:
+    limiter = anyio.CapacityLimiter(STARTS_AT_ONCE)
+
+    async def open_session(index: int) -> None:
+        async with limiter:
+            result = await bridge.run(f"n = {index}\nn", session=f"s{index}")
+        assert code_text(result) == str(index)
+
+    async with anyio.create_task_group() as sessions:
+        for index in range(count):
+            sessions.start_soon(open_session, index)
+
+
+async def _listed_after_exit(pid: int) -> list[str]:
+    """Containers of the exited bridge ``pid`` the engine still lists, asked until none is or
+    :data:`LISTED_AFTER_EXIT` passed (no sleeps: each listing is a runtime command)."""
+    with anyio.move_on_after(LISTED_AFTER_EXIT):
+        while left := await anyio.to_thread.run_sync(owned_containers, pid):
+            await anyio.lowlevel.checkpoint()
+        return []
+    return left
+
+
+async def test_client_closing_a_bridge_leaves_nothing_listed_once_it_exited_even_a_pool_refill(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    env = {"MCP_BRIDGE_POOL_SIZE": "2"}
+    async with _adopting() as adopted:
+        async with _unreaped_bridge(tmp_path, env) as (bridge, pid):
+            adopted.append(pid)
+            await _open_sessions(bridge, CLOSED_WITH)
+            # Closed at once: the warm pool's refills after the last takes are under way.
+            assert len(owned_containers(pid)) >= CLOSED_WITH
+            closing = time.monotonic()
+        # The client closed (stdin, then SIGTERM, then SIGKILL if the bridge still ran) and the
+        # bridge has exited: nothing it started may still be listed, not even being removed.
+        took = time.monotonic() - closing
+        left = await _listed_after_exit(pid)
+        assert left == [], f"{len(left)} container(s) still listed after the bridge exited"
+        assert took < CLIENT_PATIENCE, f"the bridge took {took:.1f} s: the client killed it"
 
 
 async def _running_count(owner: str) -> int:

@@ -56,6 +56,7 @@ __all__ = [
     "limits_support",
     "list_ours",
     "log_tail",
+    "remove_killed",
     "remove_quietly",
     "security_opt_fields",
     "socket_candidates",
@@ -381,6 +382,34 @@ def remove_quietly(client: podman.PodmanClient, name: str) -> None:
         # Auto-removal got there first: podman 4.3 may say so with a 500 instead of a 404.
         if _NO_SUCH_CONTAINER not in str(exc):
             raise
+
+
+def remove_killed(client: podman.PodmanClient, name: str, deadline: float) -> bool:
+    """Remove a container already sent SIGKILL; True once it is gone, whoever removed it, False
+    when podman had not answered by ``deadline`` (``time.monotonic()``: the thread ends by then).
+
+    A DELETE waits for the container's lock: when podman's auto-removal (the cleanup process
+    conmon runs on exit) holds it, the answer comes once that removal is done ("no such
+    container"), so either way the container no longer exists when this returns True.
+    """
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return False
+    try:
+        response = client.api.delete(
+            f"/containers/{name}", params={"force": True}, timeout=(left, left)
+        )
+        response.raise_for_status()
+    except NotFound:
+        pass
+    except (APIError, OSError) as exc:
+        # podman-py reports a timed-out request as an APIError ("DELETE operation failed").
+        if _NO_SUCH_CONTAINER in str(exc):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        raise
+    return True
 
 
 def limits_support(rootless: bool, cgroup_version: str, controllers: Sequence[str]) -> str:

@@ -37,7 +37,6 @@ from bridge_core.runtime import _oom
 from bridge_core.runtime._channel import ChannelDir, accept_channel
 from bridge_core.runtime._docker_cli import (
     COMMAND_TIMEOUT,
-    RACED_EXIT,
     CommandRefused,
     DaemonUnavailable,
     DockerCLI,
@@ -395,17 +394,31 @@ class DockerBackend:
     async def _remove_many(self, names: Sequence[str]) -> None:
         try:
             await self._cli.run("rm", "--force", *names)
-        except CommandRefused as exc:
+        except CommandRefused:
             # Some were gone already (auto-removed): the others were removed all the same,
-            # except one that exited as it was killed, which the daemon refused to remove.
-            if RACED_EXIT in str(exc).lower():
-                async with anyio.create_task_group() as removals:
-                    for name in names:
-                        removals.start_soon(self._remove, name)
-            elif not isinstance(exc, NoSuchObject):
-                logger.warning("could not remove sandboxes %s: %s", ", ".join(names), exc)
+            # except one that exited as it was killed, which the daemon refused to remove, and
+            # one whose auto-removal was under way, which the daemon answered at once while the
+            # container was still there (it stayed listed after the bridge had exited). Those
+            # still listed are removed one by one, each waited for (DockerCLI.remove).
+            async with anyio.create_task_group() as removals:
+                for name in await self._still_there(names):
+                    removals.start_soon(self._remove, name)
         except DaemonUnavailable as exc:
             logger.warning("could not remove sandboxes %s: %s", ", ".join(names), exc)
+
+    async def _still_there(self, names: Sequence[str]) -> list[str]:
+        """Those of ``names`` the daemon still lists (one ``docker ps``; all when it fails)."""
+        try:
+            listed = await self._cli.run(
+                "ps",
+                "--all",
+                f"--filter=label={OWNER_LABEL}={self.owner.label}",
+                "--format={{.Names}}",
+            )
+        except (CommandRefused, DaemonUnavailable):
+            return list(names)
+        there = set(listed.split())
+        return [name for name in names if name in there]
 
     async def remove_leftovers(self) -> int:
         """Remove our containers whose owner bridge process is gone, and what such bridges left
