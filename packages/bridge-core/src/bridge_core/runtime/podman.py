@@ -102,10 +102,11 @@ CLEANUP_TIMEOUT = 15.0
 API_KILLS_AT_ONCE = 16
 """Concurrent kills (and removals) through the API: podman serves each in a goroutine, and more
 at once only queue on its locks."""
-REMOVAL_WAIT = 3.0
+REMOVAL_WAIT = 2.0
 """Bound on :meth:`PodmanBackend.kill_all` waiting for podman to remove the killed sandboxes: MCP
-clients SIGKILL a server 4 s after closing its stdin (the SDK: 2 s, SIGTERM, 2 s), and the kills
-and the rest of the shutdown take well under 1 s, so the bridge still exits by itself."""
+clients SIGKILL a server 4 s after closing its stdin (the SDK: 2 s, SIGTERM, 2 s), and the rest
+of the shutdown took up to 0.9 s with 120 sessions on a loaded 2-core VM (3 s here: the bridge
+exited 4.01 s after stdin closed, at the SIGKILL)."""
 NAMES_LOGGED = 8
 
 
