@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from bridge_core.errors import SandboxStartError
-from mcp_code_execution_mode._image_supply import check_image, require_image, supply_image
+from mcp_code_execution_mode._image_supply import check_image, require_image
 from mcp_code_execution_mode.settings import Settings
 
 
@@ -29,5 +29,3 @@ def test_an_unreadable_release_record_refuses_the_image_before_any_engine_call(
         assert "MCP_BRIDGE_IMAGE_RELEASE" in supplied.fix
         with pytest.raises(SandboxStartError, match="release record cannot be read"):
             require_image(settings, engine)
-        with pytest.raises(SandboxStartError):
-            supply_image(settings, engine)

@@ -23,7 +23,7 @@ from bridge_image.supply import supply_image as _decide
 
 from mcp_code_execution_mode.settings import Settings
 
-__all__ = ["check_image", "image_advice", "require_image", "supply_image"]
+__all__ = ["check_image", "image_advice", "require_image"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,25 +83,6 @@ def require_image(
     else:
         logger.info("sandbox image %s: %s", supplied.case, supplied.detail)
     return supplied
-
-
-def supply_image(
-    settings: Settings, runtime: str, progress: Callable[[str], None] | None = None
-) -> str | None:
-    """:func:`require_image` for a caller that reports a missing image itself: what was pulled,
-    or None (nothing pulled; the image may still be absent).
-
-    Raises :class:`SandboxStartError` only when the image is refused (a released name held by
-    another image, a failed pull). Prefer :func:`check_image`, which says which case applied.
-    """
-    supplied = check_image(settings, runtime, progress)
-    if supplied is None or supplied.case in {"missing", "unknown-tag", "unchecked"}:
-        return None
-    if not supplied.usable:
-        raise SandboxStartError(
-            f"sandbox image {settings.image}: {supplied.detail}. Fix: {supplied.fix}"
-        )
-    return supplied.detail if supplied.pulled else None
 
 
 def image_advice(settings: Settings) -> str:

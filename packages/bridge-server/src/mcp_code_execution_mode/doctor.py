@@ -31,7 +31,7 @@ import anyio
 import mcp_types as types
 from bridge_core.discovery import CheckedSource, DiscoveryReport
 from bridge_core.discovery import display_path as shown_path
-from bridge_core.errors import BridgeError, SandboxStartError
+from bridge_core.errors import BridgeError
 from bridge_core.gateway import NullGateway
 from bridge_core.policy import Policy
 from bridge_core.redaction import Redactor, configured_secrets
@@ -41,6 +41,12 @@ from bridge_core.runtime.detect import detect_runtime
 from bridge_core.servers import ServerSpec
 from bridge_core.sessions import visible
 from bridge_core.sessions.manager import SessionManager
+from bridge_image.names import (
+    LABEL_PROTOCOL_VERSIONS,
+    LABEL_REVISION,
+    LABEL_SANDBOX_CLIENT_VERSION,
+    LABEL_VARIANT,
+)
 
 from mcp_code_execution_mode import __version__
 from mcp_code_execution_mode._compose import (
@@ -55,7 +61,7 @@ from mcp_code_execution_mode._footprint import (
     schema_bytes,
     token_estimate,
 )
-from mcp_code_execution_mode._image_supply import supply_image
+from mcp_code_execution_mode._image_supply import check_image
 from mcp_code_execution_mode._probe import probe_servers
 from mcp_code_execution_mode._telemetry import trace_export_from_env
 from mcp_code_execution_mode._units import format_size
@@ -200,21 +206,15 @@ def _report_profile(settings: Settings, info: RuntimeInfo, report: _Report) -> N
 def _check_image(settings: Settings, backend: RuntimeBackend, report: _Report) -> bool:
     if backend.name == "local":
         return True
+    # The one decision the server makes before its first sandbox (verified, pulled, refused,
+    # digest-pinned, unknown tag, missing, unchecked): doctor says which case applies.
+    supplied = check_image(settings, backend.name, progress=report.progress)
+    if supplied is not None and not supplied.usable:
+        report.fail("image", supplied.detail, supplied.fix)
+        return False
+    if supplied is not None and supplied.pulled:
+        report.ok("image pull", supplied.detail)
     data = _inspect_image(backend.name, settings.image)
-    if data is None:
-        try:
-            pulled = supply_image(settings, backend.name, progress=report.progress)
-        except SandboxStartError as exc:
-            report.fail(
-                "image",
-                str(exc),
-                f"check the registry and the release record, or build the image locally "
-                f"({IMAGE_BUILD_COMMAND}) and set MCP_BRIDGE_IMAGE_PULL=never",
-            )
-            return False
-        if pulled is not None:
-            report.ok("image pull", pulled)
-            data = _inspect_image(backend.name, settings.image)
     if data is None:
         report.fail(
             "image",
@@ -224,9 +224,23 @@ def _check_image(settings: Settings, backend: RuntimeBackend, report: _Report) -
         )
         return False
     labels = data.get("Labels") or data.get("Config", {}).get("Labels") or {}
-    shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) or "no labels"
-    report.ok("image", f"{settings.image} ({str(data.get('Id', ''))[:12]}); {shown}")
+    # The few labels a user acts on, not every label (a line, not a screen).
+    shown = [f"{name} {labels[label]}" for name, label in _IMAGE_FACTS if labels.get(label)]
+    case = f"{supplied.case}; " if supplied is not None else ""
+    report.ok(
+        "image",
+        f"{settings.image} ({str(data.get('Id', ''))[:12]}); {case}"
+        + (", ".join(shown) or "no labels of this product"),
+    )
     return True
+
+
+_IMAGE_FACTS = (
+    ("variant", LABEL_VARIANT),
+    ("sandbox client", LABEL_SANDBOX_CLIENT_VERSION),
+    ("protocol", LABEL_PROTOCOL_VERSIONS),
+    ("revision", LABEL_REVISION),
+)
 
 
 def _expected_limits(settings: Settings) -> dict[str, str]:
