@@ -13,53 +13,26 @@ import json
 import ntpath
 import posixpath
 import re
-import unicodedata
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
 
+from bridge_core.sessions._visible import visible as escaped
+
 __all__ = ["clipped", "resolved_path", "visible", "walk_strings"]
-
-_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
-"""Control, format (bidi overrides and isolates, zero-width characters, tags), surrogate,
-private-use, unassigned, line/paragraph separators and every space but the plain one."""
-_BLANK_LETTERS = frozenset(
-    "\u115f\u1160\u3164\uffa0\u2800\u180e\u034f"  # fillers and blanks that are not "space"
-    + "".join(chr(c) for c in range(0xFE00, 0xFE10))  # variation selectors
-)
-_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escaped(char: str) -> str:
-    if char in _SHORT_ESCAPES:
-        return _SHORT_ESCAPES[char]
-    code = ord(char)
-    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
-
-
-def _hidden(char: str) -> bool:
-    if char == " ":
-        return False
-    return (
-        unicodedata.category(char) in _HIDDEN_CATEGORIES
-        or char in _BLANK_LETTERS
-        or 0xE0100 <= ord(char) <= 0xE01EF  # variation selectors supplement
-    )
 
 
 def visible(text: str, *, quoted: bool = False, newlines: bool = False) -> str:
     """``text`` with every character that could hide or reorder text shown as an escape
-    (``\\r``, ``\\u202e``, ``\\u200b``...).
+    (``\\r``, ``\\u202e``, ``\\u200b``...): the product's escaper in its strict form
+    (:func:`bridge_core.sessions.visible`).
 
     ``quoted``: a JSON string literal with every non-ASCII character escaped too (values and
     names in the approval question: a homoglyph in a path must read as what it is).
     ``newlines``: keep line feeds (free text such as a relayed question's message)."""
     if quoted:
         return json.dumps(text, ensure_ascii=True)
-    return "".join(
-        _escaped(char) if _hidden(char) and not (newlines and char == "\n") else char
-        for char in text
-    )
+    return escaped(text, strict=True, single_line=not newlines)
 
 
 def clipped(raw: str, room: int) -> str:

@@ -18,11 +18,19 @@ nothing to escape (the common case costs one regex scan).
 
 The escapes are not reversible (a printed backslash sequence looks the same): the exact bytes
 are in the full-output file when the output was truncated.
+
+``strict`` is the rule for what a user is asked to approve (the bridge's approval question and
+every relayed question, :mod:`bridge_core._shown`): there nothing may look like something else,
+so every character a reader could not tell apart from a plain space or from nothing is escaped
+too — tabs, carriage returns, joiners, every space but U+0020, private-use, unassigned and
+surrogate code points, blank letters and variation selectors. This is the product's one
+escaper; the audit log's JSON encoding and ``repr`` in error messages are the only others.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 __all__ = ["visible", "visible_head", "visible_tail"]
 
@@ -41,7 +49,7 @@ _JOINERS = "\u200c\u200d"
 # the rules that look at a neighbour are decided per match.
 _CANDIDATES = re.compile(f"[{_ALWAYS}\r{_JOINERS}]")
 _SINGLE_LINE = re.compile(f"[{_ALWAYS}\r\n{_JOINERS}]")
-_NAMED = {"\r": "\\r", "\n": "\\n"}
+_NAMED = {"\r": "\\r", "\n": "\\n", "\t": "\\t"}
 
 
 def _escaped(char: str) -> str:
@@ -69,13 +77,36 @@ def _shown(match: re.Match[str]) -> str:
     return _escaped(char)
 
 
-def visible(text: str, *, single_line: bool = False) -> str:
+_STRICT_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
+_BLANK_LETTERS = frozenset(
+    "\u115f\u1160\u3164\uffa0\u2800\u180e\u034f"  # fillers and blanks that are not "space"
+    + "".join(chr(c) for c in range(0xFE00, 0xFE10))  # variation selectors
+)
+
+
+def _strictly_hidden(char: str) -> bool:
+    if char == " ":
+        return False
+    return (
+        unicodedata.category(char) in _STRICT_CATEGORIES
+        or char in _BLANK_LETTERS
+        or 0xE0100 <= ord(char) <= 0xE01EF  # variation selectors supplement
+    )
+
+
+def visible(text: str, *, single_line: bool = False, strict: bool = False) -> str:
     """``text`` with invisible and control characters escaped (see the module docstring).
 
     ``single_line`` also escapes newlines and carriage returns, for text that must stay on one
     line (a notice or an error line in the bridge's own block). Applying it twice changes
-    nothing more: its output has nothing left to escape.
+    nothing more: its output has nothing left to escape. ``strict``: the rule for a question a
+    user answers (module docstring); newlines stay unless ``single_line``.
     """
+    if strict:
+        return "".join(
+            _escaped(char) if _strictly_hidden(char) and (single_line or char != "\n") else char
+            for char in text
+        )
     if single_line:
         return _SINGLE_LINE.sub(lambda match: _escaped(match.group()), text)
     return _CANDIDATES.sub(_shown, text)
