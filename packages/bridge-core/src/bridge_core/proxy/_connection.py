@@ -222,8 +222,12 @@ class Connection:
                     limit = self._options.start_timeout
                     raise TimeoutError(f"no answer to initialize within {limit:g}s") from None
                 self.session = session
+                # The catalog (and its cache on disk) learns the list before the first call is
+                # answered: announced from a task of its own, a bridge that closed right after
+                # that call could cancel it before it ran, and the next start would find no
+                # cache (the server started again just to be searched).
+                await self._announce_tools(self.tools)
                 self.ready.set()
-                tg.start_soon(self._announce_tools, self.tools)
                 tg.start_soon(self._refresh_on_change, session)
                 await self._wake.wait()
             tg.cancel_scope.cancel()
