@@ -9,6 +9,7 @@ import stat
 import sys
 import tomllib
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 from bridge_core.discovery import discover, where
@@ -365,3 +366,46 @@ def test_the_servers_file_is_named_in_the_entry_when_the_bridge_may_not_find_it_
     assert isinstance(entry, dict)
     assert entry["env"]["MCP_BRIDGE_CONFIG"] == str(elsewhere)
     assert set(json.loads(elsewhere.read_text())["mcpServers"]) == {"github", "time"}
+
+
+def test_in_the_home_directory_the_user_file_is_moved_and_not_called_a_project_file(
+    home: Path,
+) -> None:
+    path = install(home, "cursor")
+    out = io.StringIO()
+    status = run_setup(
+        "cursor",
+        where=where(home=home, cwd=home, environ={}, platform="linux"),
+        state_dir=home / "state",
+        flags={},
+        out=out,
+    )
+    assert status == 0, out.getvalue()
+    assert "moves 2 server(s)" in out.getvalue()
+    assert "left in place" not in out.getvalue()
+    assert list(client_table("cursor", path)) == ["code-execution"]
+
+
+def test_a_vscode_server_asking_for_an_input_stays_in_vscode_and_setup_says_why(
+    home: Path,
+) -> None:
+    path = home / ".config/Code/User/mcp.json"
+    path.parent.mkdir(parents=True)
+    asks = {
+        "type": "http",
+        "url": "https://api.example/mcp",
+        "headers": {"Authorization": "Bearer ${input:api-token}"},
+    }
+    servers = {"remote": asks, "time": {"type": "stdio", "command": "mcp-server-time"}}
+    path.write_text(json.dumps({"inputs": [{"id": "api-token"}], "servers": servers}))
+    status, out = setup(home, "vscode")
+    assert status == 0, out
+    assert "moves 1 server(s) to ~/.config/mcp-code-execution-mode/servers.json: time" in out
+    assert "keeps in VS Code: remote (input api-token): VS Code asks the user for each" in out
+    assert client_table("vscode", path) == {"remote": asks, "code-execution": ANY}
+    assert set(json.loads(servers_file(home).read_text())["mcpServers"]) == {"time"}
+    report = discover(home=home, cwd=home / "project", environ={}, platform="linux")
+    assert set(report.servers) == {"time"}  # the bridge would send the literal text: not proxied
+    [problem] = [p for p in report.problems if p.entry == "remote"]
+    assert problem.severity == "info"
+    assert "${input:api-token}" in problem.message

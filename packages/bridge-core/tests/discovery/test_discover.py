@@ -114,10 +114,29 @@ def test_unset_variable_becomes_empty_and_is_reported_as_a_warning(machine: Mach
     ]
 
 
-def test_vscode_input_references_stay_literal(machine: Machine) -> None:
+def test_an_entry_using_a_vscode_input_is_not_proxied_and_is_reported_as_info(
+    machine: Machine,
+) -> None:
     machine.install("vscode_mcp.json")
-    env = run(machine).servers["perplexity"].env
-    assert env["PERPLEXITY_API_KEY"] == "${input:perplexity-key}"
+    report = run(machine)
+    # Only VS Code can ask the user for the value; proxied, the server would get the literal text.
+    assert "search" not in report.servers
+    [(severity, message)] = problems_of(report, "search")
+    assert severity == "info"
+    assert "${input:search-token}" in message
+    assert report.servers["perplexity"].env["PERPLEXITY_API_KEY"] == "k123"
+
+
+def test_in_the_home_directory_a_clients_file_is_its_user_file_read_once(tmp_path: Path) -> None:
+    (tmp_path / ".cursor").mkdir()
+    (tmp_path / ".cursor/mcp.json").write_text('{"mcpServers": {"t": {"command": "t"}}}')
+    report = discover(home=tmp_path, cwd=tmp_path, environ={}, platform="linux")
+    [cursor] = [c for c in report.sources_checked if c.app == "cursor"]
+    assert (cursor.path, cursor.scope, cursor.usable) == (
+        tmp_path / ".cursor/mcp.json",
+        "user",
+        ("t",),
+    )
 
 
 def test_entry_that_launches_the_bridge_itself_is_skipped_and_reported_as_info(

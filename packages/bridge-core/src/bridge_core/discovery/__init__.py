@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bridge_core.discovery import _claude, _codex, _cursor, _gemini, _generic, _vscode, _windsurf
 from bridge_core.discovery._entry import SELF_MARKERS, launches_bridge, parse_entry
-from bridge_core.discovery._expand import expand
+from bridge_core.discovery._expand import expand, prompted_inputs
 from bridge_core.discovery._files import strip_jsonc
 from bridge_core.discovery._generic import bridge_servers_file
 from bridge_core.discovery._model import (
@@ -46,6 +46,7 @@ __all__ = [
     "display_path",
     "expand",
     "launches_bridge",
+    "prompted_inputs",
     "same_server",
     "strip_jsonc",
     "where",
@@ -74,20 +75,26 @@ def where(
 
 def client_sources(where: Where) -> list[Source]:
     """The files MCP clients load themselves, project scope first, in precedence order."""
-    ordered: list[Source] = []
+    project: list[Source] = []
     # Project scope: the most specific configuration wins, as in the clients themselves.
-    ordered += _claude.project_sources(where)
-    ordered += _cursor.project_sources(where)
-    ordered += _vscode.project_sources(where)
-    ordered += _gemini.project_sources(where)
-    ordered += _claude.user_sources(where)
-    ordered += _claude.desktop_sources(where)
-    ordered += _cursor.user_sources(where)
-    ordered += _vscode.user_sources(where)
-    ordered += _windsurf.user_sources(where)
-    ordered += _gemini.user_sources(where)
-    ordered += _codex.user_sources(where)
-    return ordered
+    project += _claude.project_sources(where)
+    project += _cursor.project_sources(where)
+    project += _vscode.project_sources(where)
+    project += _gemini.project_sources(where)
+    user: list[Source] = []
+    user += _claude.user_sources(where)
+    user += _claude.desktop_sources(where)
+    user += _cursor.user_sources(where)
+    user += _vscode.user_sources(where)
+    user += _windsurf.user_sources(where)
+    user += _gemini.user_sources(where)
+    user += _codex.user_sources(where)
+    # In the home directory (cwd == home) the project's `.cursor/mcp.json` or
+    # `.gemini/settings.json` is the user-wide file: the client loads it in every project, so it
+    # is that, once, and `setup` edits it as such (docs/decisions.md).
+    user_files = {(_resolved(s.path), s.section) for s in user}
+    project = [s for s in project if (_resolved(s.path), s.section) not in user_files]
+    return project + user
 
 
 def _sources(explicit: Path | None, where: Where, clients: bool) -> list[Source]:
@@ -162,7 +169,7 @@ def discover(
     unreadable: set[Path] = set()
     for source in _sources(explicit, machine, clients):
         identity = (_resolved(source.path), source.section)
-        if identity in seen:  # e.g. cwd == home: ~/.cursor/mcp.json is both project and user
+        if identity in seen:  # a file named twice (a symlink to another one, say): read once
             continue
         seen.add(identity)
         shown = display_path(source.path, machine.home)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Literal
 from urllib.parse import urlsplit
 
-from bridge_core.discovery._expand import expand
+from bridge_core.discovery._expand import expand, prompted_inputs
 from bridge_core.discovery._model import DiscoveryProblem, RawEntry, Severity
 from bridge_core.servers import ServerSpec
 
@@ -52,6 +52,16 @@ def parse_entry(
         return None
     if value.get("disabled") is True or value.get("enabled") is False:
         report("disabled in its configuration; skipped", "info")
+        return None
+    asked = prompted_inputs(value)
+    if asked:
+        # The bridge cannot prompt; proxied, the server would receive the text `${input:ID}`
+        # itself as its token or key. VS Code, which can ask, loads it directly.
+        report(
+            f"uses {', '.join(asked)}, a value VS Code asks the user for when it starts the "
+            "server, which the bridge cannot do; not proxied (VS Code loads it itself)",
+            "info",
+        )
         return None
     for key in sorted(set(value) - _COMMON_FIELDS - _IGNORED_FIELDS - raw.known_fields):
         report(f"unknown field {key!r} ignored", "warning")

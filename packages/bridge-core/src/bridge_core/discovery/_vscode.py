@@ -10,7 +10,7 @@ from bridge_core.discovery._model import RawEntry, Source, Where
 __all__ = ["KNOWN_FIELDS", "project_sources", "user_sources"]
 
 # ``envFile`` and ``dev`` (watch/debug options) change nothing for a proxy; ``inputs`` live beside
-# ``servers``, not inside entries, and ``${input:...}`` references stay literal (no prompt here).
+# ``servers``, not inside entries; an entry using ``${input:...}`` is skipped (no prompt here).
 KNOWN_FIELDS = frozenset({"envFile", "dev", "gallery", "version"})
 
 

@@ -20,6 +20,7 @@ from bridge_core.discovery import (
     SourceUnreadable,
     Where,
     display_path,
+    prompted_inputs,
     same_server,
 )
 
@@ -87,6 +88,9 @@ class Plan:
     bridge_name: str
     moved: dict[str, Any] = field(default_factory=dict)
     kept: list[str] = field(default_factory=list)
+    prompted: dict[str, list[str]] = field(default_factory=dict)
+    """Servers left in the client because they use ``${input:ID}`` (VS Code prompts the user for
+    it when it starts the server; the bridge cannot): name → the references."""
     client_edit: FileEdit | None = None
     servers_edit: FileEdit | None = None
     left_in_place: list[tuple[str, list[str]]] = field(default_factory=list)
@@ -214,7 +218,10 @@ def make_plan(request: Request) -> Plan:
     for name, value in table.items():
         if name in bridges:
             continue
-        if name in request.keep:
+        asked = prompted_inputs(value)
+        if asked:
+            plan.prompted[name] = asked
+        elif name in request.keep:
             plan.kept.append(name)
         else:
             plan.moved[name] = normalised.get(name, value)

@@ -89,6 +89,18 @@ def _describe(plan: Plan, redactor: Redactor) -> Iterator[str]:
         yield f"  moves {len(plan.moved)} server(s) to {servers}: {', '.join(plan.moved)}"
     if plan.kept:
         yield f"  keeps in {client.name} (--keep): {', '.join(plan.kept)}"
+    if plan.prompted:
+        # The inputs by id: a header's `Bearer ${input:ID}` is masked as the credential it
+        # stands for.
+        asked = "; ".join(
+            f"{name} (input {', '.join(ref[len('${input:') : -1] for ref in refs)})"
+            for name, refs in plan.prompted.items()
+        )
+        yield (
+            f"  keeps in {client.name}: {asked}: {client.name} asks the user for each "
+            "${input:...} value when it starts the server; the bridge cannot ask and would "
+            "send the text itself, so it does not proxy these"
+        )
     for path, names in plan.left_in_place:
         yield (
             f"  left in place: {path} (project file, never edited): {', '.join(names)}; "
