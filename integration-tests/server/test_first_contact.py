@@ -90,9 +90,14 @@ async def test_setup_gives_a_client_one_tool_and_the_moved_servers_behind_it(
     home = tmp_path / "home"
     home.mkdir()
     path = _write_client_file(home, client, third_party["MCP_SERVER_TIME"])
+    # No warm pool for this bridge: a key of the settings file beside the servers file, which
+    # the bridge the client starts reads too (setup refuses the old --pool-size flag).
+    settings = home / ".config" / "mcp-code-execution-mode" / "bridge.toml"
+    settings.parent.mkdir(parents=True)
+    settings.write_text("[sandbox]\npool_size = 0\n")
     done = await anyio.to_thread.run_sync(
         lambda: _cli(
-            "setup", client, "--image", sandbox_image, "--pool-size", "0",
+            "setup", client, "--image", sandbox_image,
             "--state-dir", str(tmp_path / "state"), env=_user_env(home), cwd=home,
         )
     )  # fmt: skip
@@ -241,3 +246,9 @@ def test_doctor_warns_with_the_token_cost_when_a_client_loads_a_server_directly_
     assert done.returncode == 0, done.stdout
     assert "loaded twice" not in done.stdout
     assert "[ok]   server 'time': starts, lists 2 tool(s)" in done.stdout
+    # The entry setup just wrote is expected, and every finding is one of doctor's own lines.
+    assert "[warn]" not in done.stdout, done.stdout
+    assert "[ok]   discovery: ~/.cursor/mcp.json: server 'code-execution': the entry of" in (
+        done.stdout
+    )
+    assert done.stderr == ""
