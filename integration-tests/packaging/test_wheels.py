@@ -147,15 +147,20 @@ async def test_installed_server_answers_run_python_with_the_readme_client_config
     installed_python: Path, tmp_path: Path, sandbox_image: str
 ) -> None:
     entry = _readme_client_config()
-    # As written, except the venv path (the README's is a placeholder for the reader's) and two
-    # additions that keep the test hermetic: no discovery of this machine's client configs, and
-    # a private state dir.
+    # As written, except the venv path (the README's is a placeholder for the reader's) and
+    # three additions that keep the test hermetic: the image under test, no discovery of this
+    # machine's client configs, and a private state dir.
     assert entry["command"].endswith("/bin/python")
-    assert entry["env"]["MCP_BRIDGE_IMAGE"] == sandbox_image
     state_dir = tmp_path / "state"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_BRIDGE_")}
-    env.update(entry["env"])
-    env.update({"MCP_BRIDGE_DISCOVER": "false", "MCP_BRIDGE_STATE_DIR": str(state_dir)})
+    env.update(entry.get("env", {}))
+    env.update(
+        {
+            "MCP_BRIDGE_IMAGE": sandbox_image,
+            "MCP_BRIDGE_DISCOVER": "false",
+            "MCP_BRIDGE_STATE_DIR": str(state_dir),
+        }
+    )
     params = StdioServerParameters(
         command=str(installed_python), args=entry["args"], env=env, cwd=str(tmp_path)
     )

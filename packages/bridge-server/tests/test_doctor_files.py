@@ -1,5 +1,6 @@
 """``doctor``'s report: a config file other accounts can read that holds credentials is flagged,
-and what it quotes (an upstream's error) can neither show a secret nor fake a finding."""
+what it quotes (an upstream's error) can neither show a secret nor fake a finding, the bridge's
+own entry is expected, and each finding is said once, as doctor's line."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ from pathlib import Path
 import pytest
 from bridge_core.discovery import discover
 from bridge_core.redaction import Redactor
-from mcp_code_execution_mode.doctor import _check_readable_secrets, _Report
+from mcp_code_execution_mode import doctor
+from mcp_code_execution_mode._logging import configure_logging
+from mcp_code_execution_mode.cli import main
+from mcp_code_execution_mode.doctor import _check_files, _check_readable_secrets, _Report
+from mcp_code_execution_mode.settings import Settings
 
 TOKEN = "ghp_0123456789secret"
 
@@ -60,3 +65,50 @@ def test_a_quoted_error_is_masked_and_cannot_fake_a_finding_or_drive_the_termina
         "starts\\u2028\\u202e",
         "       fix: check its env",
     ]
+
+
+def test_the_entry_setup_writes_is_an_ok_line_not_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / ".cursor" / "mcp.json"
+    path.parent.mkdir()
+    bridge = {"command": "/venv/bin/python", "args": ["-m", "mcp_code_execution_mode"]}
+    path.write_text(json.dumps({"mcpServers": {"code-execution": bridge}}))
+    out = io.StringIO()
+    discovery = discover(home=tmp_path, cwd=tmp_path / "elsewhere", environ={}, platform="linux")
+    _check_files(Settings(), discovery, _Report(out))
+    assert "[warn]" not in out.getvalue()
+    assert (
+        "[ok]   discovery: ~/.cursor/mcp.json: server 'code-execution': the entry of the "
+        "code-execution bridge itself"
+    ) in out.getvalue()
+
+
+def test_doctor_prints_a_discovery_warning_once_as_its_own_line_and_logs_it_to_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    (home / ".cursor").mkdir(parents=True)
+    typo = {"command": "mcp-server-time", "cmmand": "x"}
+    (home / ".cursor" / "mcp.json").write_text(json.dumps({"mcpServers": {"time": typo}}))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+
+    async def no_state_dir(settings: Settings, report: _Report) -> bool:
+        return False  # no runtime, image or sandbox: not what this test is about
+
+    async def nothing_started(*args: object) -> dict[str, object]:
+        return {}
+
+    monkeypatch.setattr(doctor, "_check_state_dir", no_state_dir)
+    monkeypatch.setattr(doctor, "probe_servers", nothing_started)
+    log_file = tmp_path / "bridge.log"
+    try:
+        main(["doctor", "--log-file", str(log_file), "--state-dir", str(tmp_path / "state")])
+    finally:
+        configure_logging("warning", None)
+    captured = capsys.readouterr()
+    assert "unknown field 'cmmand'" not in captured.err
+    assert captured.out.count("unknown field 'cmmand'") == 1
+    assert "[warn] discovery: warning: ~/.cursor/mcp.json: server 'time': unknown field" in (
+        captured.out
+    )
+    assert "unknown field 'cmmand'" in log_file.read_text()

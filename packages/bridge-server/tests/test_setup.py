@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import stat
 import sys
 import tomllib
@@ -409,3 +410,18 @@ def test_a_vscode_server_asking_for_an_input_stays_in_vscode_and_setup_says_why(
     [problem] = [p for p in report.problems if p.entry == "remote"]
     assert problem.severity == "info"
     assert "${input:api-token}" in problem.message
+
+
+def test_the_readme_entry_is_what_setup_writes_without_flags(home: Path) -> None:
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- client-config -->\s*```json\n(.*?)```", readme, re.DOTALL)
+    assert block is not None
+    shown = json.loads(block.group(1))["mcpServers"]
+    path = install(home, "claude-desktop")
+    assert setup(home, "claude-desktop", flags={})[0] == 0
+    written = client_table("claude-desktop", path)
+    # The Python differs: the README's is a placeholder for the reader's installation.
+    assert shown["code-execution"].pop("command").endswith("/bin/python")
+    assert isinstance(written["code-execution"], dict)
+    written["code-execution"].pop("command")
+    assert written == shown

@@ -39,6 +39,7 @@ __all__ = [
     "MAX_RECORD_CHARS",
     "also_mask",
     "configure_logging",
+    "log_to_file_only",
     "mask_logs",
 ]
 
@@ -54,6 +55,9 @@ _TAIL_CHARS = 4 * 1024
 """Of a cut record, the end kept: a traceback's last lines say what failed."""
 CONTINUATION = "  | "
 """Starts each line of a record's traceback or stack: what no record starts with."""
+_STDERR_HANDLER = "mcp-code-execution-mode stderr"
+"""The name of the stderr handler :func:`configure_logging` installs (and :func:`log_to_file_only`
+removes)."""
 
 
 class _BoundedFormatter(logging.Formatter):
@@ -107,6 +111,7 @@ def configure_logging(level: str, log_file: Path | None = None) -> None:
     the reason the server does not start.
     """
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    handlers[0].set_name(_STDERR_HANDLER)
     if log_file is not None:
         try:
             make_dirs(log_file.parent)
@@ -127,6 +132,17 @@ def configure_logging(level: str, log_file: Path | None = None) -> None:
             handlers.append(handler)
     handlers[0].setFormatter(_BoundedFormatter(_FORMAT))
     logging.basicConfig(level=level.upper(), handlers=handlers, force=True)
+
+
+def log_to_file_only() -> None:
+    """Stop sending records to stderr; the log file (if any) still gets them.
+
+    For the commands that report in lines of their own (``doctor``, ``demo``): a record about
+    the same finding, printed raw before it, would say it twice and in another form.
+    """
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if h.get_name() == _STDERR_HANDLER]:
+        root.removeHandler(handler)
 
 
 _also_masked: set[str] = set()

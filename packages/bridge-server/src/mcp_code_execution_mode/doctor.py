@@ -62,6 +62,7 @@ from mcp_code_execution_mode._footprint import (
     token_estimate,
 )
 from mcp_code_execution_mode._image_supply import check_image
+from mcp_code_execution_mode._logging import log_to_file_only
 from mcp_code_execution_mode._probe import probe_servers
 from mcp_code_execution_mode._telemetry import trace_export_from_env
 from mcp_code_execution_mode._units import format_size
@@ -356,7 +357,10 @@ def _check_files(settings: Settings, discovery: DiscoveryReport, report: _Report
             "create it, or correct MCP_BRIDGE_CONFIG / --config",
         )
     for problem in discovery.problems:
-        if problem.entry is not None or problem.severity != "error":
+        if problem.severity == "info":
+            # Skipped on purpose (the bridge's own entry, a disabled one): as expected.
+            report.ok("discovery", str(problem).removeprefix("info: "))
+        elif problem.entry is not None or problem.severity != "error":
             report.warn("discovery", str(problem))
     for conflict in discovery.conflicts:
         report.warn("discovery", f"{conflict.name!r} defined again in {', '.join(conflict.losers)}")
@@ -478,6 +482,9 @@ def _report_settings_file(settings: Settings, report: _Report) -> None:
 
 async def run_doctor(settings: Settings, out: TextIO | None = None) -> int:
     """Run every check, print the findings; return 0 when everything needed is there, else 1."""
+    # Each finding is one of doctor's lines: the log records behind them (discovery's warnings,
+    # a server's failed start) go to the log file, whose path is the first line.
+    log_to_file_only()
     report = _Report(out or sys.stdout)
     print(f"mcp-code-execution-mode {__version__} doctor", file=report.out)
     log_file = settings.resolved_log_file

@@ -218,7 +218,8 @@ def discover(
                     DiscoveryProblem(
                         shown,
                         spec.name,
-                        "this entry launches the code-execution bridge itself; skipped",
+                        "the entry of the code-execution bridge itself (a bridge never "
+                        "proxies itself)",
                         "info",
                     )
                 )
