@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
-from bridge_core.runtime import IMAGE_BUILD_COMMAND
+from bridge_core.runtime import IMAGE_BUILD_COMMAND, _locality
 from bridge_image import DEFAULT_IMAGE, SLIM_IMAGE
 from mcp_code_execution_mode.cli import main
 from mcp_code_execution_mode.settings import Settings
@@ -44,10 +42,11 @@ def test_the_help_lists_the_image_command_the_error_messages_name(
 def test_on_windows_the_commands_say_to_run_the_bridge_in_wsl2(
     command: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setattr(_locality, "host_system", lambda: "win32")
     assert main(command) == 2
     err = capsys.readouterr().err
     assert "WSL2" in err
+    assert "process groups" in err  # what Windows lacks, not only where to go
     assert "docs/platforms.md" in err
     assert "Traceback" not in err
 
@@ -55,6 +54,6 @@ def test_on_windows_the_commands_say_to_run_the_bridge_in_wsl2(
 def test_on_windows_the_image_commands_still_work(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setattr(_locality, "host_system", lambda: "win32")
     assert main(["image", "tag"]) == 0
     assert capsys.readouterr().out.strip() == DEFAULT_IMAGE

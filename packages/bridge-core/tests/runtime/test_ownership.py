@@ -55,6 +55,14 @@ def test_this_process_is_alive_and_a_reaped_child_is_not() -> None:
     assert not owner_is_alive(Owner(_dead_pid(), 1))
 
 
+def test_without_proc_a_live_bridge_is_told_from_a_dead_one_by_its_pid(tmp_path: Path) -> None:
+    # macOS: no /proc, so labels carry start time 0; a live bridge's sandboxes (another client's
+    # bridge on the same Mac) must not be taken for leftovers.
+    no_proc = str(tmp_path / "no-proc")
+    assert owner_is_alive(Owner(os.getpid(), 0), proc=no_proc)
+    assert not owner_is_alive(Owner(_dead_pid(), 0), proc=no_proc)
+
+
 def test_a_reused_pid_with_another_start_time_counts_as_dead() -> None:
     me = current_owner()
     assert not owner_is_alive(Owner(me.pid, me.start_time + 1))

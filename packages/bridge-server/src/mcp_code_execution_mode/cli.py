@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 import anyio
+from bridge_core.runtime import process_problem
 
 from mcp_code_execution_mode import __version__
 from mcp_code_execution_mode._deprecated import MOVED, old_flag, old_name
@@ -213,12 +214,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return image_main(given[1:], prog="mcp-code-execution-mode image")
     normalised = _normalise(given)
-    if sys.platform == "win32" and normalised[0] in COMMANDS:  # `image` returned above
-        # The bridge needs POSIX process groups, signals and unix sockets; on Windows it runs in
-        # WSL2. Said here, before anything that would fail with a traceback instead.
-        from bridge_core.runtime import platform_problem
-
-        print(f"mcp-code-execution-mode: {platform_problem('win32')}", file=sys.stderr)
+    if normalised[0] in COMMANDS and (problem := process_problem()):  # `image` returned above
+        # Windows: the bridge needs POSIX process groups, signals, file owners and ssh's
+        # control master; it runs in WSL2. Said here, before anything that would fail with a
+        # traceback instead.
+        print(f"mcp-code-execution-mode: {problem}", file=sys.stderr)
         return 2
     parser = build_parser()
     try:

@@ -10,7 +10,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from bridge_core.runtime._locality import PLATFORMS_GUIDE, kernel_problem, platform_problem
+from bridge_core.runtime._locality import (
+    PLATFORMS_GUIDE,
+    host_system,
+    kernel_problem,
+    platform_problem,
+    process_problem,
+)
 from bridge_core.runtime._seccomp import user_seccomp_option
 from bridge_core.runtime.base import (
     IMAGE_BUILD_COMMAND,
@@ -48,8 +54,10 @@ __all__ = [
     "SandboxSpec",
     "SharedDir",
     "detect_runtime",
+    "host_system",
     "kernel_problem",
     "platform_problem",
+    "process_problem",
     "user_seccomp_option",
 ]
 

@@ -93,11 +93,25 @@ def parse_owner(value: str | None) -> Owner | None:
 
 def owner_is_alive(owner: Owner, *, proc: str = "/proc") -> bool:
     """True while the process that created the container still runs (same pid AND start time)."""
+    if owner.start_time == 0 and not os.path.isdir(proc):
+        # Written where there is no /proc (macOS): the pid alone is what can be matched. Without
+        # this every bridge there would take another live bridge's sandboxes for leftovers.
+        return _pid_exists(owner.pid)
     start_time = process_start_time(owner.pid, proc=proc)
     if start_time is None:
         return False
     # A label written without /proc (start time 0) can only be matched by pid.
     return owner.start_time in (0, start_time)
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: it exists
+    return True
 
 
 def select_leftovers(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from bridge_core.errors import ConfigError, RuntimeUnavailable
-from bridge_core.runtime._locality import platform_problem
+from bridge_core.runtime._locality import host_system, linux_host, platform_problem
 from bridge_core.runtime.base import RuntimeBackend
 
 __all__ = ["RUNTIME_CHOICES", "RuntimeTarget", "detect_runtime"]
@@ -14,6 +15,8 @@ __all__ = ["RUNTIME_CHOICES", "RuntimeTarget", "detect_runtime"]
 RUNTIME_CHOICES = ("podman", "docker")
 """Values of ``MCP_BRIDGE_RUNTIME``. The unisolated :class:`~bridge_core.runtime.local.LocalBackend`
 is not one: tests construct it directly (it is their seam), no setting can select it."""
+
+logger = logging.getLogger(__name__)
 
 _AUTO_ORDER = ("podman", "docker")
 _FIX = (
@@ -75,12 +78,19 @@ async def detect_runtime(
                 f"MCP_BRIDGE_RUNTIME={preference}: unset them or use podman"
             )
         preference = "podman"
-    order = (preference,) if preference else _AUTO_ORDER
-    if not (target.url or "").startswith("ssh://"):
-        # Before any runtime is probed: off Linux the channel cannot reach a container at all.
-        problem = platform_problem()
-        if problem:
-            raise RuntimeUnavailable(problem)
+    # Off Linux only podman over ssh can serve sandboxes (the docker backend has no stdio
+    # channel): auto-detection tries nothing else there.
+    order = (preference,) if preference else _AUTO_ORDER if linux_host() else ("podman",)
+    # Before any runtime is probed: off Linux a local engine's containers cannot be reached.
+    problem = platform_problem(target.url, runtime=preference)
+    if problem:
+        raise RuntimeUnavailable(problem)
+    if not linux_host():
+        logger.info(
+            "the bridge runs on %s: sandboxes run on the podman engine reached over ssh, over "
+            "the stdio channel, without this machine's kernel checks",
+            host_system(),
+        )
     failures = []
     for name in order:
         try:

@@ -291,6 +291,9 @@ class PodmanBackend:
         version = str(data.get("version", {}).get("Version", "unknown"))
         where = self.url if self._link is None else f"ssh://{self._link.target.destination}"
         detail = f"API {where}; channel {self.channel}; cgroup {cgroup_version or 'unknown'}"
+        if self.channel == "stdio":
+            # No kernel check on this channel: say which kernel the engine's containers get.
+            detail += f"; engine kernel {host.get('kernel') or 'unknown'}"
         if self._service is not None:
             detail += " (private service started by the bridge)"
         if reason:
