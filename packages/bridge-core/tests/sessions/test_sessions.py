@@ -466,9 +466,9 @@ class HangingListener:
 async def test_a_hanging_listener_is_dropped_and_the_execution_completes(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bridge_core.sessions import _sandbox
+    from bridge_core.sessions import _execution
 
-    monkeypatch.setattr(_sandbox, "LISTENER_TIMEOUT", 0.1)
+    monkeypatch.setattr(_execution, "LISTENER_TIMEOUT", 0.1)
     async with harness.manager() as manager:
         result = await manager.execute("print:one\nprint:two", listener=HangingListener())
     assert result.status == "ok"

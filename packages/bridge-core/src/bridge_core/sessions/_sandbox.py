@@ -3,23 +3,21 @@
 A :class:`LiveSandbox` exists from the moment the runtime handed back a connected sandbox until it
 is stopped, whether it waits in the warm pool or serves a session. Its :meth:`LiveSandbox.serve`
 task (owned by the session manager's task group) does the handshake, then reads every frame and
-dispatches it to the current :class:`Execution`. Tool calls and requests run as tasks of the
-sandbox's own task group, each in a cancel scope recorded on its execution, so ending the
-execution (result, timeout, interrupt) or a ``CancelCall`` from the sandbox cancels them.
+dispatches it to the current :class:`~._execution.Execution`. Tool calls and requests run as
+tasks of the sandbox's own task group, each in a cancel scope recorded on its execution, so
+ending the execution (result, timeout, interrupt) or a ``CancelCall`` from the sandbox cancels
+them.
 
 Everything the sandbox sends is bounded before the host keeps it: calls and requests by the
 sandbox's :class:`~bridge_core.sessions._budget.CallBudget` (refused past it, never queued),
-output, images and progress by their own caps, and a ``Result``'s fields (which the bridge
-forwards to the MCP client) by the same limits the sandbox client applies to honest ones.
+output, images, progress and the ``Result`` by the execution they belong to (:mod:`._execution`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -28,7 +26,6 @@ from bridge_protocol import (
     CancelCall,
     Display,
     ErrorCode,
-    ErrorInfo,
     Execute,
     Fault,
     Hello,
@@ -46,112 +43,23 @@ from bridge_protocol import (
     Result,
     Snapshot,
     SnapshotCopy,
-    Stream,
     encode,
 )
 
 from bridge_core import tracing
 from bridge_core.channel import Channel, ChannelClosed, UnexpectedMessage
-from bridge_core.client_link import ClientLink, as_client_link
 from bridge_core.gateway import CallContext, CallFailed, Gateway
 from bridge_core.runtime.base import Sandbox
 from bridge_core.sessions._budget import CallBudget, CallLimits
 from bridge_core.sessions._durable import FORK_METHOD, DurableLink, PendingFork
-from bridge_core.sessions._output import OutputCollector
-from bridge_core.sessions._progress import ProgressGate, cut_message
-from bridge_core.sessions.types import ExecutionListener, Image
+from bridge_core.sessions._execution import Execution, bounded_result
 
 __all__ = ["Execution", "LiveSandbox"]
 
 logger = logging.getLogger("bridge_core.sessions")
 
-LISTENER_TIMEOUT = 5.0
-"""Longest one live-output or progress callback may take before the listener is dropped."""
-MAX_IMAGES = 32
-MAX_IMAGE_BYTES = 32 * 1024 * 1024
-"""Images are kept in bridge memory until the result is returned, so they are capped too."""
-MAX_VALUE_CHARS = Execute(execution_id="", code="").repr_limit
-"""The ``repr_limit`` every ``Execute`` asks for: a forged ``Result`` gets no more."""
-MAX_ERROR_TYPE_CHARS = 200
-MAX_ERROR_MESSAGE_CHARS = 16 * 1024
-MAX_TRACEBACK_CHARS = 64 * 1024 + 100
-"""The sandbox client's own caps (``_traceback``), plus the room of its omission marker."""
 MAX_SHOWN_NAME = 200
 """Characters of a sandbox-chosen server, tool or method name quoted in a refusal."""
-
-
-class Execution:
-    """The host-side state of one ``Execute`` while it runs."""
-
-    def __init__(
-        self,
-        execution_id: str,
-        output: OutputCollector,
-        listener: ExecutionListener | None,
-        *,
-        client_key: str | None = None,
-        grant_scope: str = "",
-    ) -> None:
-        self.id = execution_id
-        self.output = output
-        self.listener = listener
-        # Kept apart from the listener, which is dropped when it fails or blocks: the client
-        # stays the one to ask for approvals until the execution ends.
-        self.client: ClientLink | None = as_client_link(getattr(listener, "client", None))
-        self.client_key = client_key
-        self.grant_scope = grant_scope
-        self.images: list[Image] = []
-        self.image_bytes = 0
-        self.dropped_images = 0
-        self.result: Result | None = None
-        self.done = anyio.Event()
-        """Set on the Result frame or when the sandbox's channel ends, whichever comes first."""
-        self.calls: dict[int, anyio.CancelScope] = {}
-        self.sent = False
-        """True once the Execute frame was written (only then is there code to interrupt)."""
-        self.progress_gate = ProgressGate()
-        self.trace = tracing.current_execution()
-        """The execution's span (None when tracing is off): the parent of its calls' spans."""
-
-    async def on_output(self, stream: Stream, text: str) -> None:
-        await self.output.add(stream, text)
-        if self.listener is not None:
-            await self._notify(self.listener.on_output(stream, text))
-
-    async def on_progress(self, message: Progress) -> None:
-        # Sandbox code can forge Progress frames past the client's own limit (and send values that
-        # go back): the host limits too.
-        if self.listener is not None and self.progress_gate.admit(message.progress):
-            listener = self.listener
-            await self._notify(
-                listener.on_progress(message.progress, message.total, cut_message(message.message))
-            )
-
-    async def _notify(self, event: Coroutine[Any, Any, None]) -> None:
-        # Listeners run on the reader task: one that fails or hangs (e.g. the MCP client went
-        # away) is dropped, so it can neither end the execution nor stall its Result frame.
-        try:
-            with anyio.move_on_after(LISTENER_TIMEOUT) as scope:
-                await event
-        except Exception:
-            logger.exception("execution listener failed; no more live events for execution")
-            self.listener = None
-            return
-        if scope.cancelled_caught:
-            logger.warning("execution listener blocked for %g s; dropped", LISTENER_TIMEOUT)
-            self.listener = None
-
-    def on_display(self, message: Display) -> None:
-        if len(self.images) >= MAX_IMAGES or self.image_bytes + len(message.data) > MAX_IMAGE_BYTES:
-            self.dropped_images += 1
-            return
-        self.images.append(Image(message.mime, message.data))
-        self.image_bytes += len(message.data)
-
-    def cancel_calls(self) -> None:
-        for scope in self.calls.values():
-            scope.cancel()
-        self.calls.clear()
 
 
 @dataclass(slots=True)
@@ -290,7 +198,7 @@ class LiveSandbox:
                 self._execution = None
                 if self.durable is not None and message.status == "ok":
                     self.durable.expect_snapshot()  # its frames follow the result
-                execution.result = _bounded(message)
+                execution.result = bounded_result(message)
                 execution.cancel_calls()
                 execution.done.set()
         elif isinstance(message, (Call, Request)):
@@ -509,26 +417,3 @@ def _limits_data(budget: CallBudget) -> dict[str, int]:
         "max_calls_in_flight": budget.limits.max_calls,
         "max_call_bytes": budget.limits.max_bytes,
     }
-
-
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    marker = f"... [{len(text) - limit} more characters]"
-    return text[: max(0, limit - len(marker))] + marker
-
-
-def _bounded(result: Result) -> Result:
-    """``result`` with its fields held to the sandbox client's own caps: they go to the MCP
-    client (the model's context), and a forged frame could hold up to the frame limit."""
-    error = result.error
-    value = None if result.value is None else _cut(result.value, MAX_VALUE_CHARS)
-    if error is not None:
-        error = ErrorInfo(
-            _cut(error.type, MAX_ERROR_TYPE_CHARS),
-            _cut(error.message, MAX_ERROR_MESSAGE_CHARS),
-            _cut(error.traceback, MAX_TRACEBACK_CHARS),
-        )
-    if value is result.value and error == result.error:
-        return result
-    return Result(result.execution_id, result.status, value, error)
