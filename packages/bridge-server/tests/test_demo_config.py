@@ -1,4 +1,5 @@
-"""The demo's bundled server config: pinned installs first, npx/uvx fallback, missing named."""
+"""The demo's bundled server config: pinned installs first, npx/uvx fallback, missing named; a
+server that fails to start is shown with its cause, and a skipped step says which of the two."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import stat
 from pathlib import Path
 
 import pytest
-from mcp_code_execution_mode.demo import demo_servers
+from mcp_code_execution_mode._demo_steps import DemoStep
+from mcp_code_execution_mode.demo import _drop_failed, demo_servers, skip_note
+from mcp_code_execution_mode.settings import Settings
 
 
 def _executable(path: Path) -> None:
@@ -54,3 +57,30 @@ def test_missing_servers_are_named_with_what_to_run(
     assert len(missing) == 4
     assert all("scripts/prepare-servers" in note for note in missing)
     assert os.environ["PATH"] == str(tmp_path / "empty-bin")
+
+
+async def test_a_server_that_fails_to_start_is_shown_with_the_cause_doctor_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    script = tmp_path / "servers" / "py" / "bin" / "mcp-server-time"
+    _executable(script)
+    script.write_text("#!/bin/sh\necho 'tzdata: no zone named UTC' >&2\nexit 3\n")
+    servers, _ = demo_servers(tmp_path / "servers", tmp_path / "data", tmp_path)
+    assert list(servers) == ["time"]
+    failed = await _drop_failed(servers, Settings(), fetched=set())
+    out = capsys.readouterr().out.splitlines()
+    assert servers == {}
+    assert failed == {"time": "failed to start"}
+    assert out[0].startswith("failed to start: time: MCP server 'time' failed to start: it ")
+    assert "    tzdata: no zone named UTC" in out  # the stderr tail doctor shows
+    assert not any("npx" in line for line in out)  # installed, not fetched: no network hint
+
+
+def test_a_skipped_step_says_whether_its_server_failed_or_is_not_installed() -> None:
+    step = DemoStep("orchestrate", "pass", ("filesystem", "time", "memory"))
+    unavailable = {"time": "failed to start", "memory": "not installed"}
+    assert skip_note(step, {"filesystem"}, unavailable) == (
+        "(skipped: needs time, which failed to start (see above); memory, which is not installed)"
+    )
+    assert skip_note(step, {"filesystem", "time", "memory"}, {}) is None

@@ -22,11 +22,13 @@ from typing import Any
 import anyio
 import mcp_types as types
 from bridge_core.runtime.base import IMAGE_BUILD_COMMAND
+from bridge_core.sessions import visible
 from bridge_image.names import DEFAULT_IMAGE, SLIM_IMAGE
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from mcp_code_execution_mode._demo_steps import SALES, DemoStep, steps
+from mcp_code_execution_mode._logging import log_to_file_only
 from mcp_code_execution_mode.settings import Settings
 
 __all__ = ["demo_servers", "run_demo"]
@@ -77,7 +79,7 @@ def demo_servers(
         if entry is None:
             tool = "npx (Node.js)" if kind == "npm" else "uvx (uv)"
             missing.append(
-                f"{name}: not installed at {path} and no {tool} to fetch {packages[name]}; "
+                f"{name}: no {path}, and no {tool} to fetch {packages[name]}; "
                 "run scripts/prepare-servers from the repository"
             )
             continue
@@ -138,6 +140,11 @@ def _pick_servers_dir(explicit: str | None) -> Path:
     return next((c for c in candidates if (c / "env").is_file()), candidates[0])
 
 
+NOT_INSTALLED = "not installed"
+FAILED = "failed to start"
+"""The two reasons a demo server is unavailable, as the demo's lines start."""
+
+
 async def _startable(servers: dict[str, Any], settings: Settings) -> dict[str, str]:
     """Start every demo server once; the ones that fail, with the reason (outside a clone they
     come from npx/uvx, which need the network)."""
@@ -152,6 +159,34 @@ async def _startable(servers: dict[str, Any], settings: Settings) -> dict[str, s
         specs = discover(explicit=config, clients=False).servers.values()
         results = await probe_servers(specs, proxy_options(settings))
     return {name: outcome for name, outcome in results.items() if isinstance(outcome, str)}
+
+
+def failure_lines(name: str, reason: str, *, fetched: bool) -> list[str]:
+    """How the demo says that a server it has did not start: the whole reason, as ``doctor``
+    gives it (the error, then the server's stderr tail, one indented line each)."""
+    first, *tail = reason.splitlines() or [""]
+    lines = [f"{FAILED}: {name}: {first}"]
+    lines += [f"    {line}" for line in tail]
+    if fetched:
+        lines.append(
+            "    (fetched by npx/uvx, which needs the network; scripts/prepare-servers installs "
+            "the demo's servers offline, from a clone: --servers-dir DIR)"
+        )
+    return [visible(line, single_line=True) for line in lines]
+
+
+async def _drop_failed(
+    servers: dict[str, Any], settings: Settings, fetched: set[str]
+) -> dict[str, str]:
+    """Start each server once; print why each failing one failed, remove it from ``servers`` and
+    return ``{name: FAILED}`` for them."""
+    failed: dict[str, str] = {}
+    for name, reason in (await _startable(dict(servers), settings)).items():
+        del servers[name]
+        failed[name] = FAILED
+        for line in failure_lines(name, reason, fetched=name in fetched):
+            print(line)
+    return failed
 
 
 def _show(label: str, text: str) -> None:
@@ -170,13 +205,29 @@ def _render(result: types.CallToolResult) -> str:
     return "\n".join(parts)
 
 
-async def _run_steps(session: ClientSession, plan: list[DemoStep], available: set[str]) -> int:
+def skip_note(step: DemoStep, available: set[str], unavailable: Mapping[str, str]) -> str | None:
+    """Why ``step`` is skipped (each server it lacks, and whether that one is not installed or
+    failed to start), or None when it runs."""
+    lacking = [s for s in step.needs if s not in available]
+    if not lacking:
+        return None
+    phrase = {NOT_INSTALLED: "is not installed", FAILED: "failed to start (see above)"}
+    why = "; ".join(f"{s}, which {phrase[unavailable.get(s, NOT_INSTALLED)]}" for s in lacking)
+    return f"(skipped: needs {why})"
+
+
+async def _run_steps(
+    session: ClientSession,
+    plan: list[DemoStep],
+    available: set[str],
+    unavailable: Mapping[str, str],
+) -> int:
     failures = 0
     for number, step in enumerate(plan, 1):
         print(f"\n{RULE}\nstep {number}: {step.title}\n{RULE}")
-        lacking = [s for s in step.needs if s not in available]
-        if lacking:
-            print(f"(skipped: needs {', '.join(lacking)}, which is not installed)")
+        note = skip_note(step, available, unavailable)
+        if note is not None:
+            print(note)
             continue
         arguments: dict[str, Any] = {"code": step.code}
         if step.session is not None:
@@ -214,6 +265,9 @@ async def run_demo(
     settings: Settings, servers_dir: str | None, forward: Mapping[str, str] | None = None
 ) -> int:
     """Run the demo; returns 0 when every step succeeded. ``forward``: settings as env vars."""
+    # Only the demo's own lines: a server that fails to start is one of them, with its cause;
+    # the log records behind it go to the log file.
+    log_to_file_only()
     problem = await anyio.to_thread.run_sync(_image_ready, settings)
     if problem is not None:
         print(f"demo: {problem}", file=sys.stderr)
@@ -223,21 +277,21 @@ async def run_demo(
         work = Path(tmp)
         data, config, servers, missing = await anyio.to_thread.run_sync(_prepare, base, work)
         print(f"demo config ({config}):\n{json.dumps({'mcpServers': servers}, indent=2)}")
-        for name, reason in (await _startable(dict(servers), settings)).items():
-            del servers[name]
-            missing.append(
-                f"{name}: did not start ({reason.splitlines()[0]}); the demo's servers are "
-                "installed offline by scripts/prepare-servers from a clone (--servers-dir DIR), "
-                "or fetched by npx/uvx with network access"
-            )
         for note in missing:
-            print(f"missing: {note}")
+            print(f"{NOT_INSTALLED}: {note}")
+        installed = str(base.resolve())
+        fetched = {n for n, e in servers.items() if not str(e["command"]).startswith(installed)}
+        unavailable = {name.split(":", 1)[0]: NOT_INSTALLED for name in missing}
+        unavailable.update(await _drop_failed(servers, settings, fetched))
         if not servers:
             print("demo: no MCP server could be started: nothing to show", file=sys.stderr)
             return 1
         config.write_text(json.dumps({"mcpServers": servers}, indent=2), encoding="utf-8")
+        log_file = settings.resolved_log_file
         env = {
             **os.environ,
+            # The bridge logs where this command does (its state dir below is temporary).
+            "MCP_BRIDGE_LOG_FILE": str(log_file) if log_file is not None else "off",
             **(forward or {}),
             "MCP_BRIDGE_CONFIG": str(config),
             "MCP_BRIDGE_DISCOVER": "false",
@@ -247,16 +301,45 @@ async def run_demo(
             command=sys.executable, args=["-m", "mcp_code_execution_mode", "serve"], env=env
         )
         started = time.perf_counter()
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            init = await session.initialize()
-            info = init.server_info
-            ready = time.perf_counter() - started
-            print(f"\nbridge started: {info.name} {info.version}, protocol {init.protocol_version}")
-            print(f"(start to initialized: {ready:.2f} s)")
-            listed = await session.list_tools()
-            wire = listed.model_dump_json(by_alias=True, exclude_none=True)
-            _show(f"tools/list ({len(wire.encode())} bytes)", wire)
-            failures = await _run_steps(session, steps(str(data)), set(servers))
+        # The bridge's stderr holds its log records, raw (they reach its log file too): kept
+        # aside, and shown only if the bridge itself fails.
+        stderr_file = work / "bridge-stderr.txt"
+        with open(stderr_file, "w", encoding="utf-8") as errlog:  # noqa: ASYNC230 - a local file
+            try:
+                failures = await _drive(params, errlog, data, servers, unavailable, started)
+            except Exception as exc:  # top level of the command: say what failed, and why
+                errlog.flush()
+                print(f"demo: the bridge failed: {exc!r}; the end of its stderr:")
+                tail = stderr_file.read_text(encoding="utf-8", errors="replace").splitlines()
+                for line in tail[-20:]:
+                    print(visible(f"    {line}", single_line=True))
+                return 1
     outcome = f"{failures} step(s) failed" if failures else "all steps ok"
     print(f"\n{RULE}\ndemo finished: {outcome}")
+    if log_file is not None:
+        print(f"log: {log_file}")
     return 1 if failures else 0
+
+
+async def _drive(
+    params: StdioServerParameters,
+    errlog: Any,
+    data: Path,
+    servers: dict[str, Any],
+    unavailable: Mapping[str, str],
+    started: float,
+) -> int:
+    """Start the bridge, list its tool and run every step; the number of steps that failed."""
+    async with (
+        stdio_client(params, errlog=errlog) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        init = await session.initialize()
+        info = init.server_info
+        ready = time.perf_counter() - started
+        print(f"\nbridge started: {info.name} {info.version}, protocol {init.protocol_version}")
+        print(f"(start to initialized: {ready:.2f} s)")
+        listed = await session.list_tools()
+        wire = listed.model_dump_json(by_alias=True, exclude_none=True)
+        _show(f"tools/list ({len(wire.encode())} bytes)", wire)
+        return await _run_steps(session, steps(str(data)), set(servers), unavailable)
