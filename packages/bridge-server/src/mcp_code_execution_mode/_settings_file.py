@@ -121,7 +121,8 @@ FILE_KEYS: tuple[FileKey, ...] = (
     _k("http", "anonymous_ttl", "http_anonymous_ttl", "duration", u.parse_duration, '"60s"',
        "Idle time after which an unauthenticated client's MCP session without a sandbox ends."),
     _k("engine", "channel", "channel", "choice", u.choice("auto", "socket", "stdio"), '"auto"',
-       "How podman sandboxes reach the bridge: socket, stdio, or auto (stdio over ssh)."),
+       "How podman sandboxes reach the bridge: socket, stdio, or auto (stdio over ssh, "
+       "always off Linux)."),
     _k("engine", "identity", "runtime_identity", "path", u.parse_path, "unset",
        "The ssh private key for an ssh:// MCP_BRIDGE_RUNTIME_URL."),
     _k("engine", "known_hosts", "runtime_known_hosts", "path", u.parse_path, "unset",

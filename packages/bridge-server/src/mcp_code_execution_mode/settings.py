@@ -81,8 +81,8 @@ SETTINGS: tuple[Setting, ...] = (
        "Container runtime: podman, docker, or auto (podman first, then docker)."),
     _s("runtime_url", u.parse_runtime_url, None,
        "The podman API to use: unix:///path/podman.sock, or ssh://user@host[:port]/run/podman/"
-       "podman.sock for an engine on another machine; unset = CONTAINER_HOST or the usual "
-       "local sockets."),
+       "podman.sock for an engine on another machine (on macOS the only kind: podman "
+       "machine's); unset = CONTAINER_HOST or the usual local sockets."),
     _s("image", str, DEFAULT_IMAGE, "Sandbox container image."),
     _s("image_pull", u.choice("auto", "never"), "auto",
        "A missing published image of this release: auto pulls it by digest and verifies it; "
