@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bridge_core.sessions import SessionStore, StoreSettings, _store
+from bridge_core.sessions import SessionStore, StoreSettings, _free_space
 from bridge_core.sessions._durable import DurableLink
 from bridge_protocol import Snapshot
 
@@ -40,8 +40,8 @@ def _save(store: SessionStore, data: bytes, name: str) -> str:
 
 
 def test_the_reserve_is_five_percent_of_the_disk_and_at_least_one_gib() -> None:
-    assert _store.free_space_reserve(10 * GiB) == GiB
-    assert _store.free_space_reserve(100 * GiB) == 5 * GiB
+    assert _free_space.free_space_reserve(10 * GiB) == GiB
+    assert _free_space.free_space_reserve(100 * GiB) == 5 * GiB
 
 
 def test_a_state_that_would_eat_into_the_free_space_reserve_is_refused_naming_it(
@@ -116,7 +116,7 @@ def test_on_a_small_disk_states_stop_at_the_reserve_and_the_bridges_own_files_st
     # Before, the disk budget never looked at the disk: within the default limit (4 GiB) states
     # filled it, the last one failed with "No space left on device", and so would the bridge's
     # log, its sandboxes' channel directories and full outputs on the same disk.
-    monkeypatch.setattr(_store, "FREE_SPACE_RESERVE", 2 * MiB)
+    monkeypatch.setattr(_free_space, "FREE_SPACE_RESERVE", 2 * MiB)
     store = SessionStore(small_disk / "sessions", StoreSettings())
     store.open()
     saved, error = 0, ""

@@ -108,7 +108,7 @@ class DurableSessions:
         """What the warm pool's sandboxes import as they start: the modules named by the
         settings, then those the most recently used saved sessions of the one client of a stdio
         bridge need, within a hint's limits."""
-        from bridge_protocol.hints import encode_hint  # see _store._hint_of
+        from bridge_protocol.hints import encode_hint  # see _state_files.hint_of
 
         named = self.config.pool_imports
         if not self.enabled or not self.config.pool_preimport:

@@ -2,12 +2,15 @@
 
 Shared by the store (:mod:`._store`: the directory, the disk budget) and the writer of one state
 (:mod:`._state_writer`). The writer reaches its store only through the :class:`StateLedger` it is
-given, so neither module imports the other's and each can be read alone.
+given, so neither module imports the other's and each can be read alone. A state's metadata and
+module hint are read back (:func:`read_state`, :func:`hint_of`) here too, beside their writing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +28,12 @@ __all__ = [
     "RESET_MEANWHILE",
     "STATE_SUFFIX",
     "Epoch",
+    "SavedState",
     "StateLedger",
     "block_size",
     "disk_cost",
+    "hint_of",
+    "read_state",
     "write_meta",
 ]
 
@@ -38,6 +44,8 @@ MAX_UNSAVED_CHARS = 300
 MAX_META_BYTES = 4096
 """Bytes of one state's metadata file (one block of most file systems): unsaved names past it
 are counted, not kept."""
+MAX_ORIGIN_CHARS = 200
+"""Characters of a fork's origin read back from its metadata (a session name is far shorter)."""
 RESET_MEANWHILE = "the session was reset (or its client left) while this state was being saved"
 
 DEFAULT_BLOCK = 4096
@@ -130,3 +138,52 @@ def write_meta(base: Path, unsaved: tuple[str, ...], forked_from: str = "") -> N
         names.pop()
         left_out += 1
     write_private(base.with_suffix(META_SUFFIX), encoded)
+
+
+@dataclass(frozen=True, slots=True)
+class SavedState:
+    """A session's saved state as read back: its file, and what its metadata says."""
+
+    path: Path
+    size: int
+    saved_at: float
+    unsaved: tuple[str, ...]
+    forked_from: str = ""
+    """The session this state was forked from, until the fork saves a state of its own."""
+
+
+def read_state(base: Path) -> SavedState | None:
+    """The state saved at ``base`` (its file name without suffix), None when there is none."""
+    path = base.with_suffix(STATE_SUFFIX)
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    unsaved: tuple[str, ...] = ()
+    forked_from = ""
+    at = info.st_mtime  # a state without metadata (older versions)
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+        meta_path = base.with_suffix(META_SUFFIX)
+        at = meta_path.stat().st_mtime  # set by every commit (see StateWriter.commit)
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        unsaved = tuple(str(item)[:MAX_UNSAVED_CHARS] for item in meta["unsaved"])
+        forked_from = str(meta.get("forked_from") or "")[:MAX_ORIGIN_CHARS]
+        if math.isfinite(when := float(meta.get("saved_at", at))):
+            at = when  # written into it by earlier versions
+    return SavedState(path, info.st_size, at, unsaved[:MAX_UNSAVED_LISTED], forked_from)
+
+
+# The hint rules live with the state format in bridge_protocol, imported on first use: the
+# protocol's codec and message types are not loaded before a bridge answers ``initialize``.
+
+
+def hint_of(path: Path) -> list[str]:
+    """The strict hint at the head of the state at ``path`` ([] when none or unreadable)."""
+    from bridge_protocol.hints import HEAD_SIZE, hint_from_head
+
+    try:
+        with open(path, "rb") as file:
+            head = file.read(HEAD_SIZE)
+    except OSError:
+        return []
+    return hint_from_head(head, strict=True) or []

@@ -14,6 +14,10 @@ written, states still being written included (a sandbox can start one and never 
 one lock (sessions save at the same time): the store holds at most ``disk_limit`` plus, while a
 state replaces its session's previous one, that previous one. Its file name is a digest of
 (client, session name), so no name chosen by a client becomes a path.
+
+What a state is on disk (its files and metadata, written and read back) is
+:mod:`._state_files`'s; the free space the states leave on their file system,
+:mod:`._free_space`'s.
 """
 
 from __future__ import annotations
@@ -21,9 +25,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import json
 import logging
-import math
 import os
 import shutil
 import threading
@@ -34,16 +36,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge_core.private_files import private_dir
+from bridge_core.sessions._free_space import short_of_space, warn_if_short_of_space
 from bridge_core.sessions._state_files import (
     DEFAULT_BLOCK,
-    MAX_UNSAVED_CHARS,
-    MAX_UNSAVED_LISTED,
     META_SUFFIX,
     RESET_MEANWHILE,
     STATE_SUFFIX,
     Epoch,
+    SavedState,
     block_size,
     disk_cost,
+    hint_of,
+    read_state,
     write_meta,
 )
 from bridge_core.sessions._state_writer import StateWriter
@@ -54,27 +58,10 @@ logger = logging.getLogger("bridge_core.sessions")
 
 READ_CHUNK = 4 * 1024 * 1024
 """Bytes per ``Restore`` frame (the channel's frame limit is 16 MiB)."""
-MAX_ORIGIN_CHARS = 200
-"""Characters of a fork's origin read back from its metadata (a session name is far shorter)."""
 MAX_SAVED_SESSIONS = 1000
 """Saved sessions one client keeps at most (the one client of a stdio bridge too): forks and new
 session names cost a few KiB of disk each, and the bridge walks a client's states (hints, a
 client leaving)."""
-FREE_SPACE_RESERVE = 1024**3
-"""Free space saved states leave on the store's file system, at least (or
-:data:`FREE_SPACE_SHARE` of it, whichever is more): the bridge's own files share it (its log, 4 x
-1 MiB; its sandboxes' channel directories; full outputs, up to 256 MiB), and so do the user's
-other programs. States that fill the disk would fail those with I/O errors, and then no sandbox
-starts; a state refused for the reserve is a notice that says so."""
-FREE_SPACE_SHARE = 0.05
-"""Share of the store's file system kept free, when more than :data:`FREE_SPACE_RESERVE`: where
-ext4 stops unprivileged writers (its default reserve) and Elasticsearch stops writing (its
-flood-stage watermark), the point at which a disk counts as full."""
-
-
-def free_space_reserve(total: int) -> int:
-    """Bytes of a file system of ``total`` bytes that saved states leave free."""
-    return max(FREE_SPACE_RESERVE, int(total * FREE_SPACE_SHARE))
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,16 +79,6 @@ class StoreSettings:
     """Most of ``disk_limit`` the saved states of one HTTP client may take, so that one client
     cannot leave the others unsaved (``MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT``); the single
     client of a stdio bridge has the whole store."""
-
-
-@dataclass(frozen=True, slots=True)
-class SavedState:
-    path: Path
-    size: int
-    saved_at: float
-    unsaved: tuple[str, ...]
-    forked_from: str = ""
-    """The session this state was forked from, until the fork saves a state of its own."""
 
 
 class SessionStore:
@@ -162,25 +139,9 @@ class SessionStore:
         for entry in self.root.glob(f"*{STATE_SUFFIX}"):
             self._committed[_owner_of(entry)] += self._taken(entry)
             self._states[_owner_of(entry)] += 1
-        self._warn_if_short_of_space()
-
-    def _warn_if_short_of_space(self) -> None:
-        """Say once, at start, when the file system cannot give the store its disk limit."""
-        try:
-            total, _, free = self._disk_usage(self.root)
-        except OSError:
-            return
-        room = sum(self._committed.values()) + free - free_space_reserve(total)
-        if room < self.settings.disk_limit:
-            logger.warning(
-                "the saved sessions may take %s bytes (MCP_BRIDGE_SESSION_STATE_DISK), but the "
-                "file system of %s has room for %s while %s bytes are kept free "
-                "(FREE_SPACE_RESERVE): states past that are not saved",
-                f"{self.settings.disk_limit:,}",
-                self.root,
-                f"{max(room, 0):,}",
-                f"{free_space_reserve(total):,}",
-            )
+        warn_if_short_of_space(
+            self._disk_usage, self.root, sum(self._committed.values()), self.settings.disk_limit
+        )
 
     def close(self) -> None:
         if self._lock_fd is not None:
@@ -266,35 +227,18 @@ class SessionStore:
             self._recount(_owner_of(path))
 
     def saved(self, client: str | None, name: str) -> SavedState | None:
-        base = self._base(client, name)
-        path = base.with_suffix(STATE_SUFFIX)
-        try:
-            info = path.stat()
-        except OSError:
-            return None
-        unsaved: tuple[str, ...] = ()
-        forked_from = ""
-        at = info.st_mtime  # a state without metadata (older versions)
-        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-            meta_path = base.with_suffix(META_SUFFIX)
-            at = meta_path.stat().st_mtime  # set by every commit (see StateWriter.commit)
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            unsaved = tuple(str(item)[:MAX_UNSAVED_CHARS] for item in meta["unsaved"])
-            forked_from = str(meta.get("forked_from") or "")[:MAX_ORIGIN_CHARS]
-            if math.isfinite(when := float(meta.get("saved_at", at))):
-                at = when  # written into it by earlier versions
-        return SavedState(path, info.st_size, at, unsaved[:MAX_UNSAVED_LISTED], forked_from)
+        return read_state(self._base(client, name))
 
     def hint(self, client: str | None, name: str) -> tuple[str, ...]:
         """The modules the saved state of ``client``'s session ``name`` names at its head (the
         sandbox wrote them: a hint past the limits or with anything but plain module names is
         dropped whole); () when none. Only those bytes are read, never the pickle after them."""
-        return tuple(_hint_of(self._base(client, name).with_suffix(STATE_SUFFIX)))
+        return tuple(hint_of(self._base(client, name).with_suffix(STATE_SUFFIX)))
 
     def recent_hints(self, client: str | None, states: int) -> tuple[str, ...]:
         """The hints of ``client``'s ``states`` most recently used saved states, merged (each
         module once, at most :data:`~bridge_protocol.hints.MAX_HINT_MODULES`)."""
-        from bridge_protocol.hints import MAX_HINT_MODULES  # see _hint_of
+        from bridge_protocol.hints import MAX_HINT_MODULES  # see hint_of
 
         dated = []
         for entry in self.root.glob(f"{self._owner(client)}-*{STATE_SUFFIX}"):
@@ -302,7 +246,7 @@ class SessionStore:
                 dated.append((entry.stat().st_mtime, entry))
         merged: dict[str, None] = {}
         for _, entry in sorted(dated, reverse=True)[:states]:
-            for module in _hint_of(entry):
+            for module in hint_of(entry):
                 merged.setdefault(module)
         return tuple(merged)[:MAX_HINT_MODULES]
 
@@ -424,25 +368,7 @@ class SessionStore:
                     "than one client's share MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT "
                     f"({share:,}): reset sessions you no longer need"
                 )
-        return self._short_of_space(size)
-
-    def _short_of_space(self, size: int) -> str:
-        """Why ``size`` more bytes of disk would eat into the free space the saved states leave
-        ("" if they fit, or the file system cannot say): whatever the disk limit, the store
-        never takes more than its file system has (:data:`FREE_SPACE_RESERVE`)."""
-        try:
-            total, _, free = self._disk_usage(self.root)
-        except OSError:
-            return ""
-        reserve = free_space_reserve(total)
-        if size <= free - reserve:
-            return ""
-        return (
-            f"the disk of the saved sessions has {free:,} bytes free, and the bridge keeps "
-            f"{reserve:,} of them free for its logs, its sandboxes and the rest of the system "
-            f"(FREE_SPACE_RESERVE: {FREE_SPACE_SHARE:.0%} of the disk, at least "
-            f"{FREE_SPACE_RESERVE:,} bytes): free disk space, or reset sessions you no longer need"
-        )
+        return short_of_space(self._disk_usage, self.root, size)
 
     def _too_many(self, path: Path) -> str:
         """Why a new state at ``path`` (none is there) would pass the number of saved sessions
@@ -508,19 +434,3 @@ def _bump(deletions: Counter[str], key: str) -> None:
 def _owner_of(path: Path) -> str:
     """Whose state ``path`` is: the digest of its client that starts the file name."""
     return path.name.split("-", 1)[0]
-
-
-# The hint rules live with the state format in bridge_protocol, imported on first use: the
-# protocol's codec and message types are not loaded before a bridge answers ``initialize``.
-
-
-def _hint_of(path: Path) -> list[str]:
-    """The strict hint at the head of the state at ``path`` ([] when none or unreadable)."""
-    from bridge_protocol.hints import HEAD_SIZE, hint_from_head
-
-    try:
-        with open(path, "rb") as file:
-            head = file.read(HEAD_SIZE)
-    except OSError:
-        return []
-    return hint_from_head(head, strict=True) or []
