@@ -57,9 +57,8 @@ def test_doctor_fails_with_the_fix_when_the_image_is_missing(tmp_path: Path) -> 
     done = _run("doctor", env=env)
     assert done.returncode == 1
     assert "[FAIL] image: localhost/no-such-image:0 is not present" in done.stdout
-    assert "fix: build it: `mcp-code-execution-mode image build --tag localhost/no-such-image:0`" in (
-        done.stdout
-    )
+    build = "mcp-code-execution-mode image build --tag localhost/no-such-image:0"
+    assert f"fix: build it: `{build}`" in done.stdout
 
 
 def test_demo_runs_every_step_against_real_servers(
