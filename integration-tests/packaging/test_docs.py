@@ -87,3 +87,156 @@ def test_the_mkdocs_nav_lists_every_page_under_docs() -> None:
 def test_the_readme_and_the_nav_name_only_pages_that_exist() -> None:
     assert _readme_links() <= _pages()
     assert _nav_pages() <= _pages()
+
+
+# --- repository paths named in the docs ---------------------------------------------------------
+
+_SCANNED_ROOTS = ("packages", "scripts", "integration-tests", "bench", "images", "docs", ".ci")
+"""Top-level folders whose files the docs name; a backticked path under one of them is checked."""
+_SOURCE_FOLDERS = (*_SCANNED_ROOTS, "conftest.py")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+_PATH_TOKEN = re.compile(r"[\w.*<>/-]+")
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+_HEADING = re.compile(r"^(#{1,6}) ")
+_HISTORY_NOTE = re.compile(r"^\*.*\b(retired|removed)\b", re.I)
+
+_NOT_IN_A_CHECKOUT = {
+    # Written into mcp-bridge-image's wheel by the release and by its build hook
+    # (packages/bridge-image/hatch_build.py); the pages say so where they name them.
+    "bridge_image/release.json",
+    "packages/bridge-image/src/bridge_image/release.json",
+    "bridge_image/_recipe/",
+}
+_OTHER_REPOSITORIES = {
+    # kubernetes-sigs/agent-sandbox's own API page, named as that project's file.
+    ("scale-out.md", "docs/api.md"),
+}
+
+
+def _doc_files() -> list[Path]:
+    return [*sorted(DOCS.glob("*.md")), REPO / "README.md"]
+
+
+def _source_names() -> set[str]:
+    names: set[str] = set()
+    for folder in _SOURCE_FOLDERS:
+        for path in (REPO / folder).rglob("*"):
+            if "__pycache__" not in path.parts:
+                names.add(path.name)
+    return names
+
+
+def _bases() -> list[Path]:
+    """Where a path named relative to a folder of this repository may start: the repository,
+    each package (``tests/...``), each package's src (``bridge_core/...``), each top-level
+    package in it (``proxy/_stdio.py``), and each test tree (``runtime/test_hardening.py``)."""
+    packages = sorted(p for p in (REPO / "packages").iterdir() if p.is_dir())
+    sources = [p / "src" for p in packages]
+    imported = sorted(p for src in sources for p in src.iterdir() if (p / "__init__.py").exists())
+    tests = [*(p / "tests" for p in packages), REPO / "integration-tests"]
+    return [REPO, *packages, *sources, *imported, *tests]
+
+
+def _relative_roots(bases: list[Path]) -> set[str]:
+    """First components of a path named relative to a folder other than the repository's."""
+    roots = {"tests"}
+    for base in bases[1:]:
+        if base.parent.name != "packages":  # a package's own folders are src/ and tests/
+            roots.update(p.name for p in base.iterdir() if p.is_dir() and p.name != "__pycache__")
+    return roots
+
+
+def _exists(token: str, bases: list[Path], source_names: set[str]) -> bool:
+    pattern = re.sub(r"<[^>]*>", "*", token.removeprefix("./"))
+    if "/" not in pattern:  # a bare file name: one of that name exists somewhere
+        return pattern in source_names
+    for base in bases:
+        if "*" in pattern:
+            if any(base.glob(pattern.rstrip("/"))):
+                return True
+        elif (base / pattern).exists():
+            return True
+    return False
+
+
+def _candidates(line: str, in_fence: bool, relative_roots: set[str]) -> list[str]:
+    spans = [line] if in_fence else [m.group(2) for m in _CODE_SPAN.finditer(line)]
+    found = []
+    for span in spans:
+        for token in _PATH_TOKEN.findall(span):
+            token = token.rstrip(".")
+            path = token.removeprefix("./")
+            first, _, rest = path.partition("/")
+            if rest or path.endswith("/"):
+                if first in _SCANNED_ROOTS:
+                    found.append(token)
+                elif first in relative_roots and re.search(r"\.\w+$", rest):
+                    # Relative to a package or a test tree: files only (the state directory
+                    # has folders of the same names as the subpackages: `runtime/`, `sessions/`).
+                    found.append(token)
+            elif re.fullmatch(r"\w+\.py", token) and not in_fence:
+                found.append(token)  # a module named by its file name alone
+    return found
+
+
+def _dead_paths() -> list[str]:
+    bases = _bases()
+    roots = _relative_roots(bases)
+    source_names = _source_names()
+    dead = []
+    for doc in _doc_files():
+        shown = doc.relative_to(REPO).as_posix()
+        in_fence = False
+        history_level = 0  # the level of the heading of the history section we are in, or 0
+        heading_line = -1
+        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            if line.lstrip().startswith("```"):
+                in_fence = not in_fence
+                continue
+            if not in_fence and (heading := _HEADING.match(line)):
+                level = len(heading.group(1))
+                if history_level and level <= history_level:
+                    history_level = 0
+                heading_line, heading_level = number, level
+                continue
+            if not in_fence and line.strip() and heading_line > 0:
+                # The first paragraph under a heading: an italic note that it was retired.
+                if _HISTORY_NOTE.match(line) and not history_level:
+                    history_level = heading_level
+                heading_line = -1
+            if history_level:
+                continue
+            for token in _candidates(line, in_fence, roots):
+                if token in _NOT_IN_A_CHECKOUT or (doc.name, token) in _OTHER_REPOSITORIES:
+                    continue
+                if not _exists(token, bases, source_names):
+                    dead.append(f"{shown}:{number}: {token}")
+            if in_fence:
+                continue
+            for link in _LINK.findall(line):
+                target = link.split("#")[0]
+                if not target or re.match(r"[a-z][\w+.-]*:", target):
+                    continue  # an anchor on the same page, or a URL
+                if not (doc.parent / target).exists():
+                    dead.append(f"{shown}:{number}: {link}")
+    return dead
+
+
+def test_every_repository_path_the_docs_name_exists() -> None:
+    """Scans docs/*.md and README.md for what names a file of this repository: backticked
+    paths (``packages/...``, ``scripts/...``, ``integration-tests/...``, ``bench/...``,
+    ``images/...``, ``docs/...``, ``.ci/...``; also ``tests/...`` of a package, ``bridge_core/...``
+    under a package's src, ``proxy/_stdio.py`` under a top-level package, ``<N>`` as a wildcard),
+    backticked module file names (``_stdio.py``: one of that name must exist), the same paths in
+    fenced code blocks, and markdown links to relative files. Each one that does not exist fails,
+    named by doc, line and path.
+
+    Removed files in history: a section whose first paragraph is an italic note that it was
+    retired or removed (``*Retired 2026-12-04 (issue 33): ...*``) is left as written, names of
+    files that are gone included: it records what the code was then, and ``git log -- <path>``
+    finds them. Everywhere else a removed file is "the former X" without its path. CHANGELOG.md
+    is history throughout and not scanned. Paths that exist only in a built wheel and paths of
+    other projects are listed above with their reason.
+    """
+    dead = _dead_paths()
+    assert not dead, "paths named in the docs that do not exist:\n" + "\n".join(dead)
