@@ -106,7 +106,7 @@ async def test_copied_bytes_count_against_the_largest_state(tmp_path: Path) -> N
 async def test_a_forks_state_with_a_copy_is_refused(link: DurableLink) -> None:
     await _saved_big(link)
     fork = PendingFork(f"{FORK_SNAPSHOT_PREFIX}1-1", "trial", link.store.epoch(None, "trial"))
-    link._fork = fork
+    link.forks._fork = fork
     await link.on_snapshot(Snapshot(fork.snapshot_id, data=b"HEAD"))
     await link.on_snapshot_copy(SnapshotCopy(fork.snapshot_id, "s-1-1", 0, 4))
     await link.on_snapshot(Snapshot(fork.snapshot_id, last=True))

@@ -51,8 +51,9 @@ from bridge_core.channel import Channel, ChannelClosed, UnexpectedMessage
 from bridge_core.gateway import CallContext, CallFailed, Gateway
 from bridge_core.runtime.base import Sandbox
 from bridge_core.sessions._budget import CallBudget, CallLimits
-from bridge_core.sessions._durable import FORK_METHOD, DurableLink, PendingFork
+from bridge_core.sessions._durable import DurableLink
 from bridge_core.sessions._execution import Execution, bounded_result
+from bridge_core.sessions._fork import FORK_METHOD, PendingFork
 
 __all__ = ["Execution", "LiveSandbox"]
 
@@ -272,7 +273,7 @@ class LiveSandbox:
                 f"session {self.session!r} cannot be forked: {self.not_durable} (forks are "
                 "saved sessions)",
             )
-        return self.durable.begin_fork(message.params)
+        return self.durable.forks.begin(message.params)
 
     async def _run_call(
         self,
@@ -323,7 +324,7 @@ class LiveSandbox:
     @staticmethod
     async def _answer_fork(call_id: int, link: DurableLink, fork: PendingFork) -> Reply:
         try:
-            name = await link.finish_fork(fork)
+            name = await link.forks.finish(fork)
         except CallFailed as exc:
             return Reply(call_id, fault=Fault(int(exc.code), exc.message))
         return Reply(call_id, value={"session": name})
