@@ -131,6 +131,31 @@ def test_a_nested_or_encoded_path_is_shown_resolved() -> None:
     assert '"target.files[1]" resolves to "file:///etc/passwd"' in shown
 
 
+@pytest.mark.parametrize(
+    ("path", "readings"),
+    [
+        # A POSIX server takes the backslash as part of a name: x\y is one segment, and four
+        # ".." from /home/u/docs/x\y reach /etc/shadow; read as a Windows separator, \home\...
+        (
+            "/home/u/docs/x\\y/../../../../etc/shadow",
+            ['"/etc/shadow" (as written)', '"\\\\home\\\\etc\\\\shadow" (as written, with'],
+        ),
+        # Not decoded, it is a file named "..%2f..%2fsafe" in /etc; decoded, it is /safe.
+        (
+            "/etc/..%2f..%2fsafe",
+            ['"/etc/..%2f..%2fsafe" (as written)', '"/safe" (percent-decoded)'],
+        ),
+    ],
+)
+def test_a_path_that_reads_differently_to_different_servers_shows_every_reading(
+    path: str, readings: list[str]
+) -> None:
+    # One resolution shown as "the" resolution would hide the one the server acts on.
+    shown = shown_arguments({"path": path}, Redactor(), ["path"])
+    for reading in readings:
+        assert f'"path" resolves to {reading}' in shown
+
+
 async def test_a_call_whose_arguments_cannot_be_shown_is_refused_without_asking() -> None:
     # Many (empty) undeclared arguments, or a question too long: nothing is asked, the sandbox
     # is told why, and the refusal is not a remembered decline (the next call asks).

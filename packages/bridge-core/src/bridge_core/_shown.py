@@ -62,27 +62,52 @@ def clipped_json(value: Any, room: int) -> str:
 _URL = re.compile(r"(?P<prefix>[A-Za-z][A-Za-z0-9+.-]+:(?://[^/?#]*)?)(?P<path>[^?#]*)(?P<rest>.*)")
 
 
-def resolved_path(value: str) -> str | None:
+def resolved_path(value: str) -> list[tuple[str, str]]:
     """How a path-like ``value`` reads once ``.``/``..`` segments, repeated separators and
-    percent-encoding are resolved, when that differs from ``value``; ``None`` otherwise.
+    percent-encoding are resolved, when that differs from ``value``: each distinct reading with
+    how it was read (``as written``, ``percent-decoded``, ``with \\ as a separator``); empty
+    when every reading is ``value`` itself.
 
-    The server may read it relative to a root the bridge does not know, so this is the textual
-    resolution a user can check, not a claim about the file system."""
+    A server reads a path one way, the bridge cannot know which: a POSIX server takes ``\\``
+    and ``%2f`` as plain characters of a name, a Windows one takes ``\\`` as a separator, a URL
+    is percent-decoded. When these readings differ, each is shown, so that none can hide
+    behind another (``/docs/x\\y/../../../etc`` is ``/etc`` to a POSIX server).
+
+    The server may read it relative to a root the bridge does not know, so these are textual
+    resolutions a user can check, not claims about the file system."""
     if "/" not in value and "\\" not in value and "%" not in value:
-        return None
+        return []
     prefix, path, rest = "", value, ""
     url = _URL.fullmatch(value)
-    if url is not None and (url.group("prefix").endswith("/") or "//" in url.group("prefix")):
+    is_url = url is not None and (url.group("prefix").endswith("/") or "//" in url.group("prefix"))
+    if url is not None and is_url:
         prefix, path, rest = url.group("prefix"), url.group("path"), url.group("rest")
-    path = unquote(path)
-    # A backslash reads as a separator on Windows; a server there resolves it so.
-    normal = (ntpath if "\\" in path else posixpath).normpath(path) if path else path
-    if path.endswith(("/", "\\")) and normal not in ("/", "\\", "."):
+    # A URL's path is percent-encoded by definition; a plain path may or may not be decoded.
+    spellings = [(unquote(path), "percent-decoded")] if is_url else [(path, "as written")]
+    if not is_url and unquote(path) != path:
+        spellings.append((unquote(path), "percent-decoded"))
+    readings: list[tuple[str, str]] = []
+    for spelled, how in spellings:
+        ways = [(posixpath, how)]
+        if "\\" in spelled:
+            ways.append((ntpath, f"{how}, with \\ as a separator"))
+        for module, label in ways:
+            shown = prefix + _normal(module, spelled) + rest
+            if shown not in (reading for reading, _ in readings):
+                readings.append((shown, label))
+    if all(reading == value for reading, _ in readings):
+        return []
+    if len(readings) == 1 and readings[0][0] == prefix + "." + rest and path in ("", "."):
+        return []
+    return readings
+
+
+def _normal(module: Any, path: str) -> str:
+    normal = module.normpath(path) if path else path
+    seps = ("/", "\\") if module is ntpath else ("/",)
+    if path.endswith(seps) and normal not in ("/", "\\", "."):
         normal += path[-1]
-    shown = prefix + normal + rest
-    if shown == value or (normal == "." and path in ("", ".")):
-        return None
-    return shown
+    return str(normal)
 
 
 def walk_strings(value: Any, where: str = "", depth: int = 0) -> Iterator[tuple[str, str]]:

@@ -228,17 +228,21 @@ def _argument(key: str, value: Any, room: int, resolved: list[str]) -> str:
     else:
         line = f"  {name}: {clipped_json(value, room)}"
     for where, text in walk_strings(value):
-        path = resolved_path(text)
-        if path is None:
+        readings = resolved_path(text)
+        if not readings:
             continue
-        resolved.append(path)
+        resolved.append(text)
         if len(resolved) > MAX_RESOLVED:
             raise Unshowable(
                 f"it carries more than {MAX_RESOLVED} path-like values whose resolved form "
                 "the question would have to show"
             )
         at = clipped(f"{key}{where}", SHOWN_KEY) if where else name
-        line += f"\n    {at} resolves to {clipped(path, SHOWN_VALUE)}"
+        for path, how in readings:
+            # Readings that differ are each shown with how they were read: one cannot hide
+            # behind another (a POSIX server takes a backslash as part of a name).
+            said = f" ({how})" if len(readings) > 1 else ""
+            line += f"\n    {at} resolves to {clipped(path, SHOWN_VALUE)}{said}"
     return line
 
 
