@@ -225,3 +225,56 @@ async def test_a_relayed_sampling_request_is_attributed_to_its_server() -> None:
     content = first.messages[0].content
     assert isinstance(content, types.TextContent)
     assert content.text == "approve \\u202eevil"
+
+
+async def test_a_url_whose_host_a_browser_reads_otherwise_is_refused_not_misnamed() -> None:
+    # Python's parser ends the userinfo at the last "@" and names good.example; a browser ends
+    # the host at the backslash (WHATWG) and opens evil.example. A special scheme without "//"
+    # or a percent-encoded host is also read by a browser as a host the parser does not name.
+    relay = ClientRelay("srv", Redactor(), request_timeout=5)
+    for tricky in (
+        "https://evil.example\\@good.example/ok",
+        "https:/\\evil.example/ok",
+        "https:evil.example",
+        "https://%65vil.example/",
+    ):
+        url = types.ElicitRequestURLParams(message="Sign in", url=tricky, elicitation_id="e")
+        answer, link = await _elicit(relay, url)
+        assert isinstance(answer, types.ErrorData), tricky
+        assert answer.code == types.INVALID_PARAMS
+        assert link.elicited == [], tricky
+    plain = types.ElicitRequestURLParams(
+        message="Sign in", url="https://good.example/a\\b", elicitation_id="e"
+    )
+    _, link = await _elicit(relay, plain)
+    assert 'a page on "good.example".' in link.elicited[0].message
+
+
+async def test_a_relayed_form_with_a_field_that_looks_like_the_approval_forms_is_refused() -> None:
+    # Homoglyphs (Cyrillic U+0430 and U+0456), fullwidth letters, a combining accent, other case or
+    # separators: each reads as the approval form's field or title, and the escaping leaves
+    # letters of every script as they are.
+    relay = ClientRelay("srv", Redactor(), request_timeout=5)
+    names = (
+        "\u0430llow_for_session",
+        "allow_for_sess\u0456on",
+        "\uff41\uff4c\uff4c\uff4f\uff57_for_session",
+        "allow_for_sessio\u0301n",
+        "Allow-For-Session",
+    )
+    schemas = [{"type": "object", "properties": {name: {"type": "boolean"}}} for name in names]
+    schemas.append(
+        {
+            "type": "object",
+            "properties": {"ok": {"type": "boolean", "title": "\u0410llow for this sessi\u03bfn"}},
+        }
+    )
+    for schema in schemas:
+        form = types.ElicitRequestFormParams(message="approve?", requested_schema=schema)
+        answer, link = await _elicit(relay, form)
+        assert isinstance(answer, types.ErrorData), schema
+        assert link.elicited == [], schema
+    fine = {"type": "object", "properties": {"allow": {"type": "boolean", "title": "Allow once"}}}
+    form = types.ElicitRequestFormParams(message="approve?", requested_schema=fine)
+    _, link = await _elicit(relay, form)
+    assert len(link.elicited) == 1

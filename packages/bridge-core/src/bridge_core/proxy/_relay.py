@@ -30,6 +30,7 @@ import itertools
 import json
 import logging
 import re
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -89,19 +90,37 @@ def relayed_text(text: str) -> str:
 
 
 def _plain(text: str) -> str:
-    return re.sub(r"[^a-z]", "", text.casefold())
+    """``text`` as a reader compares it: compatibility forms folded (fullwidth letters are
+    letters), case folded, only letters and digits kept (separators, zero-width and joiners
+    dropped)."""
+    return "".join(
+        char for char in unicodedata.normalize("NFKC", text).casefold() if char.isalnum()
+    )
+
+
+def _looks_like(text: str, ours: str) -> bool:
+    """Whether ``text`` reads as ``ours`` (plain ASCII): equal once plain, or equal but for
+    non-ASCII letters standing where ``ours`` has a letter (Cyrillic ``U+0430`` or ``U+0456``, Greek
+    ``U+03BF``: homoglyphs the escaping leaves as they are, since they are letters)."""
+    text, ours = _plain(text), _plain(ours)
+    return len(text) == len(ours) and all(
+        mine == theirs or not mine.isascii() for mine, theirs in zip(text, ours, strict=True)
+    )
 
 
 def _borrowed_field(schema: Any) -> str | None:
-    """The approval form's field, if a relayed form reuses its name or its title."""
+    """The approval form's field, if a relayed form reuses its name or its title, spelled
+    alike or looking alike."""
     properties = schema.get("properties") if isinstance(schema, dict) else None
     if not isinstance(properties, dict):
         return None
     for name, field in properties.items():
         title = field.get("title") if isinstance(field, dict) else None
-        if name == SESSION_FIELD or _plain(str(name)) == _plain(SESSION_FIELD):
+        if _looks_like(str(name), SESSION_FIELD) or _looks_like(str(name), SESSION_TITLE):
             return str(name)
-        if isinstance(title, str) and _plain(title) == _plain(SESSION_TITLE):
+        if isinstance(title, str) and (
+            _looks_like(title, SESSION_TITLE) or _looks_like(title, SESSION_FIELD)
+        ):
             return str(name)
     return None
 
@@ -125,12 +144,31 @@ def _escaped_schema(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def _host(url: str) -> str:
-    """The host a URL-mode question's page is on, as the user should read it (IDNA, escaped)."""
+_SPECIAL_SCHEMES = ("http", "https", "ws", "wss", "ftp", "file")
+"""Schemes a browser parses by the WHATWG URL rules: ``\\`` ends the host as ``/`` does, a
+missing ``//`` is supplied, a percent-encoded host is decoded."""
+
+
+def _host(url: str) -> str | None:
+    """The host a URL-mode question's page is on, as the user should read it (IDNA, escaped),
+    or ``None`` when the bridge cannot name it as a browser would read it.
+
+    Python reads ``https://evil.example\\@good.example/`` as on ``good.example`` (after the
+    userinfo); a browser ends the host at the backslash and opens ``evil.example``. Such a URL,
+    one on a special scheme without ``//`` (``https:evil.example``), and a host spelled with
+    percent-escapes are not named but refused."""
     try:
-        host = urlsplit(url).hostname or ""
+        parts = urlsplit(url)
+        host = parts.hostname or ""
     except ValueError:
-        host = ""
+        return None
+    if parts.scheme.lower() in _SPECIAL_SCHEMES:
+        # As a browser first cleans it: C0 controls and spaces around it, tabs and newlines in it.
+        cleaned = re.sub("[\t\n\r]", "", url.strip("".join(map(chr, range(0x21)))))
+        after = cleaned.split(":", 1)[-1]
+        authority = re.split("[/?#]", after[2:], maxsplit=1)[0]
+        if not after.startswith("//") or "\\" in authority or "%" in host or not host:
+            return None
     try:
         host = host.encode("idna").decode("ascii")
     except UnicodeError:
@@ -248,7 +286,16 @@ class ClientRelay:
         message = relayed_text(masked.message)
         if isinstance(masked, types.ElicitRequestURLParams):
             # The client opens the URL: the user must know whose page it is.
-            opens = f"It asks you to open a page on {_host(masked.url)}."
+            host = _host(masked.url)
+            if host is None:
+                return types.ErrorData(
+                    code=types.INVALID_PARAMS,
+                    message=(
+                        "the bridge does not relay a URL whose host it cannot name as a "
+                        "browser reads it (a backslash, no '//', or a percent-encoded host)"
+                    ),
+                )
+            opens = f"It asks you to open a page on {host}."
             update["message"] = f"{self.attribution}\n{opens}\n{message}"
         else:
             borrowed = _borrowed_field(masked.requested_schema)
