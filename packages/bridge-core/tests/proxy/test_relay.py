@@ -278,3 +278,16 @@ async def test_a_relayed_form_with_a_field_that_looks_like_the_approval_forms_is
     form = types.ElicitRequestFormParams(message="approve?", requested_schema=fine)
     _, link = await _elicit(relay, form)
     assert len(link.elicited) == 1
+
+
+async def test_a_relayed_sampling_request_never_asks_for_the_clients_context() -> None:
+    # To the client the bridge is the one server: "thisServer" or "allServers" would put the
+    # run_python conversation (other servers' results, the user's text) in the upstream's sample.
+    relay = ClientRelay("srv", Redactor(), request_timeout=5)
+    link = FakeLink()
+    with relay.serving(link):
+        for context in ("thisServer", "allServers", "none"):
+            request = _sampling()
+            request.include_context = context  # type: ignore[assignment]
+            await relay.on_sampling(CTX, request)
+    assert [sent.include_context for sent in link.sampled] == [None, None, None]

@@ -327,6 +327,10 @@ class ClientRelay:
             update={
                 "system_prompt": f"{self.attribution}\n{prompt}".rstrip(),
                 "messages": [_escaped_message(message) for message in masked.messages],
+                # The client's "context" is the run_python conversation: other servers' results
+                # and the user's own text. An upstream asking for it (thisServer, allServers:
+                # the bridge is the one server the client knows) gets none.
+                "include_context": None,
             }
         )
         result: types.CreateMessageResult | types.ErrorData = await self._relay(
