@@ -232,3 +232,28 @@ def test_the_engine_store_reports_a_missing_command_line(monkeypatch: pytest.Mon
     monkeypatch.setenv("PATH", "")
     with pytest.raises(MissingTool):
         EngineStore("docker").inspect(NAME)
+
+
+@pytest.mark.parametrize(
+    "spelled",
+    [
+        "mcp-bridge-sandbox:0.1.0",  # podman runs localhost/mcp-bridge-sandbox:0.1.0 for it
+        "LOCALHOST/mcp-bridge-sandbox:0.1.0",
+        "REGISTRY.example.org/acme/mcp-bridge-sandbox:0.1.0",  # a host name has no case
+    ],
+)
+def test_a_released_name_spelled_as_the_engine_reads_it_is_checked_not_run_unchecked(
+    spelled: str,
+) -> None:
+    # The engine runs the released name's image under these spellings: a tampered image there
+    # is refused as under the released name, never run as an unknown tag.
+    supplied, _ = _supply(_store({spelled: TAMPERED}, engine="docker"), spelled)
+    assert (supplied.case, supplied.usable) == ("refused", False), supplied
+    genuine, _ = _supply(_store({spelled: GENUINE}), spelled)
+    assert (genuine.case, genuine.usable) == ("verified", True)
+    if "example" not in spelled:
+        # A tampered local image is replaced by pulling the released one under its own name.
+        store = _store({spelled: TAMPERED})
+        puller = FakePull(store)
+        _supply(store, spelled, puller=puller)
+        assert puller.calls == [NAME]

@@ -86,13 +86,37 @@ class Release:
     signature: SigningKey | None = None
 
     def find(self, image: str) -> PublishedImage | None:
-        """The published image ``image`` names: a local name, its reference or its pin."""
-        if image in self.images:
-            return self.images[image]
-        for published in self.images.values():
-            if image in {published.reference, published.pinned}:
-                return published
+        """The published image ``image`` names: a local name, its reference or its pin, also
+        spelled as an engine reads it to the same image (:func:`engine_spelling`)."""
+        for spelled in dict.fromkeys((image, engine_spelling(image))):
+            if spelled in self.images:
+                return self.images[spelled]
+            for published in self.images.values():
+                if spelled in {published.reference, published.pinned}:
+                    return published
         return None
+
+    def local_name(self, image: str) -> str | None:
+        """The record's local name for ``image`` (see :meth:`find`), if it is one."""
+        for spelled in (image, engine_spelling(image)):
+            if spelled in self.images:
+                return spelled
+        return None
+
+
+def engine_spelling(image: str) -> str:
+    """``image`` as an engine's store spells the name it runs: a name without a registry (no
+    ``.``, ``:``, capitals or ``localhost`` in its first part) is podman's local
+    ``localhost/...`` one,
+    and a registry's host name is case-insensitive (``GHCR.IO`` is ``ghcr.io``). A name that
+    looks released but is spelled otherwise must be checked as the released one, not run as an
+    unknown tag."""
+    first, slash, rest = image.partition("/")
+    if not slash or (
+        "." not in first and ":" not in first and first != "localhost" and first == first.lower()
+    ):
+        return f"localhost/{image}"
+    return f"{first.lower()}/{rest}"
 
 
 def repository_of(reference: str) -> str:

@@ -172,7 +172,7 @@ def _released(
     if progress:
         progress(f"{what}: pulling {published.pinned}")
     try:
-        done = pull_release(image, release, progress=progress)
+        done = pull_release(release.local_name(image) or image, release, progress=progress)
     except ImageError as exc:
         refused = f"{what}; the pull was refused: {exc}"
         return ImageSupply("refused", image, refused, _release_fix(image, engine, pull))
