@@ -34,7 +34,7 @@ def _manager(backend: PodmanBackend, image: str, state: Path) -> SessionManager:
 
 
 def _link(manager: SessionManager) -> DurableLink:
-    live = manager._sessions[(None, "default")].live
+    live = manager._table.sessions[(None, "default")].live
     assert live is not None
     assert live.durable is not None
     return live.durable

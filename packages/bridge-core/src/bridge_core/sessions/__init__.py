@@ -16,12 +16,13 @@ from bridge_core.sessions._store import SessionStore, StoreSettings
 from bridge_core.sessions._visible import visible, visible_head
 
 if TYPE_CHECKING:  # imported on first use: see _LAZY
-    from bridge_core.sessions.manager import SessionManager, SessionStats
+    from bridge_core.sessions.manager import SessionManager
     from bridge_core.sessions.types import (
         ExecutionListener,
         ExecutionResult,
         Image,
         SessionConfig,
+        SessionStats,
         Status,
     )
 
@@ -49,9 +50,9 @@ _LAZY = {
     "ExecutionResult": "bridge_core.sessions.types",
     "Image": "bridge_core.sessions.types",
     "SessionConfig": "bridge_core.sessions.types",
+    "SessionStats": "bridge_core.sessions.types",
     "Status": "bridge_core.sessions.types",
     "SessionManager": "bridge_core.sessions.manager",
-    "SessionStats": "bridge_core.sessions.manager",
 }
 """Names whose modules are imported on first use: the manager and the types pull in the runtime
 backends and the protocol, which the server must not import before it answers ``initialize``."""

@@ -3,6 +3,7 @@
 Every sandbox, reader and background job is a task of the manager's task group, entered by
 ``async with SessionManager(...)``; request handlers only wait on events. See ``docs/sessions.md``
 for the user-facing behaviour (names, pool, limits, idle TTL, timeouts, crashes, output cap).
+The table of sessions and its limits are :mod:`._table`'s; saved states, :mod:`._lifecycle`'s.
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -31,38 +30,33 @@ from bridge_core.sessions._lifecycle import RESTART, DurableSessions
 from bridge_core.sessions._names import DEFAULT_SESSION, validate_session_name
 from bridge_core.sessions._pool import SandboxPool
 from bridge_core.sessions._sandbox import LiveSandbox
-from bridge_core.sessions._session import Session, Turn, unavailable
+from bridge_core.sessions._session import (
+    Session,
+    Turn,
+    ended_while_idle,
+    mark_stale,
+    take_turn,
+    unavailable,
+    with_start,
+)
 from bridge_core.sessions._spill import FullOutputs
 from bridge_core.sessions._store import SessionStore
-from bridge_core.sessions.types import ExecutionListener, ExecutionResult, SessionConfig
+from bridge_core.sessions._table import SessionTable
+from bridge_core.sessions.types import (
+    ExecutionListener,
+    ExecutionResult,
+    SessionConfig,
+    SessionStats,
+)
 
 __all__ = ["SessionManager", "SessionStats"]
-
-_Key = tuple[str | None, str]
-"""A session's identity: (the client it belongs to, its name). Client None is the one client of a
-stdio bridge; over HTTP each client (an MCP session, or an authenticated principal) has its own
-names, so two clients' ``default`` sessions are two sessions."""
 
 logger = logging.getLogger("bridge_core.sessions")
 
 START_ATTEMPTS = 2
 """A sandbox that failed to start (e.g. killed from outside while starting) is replaced once
 before the caller gets ``unavailable``; a broken image still fails fast, after two starts."""
-EXPIRED_NAMES_KEPT = 1024
-"""Names of expired sessions remembered to tell their next caller; bounded against churn."""
 _CLIENT_GONE = "the client this session belonged to is gone (its MCP session ended)"
-
-
-@dataclass(frozen=True, slots=True)
-class SessionStats:
-    """Counters for ``doctor``, benchmarks and tests."""
-
-    sessions: int
-    live_sandboxes: int
-    sandboxes_started: int
-    pool_ready: int
-    pool_hits: int
-    pool_misses: int
 
 
 class SessionManager:
@@ -87,18 +81,15 @@ class SessionManager:
         self.config = config
         self._clock = clock
         self._fleet = SandboxFleet(config, runtime, gateway)
-        self._sessions: dict[_Key, Session] = {}
-        self._expired: OrderedDict[_Key, float] = OrderedDict()
-        self._ephemeral: Counter[str | None] = Counter()
-        """Executions running with ``persist=false``, per client (each holds a sandbox)."""
+        self._table = SessionTable(config)
         self._saved = DurableSessions(
             store,
             config,
-            sessions=self._sessions,
-            ephemeral=self._ephemeral,
+            sessions=self._table.sessions,
+            ephemeral=self._table.ephemeral,
             drop=self._drop,
             replace=self._replace,
-            forget_if_empty=self._forget_if_empty,
+            forget_if_empty=self._table.forget_if_empty,
         )
         """Where sessions are saved (a store of None: they live and die with their containers)."""
         self._exit_stack: contextlib.AsyncExitStack | None = None
@@ -164,7 +155,7 @@ class SessionManager:
             # of its tasks: nothing raised inside ``async with`` is lost on the way out.
             return await stack.__aexit__(exc_type, exc, tb)
         finally:
-            self._sessions.clear()
+            self._table.sessions.clear()
             await self._fleet.stop_all()
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._outputs.remove_own)
@@ -205,10 +196,12 @@ class SessionManager:
         self._check_open()
         if not self.config.persist:
             return await self._execute_ephemeral(client, name, code, limit, listener)
-        sess = self._session(client, name)
+        sess = self._table.session(
+            client, name, self._clock, durable=self.durable, refusal=self.store_refusal
+        )
         sess.users += 1
         try:
-            if not await _take_turn(sess.turn, limit):
+            if not await take_turn(sess.turn, limit):
                 return unavailable(
                     name,
                     f"gave up after waiting {limit:g} s for the previous execution in session "
@@ -228,21 +221,21 @@ class SessionManager:
                 result = await self._runner.run(
                     sess, live, code, limit, sent + limit, listener, notices, turn
                 )
-                return result if running else _with_start(result, sent - asked)
+                return result if running else with_start(result, sent - asked)
             finally:
                 if not turn.handed_off:
                     sess.turn.release()
         finally:
             sess.users -= 1
             sess.last_used = self._clock()
-            self._forget_if_empty(sess)
+            self._table.forget_if_empty(sess)
 
     async def reset(self, session: str | None = None, *, client: str | None = None) -> None:
         """Give ``client``'s ``session`` a fresh namespace (its sandbox is replaced); waits for
         its turn."""
         name = validate_session_name(DEFAULT_SESSION if session is None else session)
-        self._expired.pop((client, name), None)
-        sess = self._sessions.get((client, name))
+        self._table.expired.pop((client, name), None)
+        sess = self._table.sessions.get((client, name))
         if sess is None:
             await self._saved.forget(client, name)
             return
@@ -255,7 +248,7 @@ class SessionManager:
         finally:
             sess.users -= 1
             sess.last_used = self._clock()
-            self._forget_if_empty(sess)
+            self._table.forget_if_empty(sess)
 
     async def wait_warm(self) -> None:
         """Wait until the warm pool holds ``pool_size`` started sandboxes (callers bound it)."""
@@ -264,11 +257,11 @@ class SessionManager:
 
     def session_names(self, client: str | None = None) -> list[str]:
         """Names of ``client``'s open sessions, sorted."""
-        return sorted(name for owner, name in self._sessions if owner == client)
+        return self._table.names(client)
 
     def holds_sessions(self, client: str | None) -> bool:
         """Whether ``client`` has an open session (its state would be lost with the client)."""
-        return any(owner == client for owner, _ in self._sessions) or self._ephemeral[client] > 0
+        return self._table.holds(client)
 
     async def close_client(self, client: str | None) -> list[str]:
         """End every session of ``client`` and stop their sandboxes; return the sessions' names.
@@ -278,12 +271,12 @@ class SessionManager:
         are stopped (each stop is bounded and never raises).
         """
         closed, sandboxes = [], []
-        for key, sess in list(self._sessions.items()):
+        for key, sess in list(self._table.sessions.items()):
             if key[0] != client:
                 continue
             # Out of the table before the first await: nothing can reach these sessions now.
-            del self._sessions[key]
-            self._expired.pop(key, None)
+            del self._table.sessions[key]
+            self._table.expired.pop(key, None)
             if sess.live is not None:
                 sess.live.close()
                 sandboxes.append(sess.live)
@@ -302,7 +295,7 @@ class SessionManager:
     def stats(self) -> SessionStats:
         pool = self._pool
         return SessionStats(
-            sessions=len(self._sessions),
+            sessions=len(self._table.sessions),
             live_sandboxes=len(self._fleet.live),
             sandboxes_started=self._fleet.started,
             pool_ready=pool.ready if pool else 0,
@@ -318,7 +311,7 @@ class SessionManager:
         """
         now, ttl = self._clock(), self.config.idle_ttl
         expired = []
-        for key, sess in list(self._sessions.items()):
+        for key, sess in list(self._table.sessions.items()):
             if ttl <= 0 or sess.busy or now - sess.last_used < ttl:
                 continue
             name = key[1]
@@ -328,12 +321,10 @@ class SessionManager:
                 if sess.live is not None and self._background(self._saved.hibernate, sess):
                     expired.append(name)
                 continue
-            del self._sessions[key]
+            del self._table.sessions[key]
             if sess.live is not None:
                 self._discard(sess.live)
-                self._expired[key] = now
-                while len(self._expired) > EXPIRED_NAMES_KEPT:
-                    self._expired.popitem(last=False)
+                self._table.remember_expired(key, now)
             expired.append(name)
         if expired:
             logger.info("sessions %s expired after %g s idle", expired, ttl)
@@ -357,57 +348,6 @@ class SessionManager:
         if self._tg is None or self._closed:
             raise RuntimeError("the session manager is not running (use `async with`)")
 
-    def _check_capacity(self, client: str | None) -> None:
-        # Only the caller's own session names are quoted: other clients' names are theirs.
-        own = self.session_names(client)
-        listed = ", ".join(own) or "none"
-        per_client = self.config.max_sessions_per_client
-        held = len(own) + self._ephemeral[client]
-        if client is not None and per_client is not None and held >= per_client:
-            raise SessionLimitExceeded(
-                f"this client already has the maximum of {per_client} sessions "
-                f"(yours: {listed}): reuse or reset one, wait for idle ones to expire, "
-                "or raise MCP_BRIDGE_MAX_SESSIONS_PER_CLIENT"
-            )
-        limit = self.config.max_sessions
-        if len(self._sessions) + self._ephemeral.total() >= limit:
-            raise SessionLimitExceeded(
-                f"the maximum of {limit} concurrent sessions is reached "
-                f"({'yours' if client is not None else 'open'}: {listed}): reuse or reset one, "
-                "wait for idle ones to expire, or raise MCP_BRIDGE_MAX_SESSIONS"
-            )
-
-    def _session(self, client: str | None, name: str) -> Session:
-        key = (client, name)
-        sess = self._sessions.get(key)
-        if sess is not None:
-            return sess
-        if not self.durable:  # durable: the limit is on live containers (see make_room)
-            self._check_capacity(client)
-        sess = self._sessions[key] = Session(name, self._clock(), client=client)
-        if self.store_refusal and self.config.persist:
-            sess.notices.append(f"session {name!r} is not saved: {self.store_refusal}")
-        if self._expired.pop(key, None) is not None:
-            sess.notices.append(
-                f"session {name!r} was idle for more than {self.config.idle_ttl:g} s, so its "
-                "sandbox was stopped and its state (variables, imports, /tmp files) was dropped: "
-                "this is a fresh session"
-            )
-        return sess
-
-    def _forget_if_empty(self, sess: Session) -> None:
-        # A session with no sandbox, nothing to tell and nobody waiting holds no state: it must
-        # not take a slot of max_sessions (e.g. after its sandbox could not start, or a reset).
-        empty = sess.live is None and not sess.notices and not sess.busy
-        key = (sess.client, sess.name)
-        if empty and self._sessions.get(key) is sess:
-            del self._sessions[key]
-
-    def _closed_by_client(self, sess: Session) -> bool:
-        # A session an execution is using leaves the table only through close_client: expiry and
-        # _forget_if_empty skip busy sessions.
-        return self._sessions.get((sess.client, sess.name)) is not sess
-
     def _prepare(self, sess: Session, reset: bool) -> list[str]:
         if reset:
             self._drop(sess)
@@ -423,7 +363,7 @@ class SessionManager:
     ) -> LiveSandbox | ExecutionResult:
         """The session's sandbox, started (or taken from the pool) if it has none: bounded by
         ``start_timeout``, not by the call's timeout (see docs/decisions.md)."""
-        if self._closed_by_client(sess):
+        if self._table.closed_by_client(sess):
             return unavailable(sess.name, _CLIENT_GONE, notices)
         start_by = anyio.current_time() + self.config.start_timeout
         live = sess.live
@@ -431,18 +371,7 @@ class SessionManager:
             reason = live.failure_reason
             with anyio.move_on_at(start_by):
                 reason = await self._fleet.exit_reason(live)
-            if not self.durable:
-                lost = "this is a fresh one and the session's state was lost"
-            elif live.durable is not None and live.durable.lost:
-                lost = (
-                    f"its state after its last execution was not saved ({live.durable.lost}), "
-                    "so the work since its last saved state is lost"
-                )
-            else:
-                lost = "its state as of its last successful execution is restored"
-            notices.append(
-                f"the sandbox of session {sess.name!r} ended while idle ({reason}): {lost}"
-            )
+            notices.append(ended_while_idle(sess.name, live, reason, durable=self.durable))
             self._drop(sess)
         if sess.forget_saved:
             sess.forget_saved = False
@@ -459,7 +388,7 @@ class SessionManager:
             taken = await self._take(sess.name, start_by, notices, hint)
             if isinstance(taken, ExecutionResult):
                 return taken
-            if self._closed_by_client(sess):  # the client went away while its sandbox started
+            if self._table.closed_by_client(sess):  # the client went away while its sandbox started
                 self._discard(taken, kill=True)
                 return unavailable(sess.name, _CLIENT_GONE, notices)
             sess.live = taken
@@ -503,7 +432,7 @@ class SessionManager:
 
     def _drop(self, sess: Session) -> None:
         if sess.live is not None:
-            _mark_stale(sess, sess.live)
+            mark_stale(sess, sess.live)
             self._discard(sess.live)
             sess.live = None
 
@@ -516,8 +445,8 @@ class SessionManager:
         listener: ExecutionListener | None,
     ) -> ExecutionResult:
         """``persist=false``: a fresh sandbox for this one execution, stopped right after."""
-        self._check_capacity(client)
-        self._ephemeral[client] += 1
+        self._table.check_capacity(client)
+        self._table.ephemeral[client] += 1
         try:
             notices: list[str] = []
             asked = anyio.current_time()
@@ -531,13 +460,13 @@ class SessionManager:
                 result = await self._runner.run(
                     sess, live, code, limit, sent + limit, listener, notices, Turn(), ephemeral=True
                 )
-                return _with_start(result, sent - asked)
+                return with_start(result, sent - asked)
             finally:
                 self._drop(sess)
         finally:
-            self._ephemeral[client] -= 1
-            if not self._ephemeral[client]:
-                del self._ephemeral[client]
+            self._table.ephemeral[client] -= 1
+            if not self._table.ephemeral[client]:
+                del self._table.ephemeral[client]
 
     async def _reap_idle(self) -> None:
         interval = min(max(self.config.idle_ttl / 4, 0.05), 30.0)
@@ -564,33 +493,6 @@ class SessionManager:
     def _replace(self, sess: Session, live: LiveSandbox, *, kill: bool) -> None:
         """Throw away ``sess``'s sandbox ``live``; the next execution gets a fresh one."""
         if sess.live is live:
-            _mark_stale(sess, live)
+            mark_stale(sess, live)
             sess.live = None
         self._discard(live, kill=kill)
-
-
-def _mark_stale(sess: Session, live: LiveSandbox) -> None:
-    """``sess`` loses ``live``: if its last state was not saved, its restore says it is older."""
-    if live.durable is not None and live.durable.lost:
-        sess.stale = True
-
-
-def _with_start(result: ExecutionResult, waited: float) -> ExecutionResult:
-    """``result`` saying how long its call waited for its sandbox to start."""
-    return replace(result, sandbox_start=waited)
-
-
-async def _take_turn(turn: anyio.Semaphore, limit: float) -> bool:
-    """Take a session's turn within ``limit`` seconds; False when it did not come in time.
-
-    A free turn is taken without a cancel scope (entering and leaving one costs ~5 us on
-    asyncio, and a warm call took five); cancellation is honoured as ``acquire`` would."""
-    await anyio.lowlevel.checkpoint_if_cancelled()
-    try:
-        turn.acquire_nowait()
-    except anyio.WouldBlock:
-        with anyio.move_on_after(limit):
-            await turn.acquire()
-            return True
-        return False
-    return True

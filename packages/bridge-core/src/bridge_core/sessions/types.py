@@ -10,7 +10,14 @@ from bridge_protocol import ErrorInfo, Stream
 from bridge_core.runtime.base import SandboxLimits
 from bridge_core.sessions._budget import MAX_CALL_BYTES, MAX_CALLS_IN_FLIGHT
 
-__all__ = ["ExecutionListener", "ExecutionResult", "Image", "SessionConfig", "Status"]
+__all__ = [
+    "ExecutionListener",
+    "ExecutionResult",
+    "Image",
+    "SessionConfig",
+    "SessionStats",
+    "Status",
+]
 
 Status = Literal["ok", "error", "interrupted", "timeout", "crashed", "unavailable"]
 """``crashed``: the container died (OOM, pids, killed). ``unavailable``: no runtime/sandbox could
@@ -108,3 +115,15 @@ class SessionConfig:
     image_advice: str = ""
     """What to do when the image's sandbox client speaks no protocol version of this bridge
     (which image to pull or rebuild); the server fills it from its release record."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStats:
+    """Counters for ``doctor``, benchmarks and tests."""
+
+    sessions: int
+    live_sandboxes: int
+    sandboxes_started: int
+    pool_ready: int
+    pool_hits: int
+    pool_misses: int
