@@ -162,7 +162,11 @@ async def test_every_record_is_bounded_whatever_names_and_details_sandbox_code_s
 
 
 @pytest.mark.parametrize(
-    "char", ["\n", "\r", "\x1b", "\x85", "\u2028", "\u2029", "\u202e", "\u2066", "\u200b"]
+    "char",
+    [
+        *("\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"),
+        *("\u202e", "\u2066", "\u200b", "\u200d", "\u0600", "\ufff9", "\U000e0041", "\U000e0001"),
+    ],
 )
 async def test_a_record_is_one_line_whatever_its_names_hold_and_decodes_to_them(
     tmp_path: Path, char: str
@@ -183,7 +187,7 @@ async def test_a_record_is_one_line_whatever_its_names_hold_and_decodes_to_them(
 
 
 async def test_a_record_of_line_separators_and_bidi_overrides_is_bounded(tmp_path: Path) -> None:
-    huge = "\u2028\u202e" * (1024 * 1024)
+    huge = "\u2028\u202e\U000e0041" * (1024 * 1024)
     log = AuditLog(tmp_path / "a.jsonl")
     await log.record(
         CallRecord(

@@ -36,6 +36,7 @@ from typing import Any
 import anyio.to_thread
 
 from bridge_core.private_files import PRIVATE_FILE_MODE, make_dirs
+from bridge_core.sessions._visible import _ALWAYS
 
 __all__ = [
     "MAX_ARGUMENTS",
@@ -56,18 +57,22 @@ MAX_ARGUMENTS = 24
 """Arguments listed per record; ``more_arguments`` counts the others."""
 MAX_ARGUMENT_NAME_CHARS = 48
 MAX_DETAIL_CHARS = 800
-MAX_RECORD_BYTES = 16 * 1024
-"""Bound on one record, reached only by names of escaped control characters (6 bytes each)."""
+MAX_RECORD_BYTES = 32 * 1024
+"""Bound on one record, reached only by names of escaped invisible characters (a tag character
+outside the Basic Multilingual Plane is 12 bytes as a JSON surrogate pair)."""
 _CUT = "…"
-_UNSAFE = re.compile(
-    "[\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff]"
-)
-"""What ``json.dumps(ensure_ascii=False)`` leaves raw that is not safe in a line (see above).
-All in the Basic Multilingual Plane, so each escape is 6 bytes, as a control character's."""
+_UNSAFE = re.compile(f"[{_ALWAYS}\u200c\u200d]")
+"""What ``json.dumps(ensure_ascii=False)`` leaves raw that is not safe in a line (see above):
+the product's escaper's list (:mod:`bridge_core.sessions._visible`), tags and other invisible
+format characters outside the Basic Multilingual Plane included."""
 
 
 def _escaped(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a JSON escape of a code point past U+FFFF is its surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def _cut(text: str, limit: int) -> str:
