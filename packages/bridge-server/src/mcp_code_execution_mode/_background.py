@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from bridge_core.errors import BridgeError
@@ -88,6 +88,11 @@ class BackgroundExecutor:
         return await executor.execute(
             code, session=session, timeout=timeout, reset=reset, listener=listener, client=client
         )
+
+    @property
+    def gateway(self) -> Any:
+        """The open bridge's gateway (direct tools), None until it is open or when it failed."""
+        return getattr(self._executor, "gateway", None)
 
     def holds_sessions(self, client: str | None) -> bool:
         return self._executor is not None and self._executor.holds_sessions(client)

@@ -20,13 +20,13 @@ from bridge_core.discovery import DiscoveryReport, discover
 from bridge_core.errors import ConfigError
 from bridge_core.policy import Policy
 from bridge_core.private_files import private_dir
-from bridge_core.proxy import ProxyOptions, open_proxy
+from bridge_core.proxy import ProxyGateway, ProxyOptions, open_proxy
 from bridge_core.redaction import Redactor
 from bridge_core.runtime.base import RuntimeBackend, SandboxLimits
 from bridge_core.runtime.detect import detect_runtime
 from bridge_core.sessions import SessionStore, StoreSettings
 from bridge_core.sessions.manager import SessionManager
-from bridge_core.sessions.types import SessionConfig
+from bridge_core.sessions.types import ExecutionListener, ExecutionResult, SessionConfig
 
 from mcp_code_execution_mode._image_supply import image_advice, require_image
 from mcp_code_execution_mode._logging import mask_logs
@@ -135,6 +135,35 @@ def _tighten_state_dir(path: Path) -> Path:
     return path
 
 
+class OpenBridge:
+    """The session manager (the :class:`Executor`) and the gateway its sessions call through,
+    which direct tools use too (one path for every proxied call)."""
+
+    def __init__(self, manager: SessionManager, gateway: ProxyGateway) -> None:
+        self.manager = manager
+        self.gateway = gateway
+
+    async def execute(
+        self,
+        code: str,
+        *,
+        session: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the Executor protocol
+        reset: bool = False,
+        listener: ExecutionListener | None = None,
+        client: str | None = None,
+    ) -> ExecutionResult:
+        return await self.manager.execute(
+            code, session=session, timeout=timeout, reset=reset, listener=listener, client=client
+        )
+
+    def holds_sessions(self, client: str | None) -> bool:
+        return self.manager.holds_sessions(client)
+
+    async def close_client(self, client: str | None) -> list[str]:
+        return await self.manager.close_client(client)
+
+
 def executor_factory(settings: Settings, *, single_client: bool = False) -> ExecutorFactory:
     """Opens the whole bridge for one server lifetime; yields the session manager
     (``single_client``: served over stdio)."""
@@ -197,6 +226,6 @@ def executor_factory(settings: Settings, *, single_client: bool = False) -> Exec
                 store=session_store(settings, state_dir / "sessions"),
             ) as manager,
         ):
-            yield manager
+            yield OpenBridge(manager, gateway)
 
     return open_executor

@@ -13,6 +13,7 @@ shows in the client as nothing more than "Connection closed".
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import gc
 import logging
@@ -110,6 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         default=None,
         help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio",
+    )
+    serve.add_argument(
+        "--tools",
+        choices=("code", "direct", "both"),
+        default=None,
+        help="which tools to list: code (run_python), direct (each proxied tool as "
+        "server__tool) or both; overrides [tools] mode of the settings file",
     )
     commands.add_parser(
         "doctor", parents=[parent], help="check the runtime, limits, image and configured servers"
@@ -224,6 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(normalised)
         settings = load_settings(_given_flags(args))
+        if getattr(args, "tools", None) is not None:  # serve's flag over the file's [tools] mode
+            settings = dataclasses.replace(settings, tools=args.tools)
         if args.command == "serve":
             _check_trace_export()  # read again by the lifespan, which exports
     except UsageError as exc:

@@ -456,6 +456,41 @@ async def _check_servers(settings: Settings, report: _Report) -> None:
                 "check its command and env in that file; MCP_BRIDGE_DENY_SERVERS hides it",
             )
     _check_double_loads(discovery, proxied, results, report)
+    _check_tools_mode(settings, policy, results, report)
+
+
+def _check_tools_mode(
+    settings: Settings,
+    policy: Policy,
+    results: Mapping[str, list[types.Tool] | str],
+    report: _Report,
+) -> None:
+    """The tools a client is given in this mode, and what their definitions cost per request."""
+    from mcp_code_execution_mode._direct import (
+        listed_tool,
+        lists_code,
+        lists_direct,
+        name_tools,
+    )
+    from mcp_code_execution_mode.tool import run_python_tool
+
+    listed = [run_python_tool()] if lists_code(settings.tools) else []
+    if lists_direct(settings.tools):
+        allowed = [
+            (server, tool)
+            for server, tools in results.items()
+            if isinstance(tools, list)
+            for tool in tools
+            if policy.check(server, tool.name).allowed
+        ]
+        named = name_tools(allowed, [t.name for t in listed])
+        listed += [listed_tool(name, server, tool) for name, (server, tool) in named.items()]
+    size = schema_bytes(listed)
+    report.ok(
+        "tools",
+        f"mode {settings.tools}: lists {len(listed)} tool(s), ~{token_estimate(size):,} tokens "
+        f"of definitions per request (estimate: {size:,} bytes / {BYTES_PER_TOKEN})",
+    )
 
 
 def _check_traces(report: _Report, environ: Mapping[str, str] | None = None) -> None:

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.lowlevel import NotificationOptions
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
@@ -60,7 +61,10 @@ async def serve_stdio(settings: Settings, executor_factory: ExecutorFactory) -> 
     over HTTP: the bridge adds only its transport (:mod:`._stdio`: bounded, cancellable reads)
     and the JSON-RPC errors for undecodable lines (:mod:`._malformed`)."""
     server = create_server(settings, executor_factory)
-    options = server.create_initialization_options()
+    # Direct tools change with the upstream servers' lists: the client is told (listChanged).
+    options = server.create_initialization_options(
+        NotificationOptions(tools_changed=settings.tools != "code")
+    )
 
     async def main() -> None:
         async with stdio_transport() as streams:

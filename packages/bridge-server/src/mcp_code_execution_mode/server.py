@@ -25,6 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_code_execution_mode import __version__
 from mcp_code_execution_mode._client_link import RequestLink
 from mcp_code_execution_mode._clients import request_client
+from mcp_code_execution_mode._direct import MODES, DirectTools, lists_code, lists_direct
 from mcp_code_execution_mode._guides import (
     CAPABILITIES_TEXT,
     CAPABILITIES_URI,
@@ -223,6 +224,39 @@ class RunPythonHandler:
         return render_result(result, self._mode)
 
 
+def tools_mode(ctx: ServerRequestContext[BridgeState], default: str) -> str:
+    """The tools this request's client is given: the endpoint URL's ``?tools=`` over HTTP (each
+    client chooses), else ``[tools] mode``."""
+    if ctx.request is None:
+        return default
+    chosen: str | None = ctx.request.query_params.get("tools")
+    if chosen is None:
+        return default
+    if chosen not in MODES:
+        raise MCPError(
+            types.INVALID_PARAMS,
+            f"?tools={chosen[:40]!r} in the endpoint URL: it must be one of {', '.join(MODES)}",
+        )
+    return chosen
+
+
+async def _open_gateway(ctx: ServerRequestContext[BridgeState], direct: DirectTools) -> None:
+    """Give ``direct`` the open bridge's gateway (the one nested calls go through)."""
+    executor = ctx.lifespan_context.executor
+    wait_open = getattr(executor, "wait_open", None)
+    if wait_open is not None:
+        await wait_open()
+    gateway = getattr(executor, "gateway", None)
+    if gateway is not None:
+        direct.attach(gateway)
+
+
+def _client_of(ctx: ServerRequestContext[BridgeState]) -> str | None:
+    if ctx.request is None:
+        return None
+    return request_client(ctx.request.scope, ctx.request.headers)
+
+
 def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Server[BridgeState]:
     """Build the MCP server. ``executor_factory`` is entered once, in the lifespan."""
 
@@ -234,12 +268,32 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
     tool = run_python_tool()
     mode: OutputMode = "toon" if settings.output_mode == "toon" else "compact"
 
+    direct = DirectTools()
+
     async def list_tools(
         ctx: ServerRequestContext[BridgeState], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[tool])
+        chosen = tools_mode(ctx, settings.tools)
+        if not lists_direct(chosen):
+            return types.ListToolsResult(tools=[tool])
+        await _open_gateway(ctx, direct)
+        code_tools = [tool] if lists_code(chosen) else []
+        reserved = [t.name for t in code_tools]
+        return types.ListToolsResult(tools=code_tools + await direct.tools(ctx.session, reserved))
 
-    call_tool = RunPythonHandler(settings.max_timeout, mode)
+    run_python = RunPythonHandler(settings.max_timeout, mode)
+
+    async def call_tool(
+        ctx: ServerRequestContext[BridgeState], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        chosen = tools_mode(ctx, settings.tools)
+        if not lists_direct(chosen) or (params.name == TOOL_NAME and lists_code(chosen)):
+            return await run_python(ctx, params)
+        await _open_gateway(ctx, direct)
+        client = _client_of(ctx)
+        return await direct.call(
+            params.name, params.arguments, client=RequestLink(ctx, client), client_key=client
+        )
 
     async def list_resources(
         ctx: ServerRequestContext[BridgeState], params: types.PaginatedRequestParams | None

@@ -182,6 +182,7 @@ class Settings:
     runtime_identity: Path | None = None
     runtime_known_hosts: Path | None = None
     image_release: Path | None = None
+    tools: str = "code"
     # Where they came from.
     settings_file: Path | None = None
     """The settings file looked at (None: settings not loaded from the environment)."""

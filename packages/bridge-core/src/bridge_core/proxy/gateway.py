@@ -15,7 +15,8 @@ any server (an upstream may echo its token in an error, its environment in a res
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -43,7 +44,13 @@ from bridge_core.proxy.pool import UpstreamPool
 from bridge_core.redaction import Redactor
 from bridge_core.servers import ServerSpec
 
-__all__ = ["ProxyGateway", "open_proxy"]
+__all__ = ["ProxyGateway", "ToolsChanged", "open_proxy"]
+
+logger = logging.getLogger(__name__)
+
+ToolsChanged = Callable[[str, list[types.Tool]], Awaitable[None]]
+"""Told a server's name and its new tool list, each time the pool lists it (start, restart,
+``notifications/tools/list_changed``)."""
 
 
 class ProxyGateway:
@@ -65,6 +72,8 @@ class ProxyGateway:
         self.audit = audit or AuditLog(None)
         self.redactor: Redactor = pool.redactor
         self.approvals = ApprovalGate(approvals or ApprovalRules(), self.redactor)
+        self.tool_listeners: list[ToolsChanged] = []
+        """Called after the catalog took a new tool list (direct tools forward it to clients)."""
 
     @classmethod
     def for_pool(
@@ -83,6 +92,8 @@ class ProxyGateway:
 
         async def remember_tools(spec: ServerSpec, tools: list[types.Tool]) -> None:
             await catalog.set_tools(spec.name, tools)
+            for listener in gateway.tool_listeners:
+                await listener(spec.name, tools)
 
         async def fetch_tools(server: str) -> list[types.Tool]:
             try:
@@ -92,7 +103,32 @@ class ProxyGateway:
 
         catalog = Catalog(specs, list_tools=fetch_tools, policy=policy, cache=cache)
         pool.on_tools = remember_tools
-        return cls(pool, catalog, audit, approvals)
+        gateway = cls(pool, catalog, audit, approvals)
+        return gateway
+
+    async def allowed_tools(self) -> list[tuple[str, types.Tool]]:
+        """Every tool the policy lets a client call, as ``(server, tool)`` in discovery order,
+        from each visible server's live list (starting the servers, concurrently). A server
+        that cannot start is left out (logged); :meth:`call_tool` still says why if named."""
+        servers = self.catalog.visible_servers()
+        lists: dict[str, list[types.Tool]] = {}
+
+        async def list_one(server: str) -> None:
+            try:
+                lists[server] = await self.pool.list_tools(server)
+            except UpstreamError as exc:
+                logger.warning("tools of %s not listed: %s", server, self.redactor.text(str(exc)))
+
+        async with anyio.create_task_group() as tg:
+            for server in servers:
+                tg.start_soon(list_one, server)
+        policy = self.catalog.policy
+        return [
+            (server, tool)
+            for server in servers
+            for tool in lists.get(server, ())
+            if policy.check(server, tool.name).allowed
+        ]
 
     async def call_tool(
         self, ctx: CallContext, server: str, tool: str, arguments: Mapping[str, Any]

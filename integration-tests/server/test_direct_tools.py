@@ -1,0 +1,191 @@
+"""Direct tools (``[tools] mode``, ``serve --tools``, ``?tools=``) through the real bridge, a real
+MCP SDK client and real MCP servers: listed as ``<server>__<tool>`` with their schemas, called
+through the gateway the sandbox's nested calls use (policy, approvals, audit).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import ClientSession
+from mcp.client.session import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
+
+from .conftest import open_bridge, open_http_bridge
+
+pytestmark = pytest.mark.container
+
+APPS = Path(__file__).resolve().parents[1] / "servers" / "apps_server.py"
+CALL_TIMEOUT = 60
+
+
+def _everything(third_party: dict[str, str]) -> dict[str, Any]:
+    return {"everything": {"command": third_party["MCP_SERVER_EVERYTHING"], "args": ["stdio"]}}
+
+
+def _apps(erase_log: Path) -> dict[str, Any]:
+    return {
+        "apps": {
+            "command": sys.executable,
+            "args": [str(APPS)],
+            "env": {"ERASE_LOG": str(erase_log)},
+        }
+    }
+
+
+async def _names(session: ClientSession) -> list[str]:
+    with anyio.fail_after(CALL_TIMEOUT):
+        listed = await session.list_tools()
+    return [tool.name for tool in listed.tools]
+
+
+async def _call(session: ClientSession, name: str, arguments: dict[str, Any]) -> Any:
+    with anyio.fail_after(CALL_TIMEOUT + 10):
+        return await session.call_tool(name, arguments, read_timeout_seconds=CALL_TIMEOUT)
+
+
+def _text(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if block.type == "text")
+
+
+def _settings_file(work: Path, text: str) -> None:
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "bridge.toml").write_text(text, encoding="utf-8")
+
+
+class User:
+    """Answers the bridge's approval questions with ``answer``; keeps them."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.questions: list[types.ElicitRequestParams] = []
+
+    async def __call__(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        self.questions.append(params)
+        return types.ElicitResult(action=self.answer)  # type: ignore[arg-type]
+
+
+async def test_direct_mode_lists_everything_echo_with_its_schema_and_calls_it(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    async with open_bridge(
+        tmp_path, servers=_everything(third_party), args=("--tools", "direct")
+    ) as bridge:
+        with anyio.fail_after(CALL_TIMEOUT):
+            listed = await bridge.session.list_tools()
+        tools = {tool.name: tool for tool in listed.tools}
+        assert "run_python" not in tools
+        echo = tools["everything__echo"]
+        assert echo.input_schema["properties"]["message"]["type"] == "string"
+        assert echo.input_schema["required"] == ["message"]
+        assert all(name.startswith("everything__") for name in tools)
+        result = await _call(bridge.session, "everything__echo", {"message": "direct hello"})
+        assert not result.is_error
+        assert "direct hello" in _text(result)
+
+
+async def test_a_denied_tool_is_not_listed_and_a_call_by_its_name_is_refused_and_audited(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    audit = tmp_path / "audit.jsonl"
+    _settings_file(
+        tmp_path,
+        f'[policy]\ndeny_tools = ["everything.echo"]\n[audit]\nlog = "{audit}"\n',
+    )
+    async with open_bridge(
+        tmp_path, servers=_everything(third_party), args=("--tools", "direct")
+    ) as bridge:
+        names = await _names(bridge.session)
+        assert "everything__echo" not in names
+        assert "everything__get-sum" in names
+        refused = await _call(bridge.session, "everything__echo", {"message": "x"})
+        assert refused.is_error
+        assert refused.structured_content["error"]["type"] == "POLICY_DENIED"
+        summed = await _call(bridge.session, "everything__get-sum", {"a": 2, "b": 3})
+        assert not summed.is_error
+        assert "5" in _text(summed)
+    records = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
+    outcomes = [(r["server"], r["tool"], r["outcome"]) for r in records]
+    assert outcomes == [("everything", "echo", "denied"), ("everything", "get-sum", "ok")]
+
+
+async def test_a_destructive_tool_asks_first_and_declined_does_not_run(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    erase_log = tmp_path / "erased.txt"
+    user = User("decline")
+    async with open_bridge(
+        tmp_path,
+        servers=_apps(erase_log),
+        args=("--tools", "direct"),
+        client_options={"elicitation_callback": user},
+    ) as bridge:
+        result = await _call(bridge.session, "apps__erase", {"path": "/data/precious"})
+        assert result.is_error
+        assert result.structured_content["error"]["type"] == "APPROVAL_DECLINED"
+        assert len(user.questions) == 1
+        assert "erase" in user.questions[0].message
+        user.answer = "accept"
+        done = await _call(bridge.session, "apps__erase", {"path": "/data/scratch"})
+        assert not done.is_error
+        assert _text(done) == "erased /data/scratch"
+    assert erase_log.read_text(encoding="utf-8") == "/data/scratch\n"
+
+
+async def test_a_destructive_tool_is_refused_when_the_client_cannot_be_asked(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    erase_log = tmp_path / "erased.txt"
+    async with open_bridge(tmp_path, servers=_apps(erase_log), args=("--tools", "direct")) as b:
+        result = await _call(b.session, "apps__erase", {"path": "/data/precious"})
+        assert result.is_error
+        assert result.structured_content["error"]["type"] == "APPROVAL_DECLINED"
+    assert not erase_log.exists()
+
+
+async def test_both_lists_run_python_and_the_direct_tools(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    async with open_bridge(
+        tmp_path, servers=_everything(third_party), args=("--tools", "both")
+    ) as bridge:
+        names = await _names(bridge.session)
+        assert names[0] == "run_python"
+        assert "everything__echo" in names
+
+
+async def test_the_default_lists_only_run_python(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    async with open_bridge(tmp_path, servers=_everything(third_party)) as bridge:
+        assert await _names(bridge.session) == ["run_python"]
+        unknown = await _call(bridge.session, "everything__echo", {"message": "x"})
+        assert unknown.is_error
+
+
+async def test_over_http_tools_direct_in_the_url_changes_that_clients_list_only(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    async with (
+        open_http_bridge(tmp_path, servers=_everything(third_party)) as bridge,
+        bridge.session() as plain,
+        bridge.http() as http,
+        streamable_http_client(f"{bridge.url}?tools=direct", http_client=http) as (read, write),
+        ClientSession(read, write) as direct,
+    ):
+        with anyio.fail_after(60):
+            await direct.initialize()
+        direct_names = await _names(direct)
+        assert "everything__echo" in direct_names
+        assert "run_python" not in direct_names
+        assert await _names(plain.session) == ["run_python"]
+        echoed = await _call(direct, "everything__echo", {"message": "over http"})
+        assert "over http" in _text(echoed)

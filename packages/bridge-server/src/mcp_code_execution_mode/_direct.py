@@ -1,0 +1,226 @@
+"""Direct tools: each proxied tool listed by itself as ``<server>__<tool>`` (``[tools] mode``).
+
+Listing and calling go through the gateway the sandbox's nested calls use
+(:class:`bridge_core.proxy.ProxyGateway`): the policy filters the list and refuses a call by name,
+approvals ask the client (or refuse as a nested call is refused when it cannot be asked), the
+audit log gets one line per call, configured secrets are masked in results and errors, and the
+upstream message limit and call timeout bound each call. This module only names tools, turns a
+name back into ``(server, tool)``, and shapes the gateway's answer as a ``CallToolResult``.
+
+Naming (docs/direct-tools.md):
+
+- ``<server>__<tool>``, kept only if it is a valid MCP tool name (1 to 128 of
+  ``A-Z a-z 0-9 _ - .``);
+  an invalid one is not rewritten (a rewrite hides the real name and makes new collisions) but
+  left out of the list, logged; sandbox code still reaches the tool.
+- Two tools whose names collide (server ``a`` tool ``b__c`` and server ``a__b`` tool ``c``), or a
+  name equal to ``run_python`` in ``both`` mode: neither is listed, and a call by that name is
+  refused as ambiguous rather than guessed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+import weakref
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import mcp_types as types
+from pydantic import ValidationError
+
+from mcp_code_execution_mode.rendering import error_result
+
+if TYPE_CHECKING:
+    from bridge_core.client_link import ClientLink
+    from bridge_core.proxy import ProxyGateway
+
+__all__ = [
+    "MODES",
+    "SEPARATOR",
+    "DirectTools",
+    "ToolsMode",
+    "direct_name",
+    "lists_code",
+    "lists_direct",
+    "name_tools",
+    "split_name",
+]
+
+logger = logging.getLogger(__name__)
+
+ToolsMode = Literal["code", "direct", "both"]
+MODES: tuple[ToolsMode, ...] = ("code", "direct", "both")
+
+SEPARATOR = "__"
+"""Between the server and the tool name: ``.`` and ``/`` are common inside tool names, a double
+underscore is rare in either, and clients that prefix names themselves use it too."""
+
+_VALID_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+"""The MCP tool-name rule (spec 2025-11-25, SEP-986); clients may refuse other names."""
+
+DIRECT_SESSION = "(direct)"
+"""The ``session`` of a direct call in the audit log and in approvals: no sandbox runs it."""
+
+
+def lists_code(mode: str) -> bool:
+    return mode in ("code", "both")
+
+
+def lists_direct(mode: str) -> bool:
+    return mode in ("direct", "both")
+
+
+def direct_name(server: str, tool: str) -> str | None:
+    """The direct name of ``server``'s ``tool``, or None when it is not a valid tool name."""
+    name = f"{server}{SEPARATOR}{tool}"
+    return name if _VALID_NAME.fullmatch(name) else None
+
+
+def name_tools(
+    tools: Iterable[tuple[str, types.Tool]], reserved: Iterable[str] = ()
+) -> dict[str, tuple[str, types.Tool]]:
+    """Each listable direct name → ``(server, tool)``; invalid and colliding names left out."""
+    named: dict[str, tuple[str, types.Tool]] = {}
+    clashing: set[str] = set(reserved)
+    for server, tool in tools:
+        name = direct_name(server, tool.name)
+        if name is None:
+            logger.info("%s.%s is not listed directly: %r is not a valid tool name", server,
+                        tool.name, f"{server}{SEPARATOR}{tool.name}")  # fmt: skip
+            continue
+        if name in clashing or name in named:
+            logger.warning("%s names two tools: neither is listed directly", name)
+            named.pop(name, None)
+            clashing.add(name)
+            continue
+        named[name] = (server, tool)
+    return named
+
+
+def split_name(name: str, servers: Iterable[str]) -> list[tuple[str, str]]:
+    """Every ``(server, tool)`` that ``name`` may stand for, given the configured servers."""
+    return [
+        (server, name[len(server) + len(SEPARATOR) :])
+        for server in servers
+        if name.startswith(server + SEPARATOR) and len(name) > len(server) + len(SEPARATOR)
+    ]
+
+
+def listed_tool(name: str, server: str, tool: types.Tool) -> types.Tool:
+    """The upstream tool as a client sees it directly: its schemas, annotations and ``_meta``
+    kept, the title saying where it comes from when the server gave none."""
+    return tool.model_copy(update={"name": name, "title": tool.title or f"{tool.name} ({server})"})
+
+
+class DirectTools:
+    """Lists and calls proxied tools directly, through one gateway; forwards list changes."""
+
+    def __init__(self) -> None:
+        self._gateway: ProxyGateway | None = None
+        self._listed: dict[str, frozenset[str]] = {}
+        """Per server, the allowed tools (as JSON) a client was last given: a new list that
+        differs is announced with ``notifications/tools/list_changed``."""
+        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+        """The MCP sessions that were given direct tools (the SDK's ``ServerSession``)."""
+
+    def attach(self, gateway: ProxyGateway) -> None:
+        """Use ``gateway``, and hear about its servers' new tool lists (once per gateway)."""
+        if self._gateway is gateway:
+            return
+        self._gateway = gateway
+        gateway.tool_listeners.append(self.tools_changed)
+
+    async def tools(self, session: Any, reserved: Iterable[str] = ()) -> list[types.Tool]:
+        """Every allowed tool under its direct name; ``session`` will hear of list changes."""
+        if self._gateway is None:
+            return []
+        allowed = await self._gateway.allowed_tools()
+        self._sessions.add(session)
+        by_server: dict[str, list[types.Tool]] = {}
+        for server, tool in allowed:
+            by_server.setdefault(server, []).append(tool)
+        self._listed.update({server: _seen(tools) for server, tools in by_server.items()})
+        named = name_tools(allowed, reserved)
+        return [listed_tool(name, server, tool) for name, (server, tool) in named.items()]
+
+    async def _named(self, reserved: Iterable[str]) -> dict[str, tuple[str, types.Tool]]:
+        if self._gateway is None:
+            return {}
+        return name_tools(await self._gateway.allowed_tools(), reserved)
+
+    async def call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        client: ClientLink | None,
+        client_key: str | None,
+    ) -> types.CallToolResult:
+        """Call the tool ``name`` stands for, through the gateway; every failure a result."""
+        # Here, not at the top: serving stdio answers `initialize` before the bridge loads.
+        from bridge_core.gateway import CallContext, CallFailed
+
+        gateway = self._gateway
+        if gateway is None:
+            return error_result("the bridge has no MCP servers open", kind="UNKNOWN_TOOL")
+        candidates = split_name(name, gateway.catalog.servers)
+        if len(candidates) > 1:
+            named = await self._named(())
+            candidates = [(named[name][0], named[name][1].name)] if name in named else []
+            if not candidates:
+                return error_result(
+                    f"{name!r} names tools of more than one server; call it from run_python",
+                    kind="UNKNOWN_TOOL",
+                )
+        if not candidates:
+            return error_result(
+                f"unknown tool {name!r}: direct tools are named <server>{SEPARATOR}<tool>",
+                kind="UNKNOWN_TOOL",
+            )
+        (server, tool), = candidates  # fmt: skip
+        ctx = CallContext(
+            DIRECT_SESSION, uuid.uuid4().hex[:12], client=client, client_key=client_key
+        )
+        try:
+            answer = await gateway.call_tool(ctx, server, tool, dict(arguments or {}))
+        except CallFailed as exc:  # masked by the gateway
+            return error_result(exc.message, kind=_kind(exc.code))
+        try:
+            return types.CallToolResult.model_validate(answer)
+        except ValidationError as exc:  # the pool validated it already: a bug, said plainly
+            return error_result(f"invalid result from {server}.{tool}: {exc.error_count()} "
+                                "errors", kind="TOOL_ERROR")  # fmt: skip
+
+    async def tools_changed(self, server: str, tools: list[types.Tool]) -> None:
+        """A server listed its tools (again): tell the sessions given direct tools, if the list
+        they saw of it changed."""
+        before = self._listed.get(server)
+        if before is None or self._gateway is None or not self._sessions:
+            return  # no client was given this server's tools: nothing to correct
+        policy = self._gateway.catalog.policy
+        now = _seen([tool for tool in tools if policy.check(server, tool.name).allowed])
+        if now == before:
+            return  # a restart or a notification that changed nothing visible
+        self._listed[server] = now
+        for session in list(self._sessions):
+            try:
+                await session.send_tool_list_changed()
+            except Exception as exc:  # a client that went away: the others still hear
+                logger.debug("tools/list_changed not delivered: %r", exc)
+                self._sessions.discard(session)
+
+
+def _seen(tools: Iterable[types.Tool]) -> frozenset[str]:
+    """What a client was shown of these tools (their whole definitions)."""
+    return frozenset(tool.model_dump_json(by_alias=True, exclude_none=True) for tool in tools)
+
+
+def _kind(code: int) -> str:
+    from bridge_protocol import ErrorCode
+
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return "INTERNAL"

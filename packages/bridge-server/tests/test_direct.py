@@ -1,0 +1,177 @@
+"""Direct tools without a bridge: their names, and forwarding an upstream's changed tool list."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from bridge_core.policy import Policy
+from mcp_code_execution_mode import doctor
+from mcp_code_execution_mode._direct import DirectTools, direct_name, name_tools, split_name
+from mcp_code_execution_mode.settings import Settings
+
+
+def _tool(name: str, **extra: Any) -> types.Tool:
+    return types.Tool(name=name, **{"input_schema": {"type": "object"}, **extra})
+
+
+def test_a_direct_name_is_server_and_tool_joined_by_a_double_underscore() -> None:
+    assert direct_name("github", "create_issue") == "github__create_issue"
+    assert direct_name("fs", "read.file-v2") == "fs__read.file-v2"
+
+
+@pytest.mark.parametrize(
+    ("server", "tool"),
+    [("my server", "x"), ("fs", "read file"), ("fs", "lire/écrire"), ("s", "t" * 126)],
+)
+def test_a_name_that_is_not_a_valid_tool_name_is_not_listed(server: str, tool: str) -> None:
+    assert direct_name(server, tool) is None
+    assert name_tools([(server, _tool(tool))]) == {}
+
+
+def test_colliding_names_are_listed_for_neither_tool() -> None:
+    named = name_tools(
+        [("a", _tool("b__c")), ("a__b", _tool("c")), ("a", _tool("other"))]
+    )  # fmt: skip
+    assert list(named) == ["a__other"]
+
+
+def test_a_name_a_third_tool_would_also_take_stays_unlisted() -> None:
+    named = name_tools([("a", _tool("b__c")), ("a__b", _tool("c")), ("a", _tool("b__c"))])
+    assert named == {}
+
+
+def test_a_reserved_name_is_not_given_to_a_proxied_tool() -> None:
+    assert name_tools([("run", _tool("python"))], reserved=["run__python"]) == {}
+
+
+def test_a_name_is_split_by_every_configured_server_it_could_belong_to() -> None:
+    servers = ["a", "a__b", "github"]
+    assert split_name("a__b__c", servers) == [("a", "b__c"), ("a__b", "c")]
+    assert split_name("github__create_issue", servers) == [("github", "create_issue")]
+    assert split_name("github__", servers) == []
+    assert split_name("gitlab__x", servers) == []
+
+
+@dataclass
+class _Catalog:
+    policy: Policy
+    servers: dict[str, object] = field(default_factory=dict)
+
+
+class _Gateway:
+    """What DirectTools uses of ProxyGateway: the allowed tools and the change listeners."""
+
+    def __init__(self, tools: dict[str, list[types.Tool]], policy: Policy) -> None:
+        self.lists = tools
+        self.catalog = _Catalog(policy, dict.fromkeys(tools))
+        self.tool_listeners: list[Any] = []
+
+    async def allowed_tools(self) -> list[tuple[str, types.Tool]]:
+        policy = self.catalog.policy
+        return [
+            (server, tool)
+            for server, tools in self.lists.items()
+            for tool in tools
+            if policy.check(server, tool.name).allowed
+        ]
+
+    async def changed(self, server: str, tools: list[types.Tool]) -> None:
+        self.lists[server] = tools
+        for listener in self.tool_listeners:
+            await listener(server, tools)
+
+
+class _Session:
+    def __init__(self) -> None:
+        self.notified = 0
+
+    async def send_tool_list_changed(self) -> None:
+        self.notified += 1
+
+
+async def _listed(policy: Policy | None = None) -> tuple[_Gateway, DirectTools, _Session]:
+    gateway = _Gateway(
+        {"fs": [_tool("read"), _tool("delete")], "time": [_tool("now")]}, policy or Policy()
+    )
+    direct = DirectTools()
+    direct.attach(gateway)  # type: ignore[arg-type]
+    direct.attach(gateway)  # type: ignore[arg-type]  # once per gateway
+    session = _Session()
+    with anyio.fail_after(5):
+        listed = await direct.tools(session)
+    assert [t.name for t in listed] == [n for n in ("fs__read", "fs__delete", "time__now")
+                                        if policy is None or n != "fs__delete"]  # fmt: skip
+    return gateway, direct, session
+
+
+async def test_a_changed_upstream_list_is_forwarded_once_to_the_sessions_given_direct_tools() -> (
+    None
+):
+    gateway, _direct, session = await _listed()
+    await gateway.changed("fs", [_tool("read"), _tool("delete"), _tool("write")])
+    assert session.notified == 1
+    assert len(gateway.tool_listeners) == 1
+
+
+async def test_a_new_schema_under_the_same_name_is_a_change_too() -> None:
+    gateway, _direct, session = await _listed()
+    changed = _tool("now", input_schema={"type": "object", "properties": {"tz": {}}})
+    await gateway.changed("time", [changed])
+    assert session.notified == 1
+
+
+async def test_a_relisting_that_changes_nothing_is_not_forwarded() -> None:
+    gateway, _direct, session = await _listed()
+    await gateway.changed("fs", [_tool("read"), _tool("delete")])
+    assert session.notified == 0
+
+
+async def test_a_change_to_a_denied_tool_only_is_not_forwarded() -> None:
+    policy = Policy.from_settings(deny_tools=("fs.delete",))
+    gateway, _direct, session = await _listed(policy)
+    await gateway.changed("fs", [_tool("read"), _tool("delete", description="now documented")])
+    assert session.notified == 0
+
+
+async def test_a_server_no_client_was_shown_is_not_announced() -> None:
+    gateway = _Gateway({"fs": [_tool("read")]}, Policy())
+    direct = DirectTools()
+    direct.attach(gateway)  # type: ignore[arg-type]
+    await gateway.changed("fs", [_tool("read"), _tool("write")])  # nobody listed yet: no error
+    session = _Session()
+    await direct.tools(session)
+    assert session.notified == 0
+
+
+async def test_a_session_that_went_away_stops_being_told() -> None:
+    gateway, direct, session = await _listed()
+
+    class Gone:
+        async def send_tool_list_changed(self) -> None:
+            raise anyio.BrokenResourceError
+
+    gone = Gone()
+    await direct.tools(gone)
+    await gateway.changed("fs", [_tool("read")])
+    await gateway.changed("fs", [_tool("read"), _tool("x")])
+    assert session.notified == 2
+
+
+@pytest.mark.parametrize(("mode", "count"), [("code", 1), ("direct", 2), ("both", 3)])
+def test_doctor_shows_the_mode_and_how_many_tools_it_lists(mode: str, count: int) -> None:
+    out = io.StringIO()
+    results: dict[str, list[types.Tool] | str] = {
+        "fs": [_tool("read"), _tool("delete")],
+        "time": [_tool("now")],
+        "broken": "did not start",
+    }
+    policy = Policy.from_settings(deny_tools=("fs.delete",))
+    doctor._check_tools_mode(Settings(tools=mode), policy, results, doctor._Report(out))
+    line = out.getvalue()
+    assert f"mode {mode}: lists {count} tool(s), ~" in line
+    assert "tokens of definitions per request" in line
