@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
 
-from bridge_core.sessions._visible import visible as escaped
+from bridge_core._visible import visible as escaped
 
 __all__ = ["clipped", "resolved_path", "visible", "walk_strings"]
 
@@ -25,7 +25,7 @@ __all__ = ["clipped", "resolved_path", "visible", "walk_strings"]
 def visible(text: str, *, quoted: bool = False, newlines: bool = False) -> str:
     """``text`` with every character that could hide or reorder text shown as an escape
     (``\\r``, ``\\u202e``, ``\\u200b``...): the product's escaper in its strict form
-    (:func:`bridge_core.sessions.visible`).
+    (:func:`bridge_core._visible.visible`).
 
     ``quoted``: a JSON string literal with every non-ASCII character escaped too (values and
     names in the approval question: a homoglyph in a path must read as what it is).

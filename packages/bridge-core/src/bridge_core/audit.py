@@ -35,8 +35,8 @@ from typing import Any
 
 import anyio.to_thread
 
+from bridge_core._visible import _ALWAYS
 from bridge_core.private_files import PRIVATE_FILE_MODE, make_dirs
-from bridge_core.sessions._visible import _ALWAYS
 
 __all__ = [
     "MAX_ARGUMENTS",
@@ -63,7 +63,7 @@ outside the Basic Multilingual Plane is 12 bytes as a JSON surrogate pair)."""
 _CUT = "…"
 _UNSAFE = re.compile(f"[{_ALWAYS}\u200c\u200d]")
 """What ``json.dumps(ensure_ascii=False)`` leaves raw that is not safe in a line (see above):
-the product's escaper's list (:mod:`bridge_core.sessions._visible`), tags and other invisible
+the product's escaper's list (:mod:`bridge_core._visible`), tags and other invisible
 format characters outside the Basic Multilingual Plane included."""
 
 

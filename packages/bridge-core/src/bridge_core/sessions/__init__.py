@@ -9,11 +9,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from bridge_core._visible import visible, visible_head
 from bridge_core.errors import SessionLimitExceeded
 from bridge_core.sessions._names import DEFAULT_SESSION, SESSION_NAME_PATTERN, validate_session_name
 from bridge_core.sessions._progress import MAX_PROGRESS_MESSAGE
 from bridge_core.sessions._store import SessionStore, StoreSettings
-from bridge_core.sessions._visible import visible, visible_head
 
 if TYPE_CHECKING:  # imported on first use: see _LAZY
     from bridge_core.sessions.manager import SessionManager

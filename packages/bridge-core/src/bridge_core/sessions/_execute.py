@@ -22,13 +22,13 @@ from collections.abc import Awaitable, Callable
 import anyio
 from bridge_protocol import ErrorInfo
 
+from bridge_core._visible import visible_head, visible_tail
 from bridge_core.sessions._execution import Execution
 from bridge_core.sessions._output import OutputCollector
 from bridge_core.sessions._progress import PROGRESS_RATE
 from bridge_core.sessions._sandbox import LiveSandbox
 from bridge_core.sessions._session import Session, Turn, status_of
 from bridge_core.sessions._spill import EXECUTION_LIMIT, FullOutputs, SpillFile
-from bridge_core.sessions._visible import visible_head, visible_tail
 from bridge_core.sessions.types import ExecutionListener, ExecutionResult, SessionConfig, Status
 
 __all__ = ["ExecutionRunner"]

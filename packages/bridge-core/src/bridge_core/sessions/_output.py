@@ -6,7 +6,7 @@ is at most ``cap`` the chunks are also kept in arrival order; the moment it exce
 to a :class:`~bridge_core.sessions._spill.SpillFile` and from then on every chunk is appended
 there, as received (the exact bytes, for the full-output file).
 
-What is returned is shown made visible (:mod:`._visible`: control, bidi and zero-width
+What is returned is shown made visible (:mod:`bridge_core._visible`: control, bidi and zero-width
 characters escaped), and the cap bounds what is *shown*: output whose escapes would make it
 longer than ``cap`` is truncated like output that is longer to begin with.
 """
@@ -17,8 +17,8 @@ from collections import deque
 
 from bridge_protocol import Stream
 
+from bridge_core._visible import visible, visible_head, visible_tail
 from bridge_core.sessions._spill import SpillFile
-from bridge_core.sessions._visible import visible, visible_head, visible_tail
 
 __all__ = ["OutputCollector", "StreamCapture"]
 

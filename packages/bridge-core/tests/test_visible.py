@@ -7,7 +7,7 @@ import sys
 import unicodedata
 
 import pytest
-from bridge_core.sessions._visible import visible, visible_head, visible_tail
+from bridge_core._visible import visible, visible_head, visible_tail
 from hypothesis import given
 from hypothesis import strategies as st
 
