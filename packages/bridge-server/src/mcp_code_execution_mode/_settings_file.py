@@ -10,7 +10,9 @@ text (:func:`key_line`): the first line that writes that key in that section.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -164,14 +166,9 @@ def read_settings_file(path: Path) -> dict[str, Any]:
 
     Raises :class:`SettingsError` naming the file, the line and the key at fault.
     """
-    try:
-        data = path.read_bytes() if path.stat().st_size <= MAX_FILE_BYTES else None
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise _error(path, None, f"cannot be read: {exc.strerror or exc}") from None
+    data = _read_regular(path)
     if data is None:
-        raise _error(path, None, f"is larger than {MAX_FILE_BYTES:,} bytes: not a settings file")
+        return {}
     try:
         text = data.decode("utf-8")
         table = tomllib.loads(text)
@@ -181,6 +178,10 @@ def read_settings_file(path: Path) -> dict[str, Any]:
         found = re.search(r"at line (\d+)", str(exc))
         line = int(found.group(1)) if found else None
         raise _error(path, line, f"is not valid TOML: {exc}") from None
+    except RecursionError:  # arrays or inline tables nested thousands deep
+        raise _error(path, None, "is not valid TOML: nested too deeply") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise _error(path, None, f"is not valid TOML: {exc}") from None
     values: dict[str, Any] = {}
     for section, body in table.items():
         keys = _BY_SECTION.get(section)
@@ -206,6 +207,34 @@ def read_settings_file(path: Path) -> dict[str, Any]:
                     f"{spec.name} = {_shown(value)}: {exc}", names=(spec.name,),
                 ) from None  # fmt: skip
     return values
+
+
+def _read_regular(path: Path) -> bytes | None:
+    # The file's bytes, None when there is none. Opened without blocking and checked as the
+    # file opened (a symlink is followed), so a FIFO cannot hang the start and a device such as
+    # /dev/zero cannot be read without end; at most MAX_FILE_BYTES + 1 bytes are read, so a file
+    # that grows after its size was checked is refused all the same.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _error(path, None, f"cannot be read: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _error(path, None, "is not a regular file: not a settings file")
+        chunks: list[bytes] = []
+        left = MAX_FILE_BYTES + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 65536))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise _error(path, None, f"cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if left <= 0:
+        raise _error(path, None, f"is larger than {MAX_FILE_BYTES:,} bytes: not a settings file")
+    return b"".join(chunks)
 
 
 def _raw(spec: FileKey, value: object) -> str:

@@ -6,6 +6,7 @@ message says what is allowed (the caller prefixes the variable or flag name).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +47,8 @@ def parse_duration(raw: str) -> float:
     seconds = float(match["num"]) * _DURATION_UNITS[(match["unit"] or "s").lower()]
     if seconds <= 0:
         raise ValueError("expected a duration greater than zero, like 30s")
+    if not math.isfinite(seconds):  # 400 digits make a float infinity
+        raise ValueError("expected a duration of at most 10^300 seconds, like 30s")
     return seconds
 
 
