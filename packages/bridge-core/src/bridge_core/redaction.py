@@ -168,7 +168,10 @@ def _collect(value: str, found: set[str], *, marked: bool) -> bool:
     value = value.strip()
     if len(value) < MIN_SECRET_CHARS or _PATH.match(value):
         return False
-    if _URL.match(value):
+    if value[0] in "{[" and (decoded := _json(value)) is not None:
+        # ``--config '{"apiKey": "sk-..."}'``: JSON judged by its keys, as an entry is.
+        held = _collect_json(decoded, found, marked=marked, depth=0)
+    elif _URL.match(value):
         held = _collect_url(value, found)
     elif assignment := _ASSIGNMENT.fullmatch(value):
         held = _collect(
@@ -185,6 +188,28 @@ def _collect(value: str, found: set[str], *, marked: bool) -> bool:
         held = marked or not _harmless(value)
     if held:
         found.add(value)
+    return held
+
+
+def _json(value: str) -> object | None:
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _collect_json(value: object, found: set[str], *, marked: bool, depth: int) -> bool:
+    if isinstance(value, str):
+        return _collect(value, found, marked=marked)
+    held = False
+    if isinstance(value, dict) and depth < _MAX_DEPTH:
+        for key, item in value.items():
+            held |= _collect_json(
+                item, found, marked=marked or is_secret_name(str(key)), depth=depth + 1
+            )
+    elif isinstance(value, list) and depth < _MAX_DEPTH:
+        for item in value:
+            held |= _collect_json(item, found, marked=marked, depth=depth + 1)
     return held
 
 
