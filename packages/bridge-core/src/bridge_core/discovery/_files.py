@@ -62,6 +62,10 @@ def load_toml(path: Path) -> object:
         return tomllib.loads(_read_text(path))
     except tomllib.TOMLDecodeError as exc:
         raise SourceUnreadable(f"invalid TOML: {exc}") from None
+    except RecursionError:
+        raise SourceUnreadable("TOML nested too deeply") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise SourceUnreadable(f"invalid TOML: {exc}") from None
 
 
 def table_at(data: object, *keys: str) -> Mapping[str, object] | None:

@@ -29,6 +29,7 @@ __all__ = [
     "digest",
     "open_to_others",
     "read_bytes",
+    "link_folders",
     "real_path",
 ]
 
@@ -55,14 +56,33 @@ def real_path(path: Path) -> Path:
     return path.resolve() if path.is_symlink() else path
 
 
+def link_folders(path: Path) -> list[Path]:
+    """The folders of the symlinks ``path`` goes through to its file (none for a plain file):
+    whoever can write one of them can point the config elsewhere."""
+    folders: list[Path] = []
+    for _ in range(40):  # the kernel's own bound on links followed
+        if not path.is_symlink():
+            break
+        folders.append(path.parent)
+        path = path.parent / os.readlink(path)
+    return folders
+
+
 def read_bytes(path: Path) -> bytes | None:
     """The file's bytes, or None when it does not exist."""
+    # Opened without blocking and checked as opened: a FIFO would hang setup, a device such as
+    # /dev/zero would be read without end; at most MAX_CONFIG_BYTES + 1 bytes are read.
     try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise OSError(f"{path} is larger than {MAX_CONFIG_BYTES} bytes")
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        data = file.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise OSError(f"{path} is larger than {MAX_CONFIG_BYTES} bytes")
+    return data
 
 
 def open_to_others(path: Path) -> int | None:

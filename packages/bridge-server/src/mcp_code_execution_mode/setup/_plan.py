@@ -33,6 +33,7 @@ from mcp_code_execution_mode.setup._documents import (
 )
 from mcp_code_execution_mode.setup._files import (
     canonical_digest,
+    link_folders,
     open_to_others,
     read_bytes,
     real_path,
@@ -192,6 +193,8 @@ def make_plan(request: Request) -> Plan:
     source = client.user_source(where)
     label = shown(source.path, where)
     path = real_path(source.path)
+    for folder in link_folders(source.path):
+        _check_folder(folder, label)
     if not path.parent.is_dir():
         raise SetupError(
             f"{label} does not exist, nor does its folder: is {client.name} installed? "
@@ -230,6 +233,8 @@ def make_plan(request: Request) -> Plan:
 
     servers_label = shown(request.servers_file, where)
     servers_path = real_path(request.servers_file)
+    for folder in link_folders(request.servers_file):
+        _check_folder(folder, servers_label)
     servers_before = read_bytes(servers_path)
     try:
         servers_doc = servers_document(servers_path, _decode(servers_before, servers_label))
