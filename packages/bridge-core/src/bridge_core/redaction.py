@@ -191,7 +191,7 @@ def _collect(value: str, found: set[str], *, marked: bool) -> bool:
     return held
 
 
-def _json(value: str) -> object | None:
+def _json(value: str) -> Any:
     try:
         return json.loads(value)
     except (ValueError, RecursionError):
