@@ -17,11 +17,13 @@ from mcp import ClientSession
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
-from .conftest import open_bridge, open_http_bridge
+from .conftest import code_text, open_bridge, open_http_bridge
 
 pytestmark = pytest.mark.container
 
 APPS = Path(__file__).resolve().parents[1] / "servers" / "apps_server.py"
+CHART_URI = "ui://apps/chart.html"
+CHART_HTML = "<!doctype html><html><body><h1 id='chart'>apps-server chart</h1></body></html>"
 CALL_TIMEOUT = 60
 
 
@@ -189,3 +191,47 @@ async def test_over_http_tools_direct_in_the_url_changes_that_clients_list_only(
         assert await _names(plain.session) == ["run_python"]
         echoed = await _call(direct, "everything__echo", {"message": "over http"})
         assert "over http" in _text(echoed)
+
+
+async def test_an_mcp_app_tool_is_listed_in_code_mode_once_its_server_runs_and_its_ui_reads_back(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    erase_log = tmp_path / "erased.txt"
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with open_bridge(
+        tmp_path, servers=_apps(erase_log), client_options={"message_handler": on_message}
+    ) as bridge:
+        # Not running yet: a code-mode listing starts no server.
+        assert await _names(bridge.session) == ["run_python"]
+        ran = await bridge.run(
+            "from mcp import mcp_servers\n"
+            "r = await mcp_servers['apps'].show_chart(title='q3')\n"
+            "print(r)"
+        )
+        assert "chart q3" in code_text(ran)
+        with anyio.fail_after(10):
+            await changed.wait()
+        with anyio.fail_after(CALL_TIMEOUT):
+            listed = await bridge.session.list_tools()
+        tools = {tool.name: tool for tool in listed.tools}
+        assert list(tools) == ["run_python", "apps__show_chart"]
+        assert tools["apps__show_chart"].meta == {"ui": {"resourceUri": CHART_URI}}
+        with anyio.fail_after(CALL_TIMEOUT):
+            resources = await bridge.session.list_resources()
+            read = await bridge.session.read_resource(CHART_URI)
+        assert CHART_URI in [str(resource.uri) for resource in resources.resources]
+        (content,) = read.contents
+        assert isinstance(content, types.TextResourceContents)
+        assert content.text == CHART_HTML
+        assert content.mime_type == "text/html;profile=mcp-app"
+        shown = await _call(bridge.session, "apps__show_chart", {"title": "direct"})
+        assert _text(shown) == "chart direct"
+        # Not an App tool: code mode neither lists nor calls it directly.
+        refused = await _call(bridge.session, "apps__erase", {"path": "/data/precious"})
+        assert refused.is_error
+    assert not erase_log.exists()

@@ -63,25 +63,37 @@ class _Catalog:
     servers: dict[str, object] = field(default_factory=dict)
 
 
+class _Pool:
+    def __init__(self) -> None:
+        self.running: dict[str, list[types.Tool]] = {}
+
+    def cached_tools(self, server: str) -> list[types.Tool] | None:
+        return self.running.get(server)
+
+
 class _Gateway:
     """What DirectTools uses of ProxyGateway: the allowed tools and the change listeners."""
 
     def __init__(self, tools: dict[str, list[types.Tool]], policy: Policy) -> None:
         self.lists = tools
         self.catalog = _Catalog(policy, dict.fromkeys(tools))
+        self.pool = _Pool()
         self.tool_listeners: list[Any] = []
 
-    async def allowed_tools(self) -> list[tuple[str, types.Tool]]:
+    async def allowed_tools(self, *, start: bool = True) -> list[tuple[str, types.Tool]]:
+        if start:
+            self.pool.running = dict(self.lists)
         policy = self.catalog.policy
         return [
             (server, tool)
-            for server, tools in self.lists.items()
+            for server, tools in self.pool.running.items()
             for tool in tools
             if policy.check(server, tool.name).allowed
         ]
 
     async def changed(self, server: str, tools: list[types.Tool]) -> None:
         self.lists[server] = tools
+        self.pool.running[server] = tools
         for listener in self.tool_listeners:
             await listener(server, tools)
 
@@ -99,11 +111,11 @@ async def _listed(policy: Policy | None = None) -> tuple[_Gateway, DirectTools, 
         {"fs": [_tool("read"), _tool("delete")], "time": [_tool("now")]}, policy or Policy()
     )
     direct = DirectTools()
-    direct.attach(gateway)  # type: ignore[arg-type]
-    direct.attach(gateway)  # type: ignore[arg-type]  # once per gateway
+    await direct.attach(gateway)  # type: ignore[arg-type]
+    await direct.attach(gateway)  # type: ignore[arg-type]  # once per gateway
     session = _Session()
     with anyio.fail_after(5):
-        listed = await direct.tools(session)
+        listed = await direct.tools(session, "one")
     assert [t.name for t in listed] == [n for n in ("fs__read", "fs__delete", "time__now")
                                         if policy is None or n != "fs__delete"]  # fmt: skip
     return gateway, direct, session
@@ -141,10 +153,10 @@ async def test_a_change_to_a_denied_tool_only_is_not_forwarded() -> None:
 async def test_a_server_no_client_was_shown_is_not_announced() -> None:
     gateway = _Gateway({"fs": [_tool("read")]}, Policy())
     direct = DirectTools()
-    direct.attach(gateway)  # type: ignore[arg-type]
+    await direct.attach(gateway)  # type: ignore[arg-type]
     await gateway.changed("fs", [_tool("read"), _tool("write")])  # nobody listed yet: no error
     session = _Session()
-    await direct.tools(session)
+    await direct.tools(session, "one")
     assert session.notified == 0
 
 
@@ -156,7 +168,7 @@ async def test_a_session_that_went_away_stops_being_told() -> None:
             raise anyio.BrokenResourceError
 
     gone = Gone()
-    await direct.tools(gone)
+    await direct.tools(gone, "gone")
     await gateway.changed("fs", [_tool("read")])
     await gateway.changed("fs", [_tool("read"), _tool("x")])
     assert session.notified == 2
@@ -175,3 +187,33 @@ def test_doctor_shows_the_mode_and_how_many_tools_it_lists(mode: str, count: int
     line = out.getvalue()
     assert f"mode {mode}: lists {count} tool(s), ~" in line
     assert "tokens of definitions per request" in line
+
+
+APP_META = {"ui": {"resourceUri": "ui://apps/chart.html"}}
+
+
+async def test_code_mode_lists_app_tools_of_running_servers_only_and_hears_a_new_one() -> None:
+    gateway = _Gateway({"apps": [_tool("chart", meta=APP_META), _tool("erase")]}, Policy())
+    direct = DirectTools()
+    await direct.attach(gateway)  # type: ignore[arg-type]
+    session = _Session()
+    assert (
+        await direct.app_tools(session, "one") == []
+    )  # not running: nothing started for a listing
+    assert gateway.pool.running == {}
+    await gateway.changed("apps", gateway.lists["apps"])  # a nested call started it
+    assert session.notified == 1
+    listed = await direct.app_tools(session, "one")
+    assert [(t.name, t.meta) for t in listed] == [("apps__chart", APP_META)]
+    await gateway.changed("apps", [*gateway.lists["apps"], _tool("plain")])
+    assert session.notified == 1  # a change that is not an App tool's: code mode unchanged
+
+
+async def test_a_server_already_running_when_the_gateway_is_attached_is_looked_at() -> None:
+    gateway = _Gateway({"apps": [_tool("chart", meta=APP_META)]}, Policy())
+    direct = DirectTools()
+    session = _Session()
+    assert await direct.app_tools(session, "one") == []  # the bridge not open yet
+    gateway.pool.running = dict(gateway.lists)
+    await direct.attach(gateway)  # type: ignore[arg-type]
+    assert session.notified == 1

@@ -13,6 +13,9 @@ Naming (docs/direct-tools.md):
   ``A-Z a-z 0-9 _ - .``);
   an invalid one is not rewritten (a rewrite hides the real name and makes new collisions) but
   left out of the list, logged; sandbox code still reaches the tool.
+- MCP Apps: a tool whose ``_meta.ui.resourceUri`` names a ``ui://`` resource is listed under
+  the same name in every mode, ``code`` included, once its server is running (a code-mode
+  listing never starts a server); its ``ui://`` resources pass through (:mod:`._apps`).
 - Two tools whose names collide (server ``a`` tool ``b__c`` and server ``a__b`` tool ``c``), or a
   name equal to ``run_python`` in ``both`` mode: neither is listed, and a call by that name is
   refused as ambiguous rather than guessed.
@@ -23,7 +26,6 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-import weakref
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -46,6 +48,7 @@ __all__ = [
     "lists_direct",
     "name_tools",
     "split_name",
+    "ui_resource",
 ]
 
 logger = logging.getLogger(__name__)
@@ -62,6 +65,43 @@ _VALID_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
 DIRECT_SESSION = "(direct)"
 """The ``session`` of a direct call in the audit log and in approvals: no sandbox runs it."""
+
+
+MAX_LISTENERS = 1024
+"""Client connections remembered to tell of list changes; past it the longest known is forgotten
+(an HTTP client that left without ending its session stays until then)."""
+
+
+class Listeners:
+    """The client connections to tell of a list change, by connection key.
+
+    The SDK gives each request its own ``ServerSession``; one kept after its request still
+    sends a notification on its connection's standalone stream (stdio, or the HTTP GET stream),
+    so the latest of each connection is kept (strongly: nothing else holds it).
+    """
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, Any] = {}
+
+    def add(self, key: str | None, session: Any) -> None:
+        if key is None:  # a stateless request: no stream to notify later
+            return
+        self._by_key.pop(key, None)
+        self._by_key[key] = session
+        while len(self._by_key) > MAX_LISTENERS:
+            self._by_key.pop(next(iter(self._by_key)))
+
+    def __bool__(self) -> bool:
+        return bool(self._by_key)
+
+    async def notify(self) -> None:
+        """Send ``notifications/tools/list_changed`` to each; forget those that fail."""
+        for key, session in list(self._by_key.items()):
+            try:
+                await session.send_tool_list_changed()
+            except Exception as exc:  # a client that went away: the others still hear
+                logger.debug("tools/list_changed not delivered: %r", exc)
+                self._by_key.pop(key, None)
 
 
 def lists_code(mode: str) -> bool:
@@ -108,6 +148,13 @@ def split_name(name: str, servers: Iterable[str]) -> list[tuple[str, str]]:
     ]
 
 
+def ui_resource(tool: types.Tool) -> str | None:
+    """The ``ui://`` resource an MCP App tool names (``_meta.ui.resourceUri``), else None."""
+    ui = (tool.meta or {}).get("ui")
+    uri = ui.get("resourceUri") if isinstance(ui, dict) else None
+    return uri if isinstance(uri, str) and uri.startswith("ui://") else None
+
+
 def listed_tool(name: str, server: str, tool: types.Tool) -> types.Tool:
     """The upstream tool as a client sees it directly: its schemas, annotations and ``_meta``
     kept, the title saying where it comes from when the server gave none."""
@@ -122,28 +169,66 @@ class DirectTools:
         self._listed: dict[str, frozenset[str]] = {}
         """Per server, the allowed tools (as JSON) a client was last given: a new list that
         differs is announced with ``notifications/tools/list_changed``."""
-        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
-        """The MCP sessions that were given direct tools (the SDK's ``ServerSession``)."""
+        self._sessions = Listeners()
+        """The connections that were given direct tools."""
+        self._apps_shown: dict[str, frozenset[str]] = {}
+        """Per server, the MCP App tools code-mode sessions were last given."""
+        self._app_sessions = Listeners()
+        """The connections given only ``run_python`` and the App tools (code mode)."""
 
-    def attach(self, gateway: ProxyGateway) -> None:
-        """Use ``gateway``, and hear about its servers' new tool lists (once per gateway)."""
+    @property
+    def gateway(self) -> ProxyGateway | None:
+        return self._gateway
+
+    async def attach(self, gateway: ProxyGateway) -> None:
+        """Use ``gateway``, and hear about its servers' new tool lists (once per gateway); the
+        lists its servers gave before are looked at once, as if just given."""
         if self._gateway is gateway:
             return
         self._gateway = gateway
         gateway.tool_listeners.append(self.tools_changed)
+        for server in gateway.catalog.servers:
+            tools = gateway.pool.cached_tools(server)
+            if tools is not None:
+                await self.tools_changed(server, tools)
 
-    async def tools(self, session: Any, reserved: Iterable[str] = ()) -> list[types.Tool]:
-        """Every allowed tool under its direct name; ``session`` will hear of list changes."""
+    async def tools(
+        self, session: Any, key: str | None, reserved: Iterable[str] = ()
+    ) -> list[types.Tool]:
+        """Every allowed tool under its direct name; ``session`` (of the connection ``key``)
+        will hear of list changes."""
         if self._gateway is None:
             return []
         allowed = await self._gateway.allowed_tools()
-        self._sessions.add(session)
+        self._sessions.add(key, session)
         by_server: dict[str, list[types.Tool]] = {}
         for server, tool in allowed:
             by_server.setdefault(server, []).append(tool)
         self._listed.update({server: _seen(tools) for server, tools in by_server.items()})
         named = name_tools(allowed, reserved)
         return [listed_tool(name, server, tool) for name, (server, tool) in named.items()]
+
+    async def app_tools(
+        self, session: Any, key: str | None, reserved: Iterable[str] = ()
+    ) -> list[types.Tool]:
+        """The MCP App tools of the servers running now (none is started for it), under their
+        direct names; ``session`` will hear when a server's App tools change."""
+        self._app_sessions.add(key, session)
+        named = await self.running_apps(reserved)
+        by_server: dict[str, list[types.Tool]] = {}
+        for server, tool in named.values():
+            by_server.setdefault(server, []).append(tool)
+        if self._gateway is not None:
+            for server in self._gateway.catalog.servers:
+                self._apps_shown[server] = _seen(by_server.get(server, ()))
+        return [listed_tool(name, server, tool) for name, (server, tool) in named.items()]
+
+    async def running_apps(self, reserved: Iterable[str] = ()) -> dict[str, tuple[str, types.Tool]]:
+        """Direct name → ``(server, tool)`` of the allowed App tools of running servers."""
+        if self._gateway is None:
+            return {}
+        allowed = await self._gateway.allowed_tools(start=False)
+        return name_tools([(s, t) for s, t in allowed if ui_resource(t) is not None], reserved)
 
     async def _named(self, reserved: Iterable[str]) -> dict[str, tuple[str, types.Tool]]:
         if self._gateway is None:
@@ -196,20 +281,30 @@ class DirectTools:
     async def tools_changed(self, server: str, tools: list[types.Tool]) -> None:
         """A server listed its tools (again): tell the sessions given direct tools, if the list
         they saw of it changed."""
-        before = self._listed.get(server)
-        if before is None or self._gateway is None or not self._sessions:
-            return  # no client was given this server's tools: nothing to correct
+        if self._gateway is None:
+            return
         policy = self._gateway.catalog.policy
-        now = _seen([tool for tool in tools if policy.check(server, tool.name).allowed])
-        if now == before:
-            return  # a restart or a notification that changed nothing visible
-        self._listed[server] = now
-        for session in list(self._sessions):
-            try:
-                await session.send_tool_list_changed()
-            except Exception as exc:  # a client that went away: the others still hear
-                logger.debug("tools/list_changed not delivered: %r", exc)
-                self._sessions.discard(session)
+        allowed = [tool for tool in tools if policy.check(server, tool.name).allowed]
+        await self._tell(self._sessions, self._listed, server, _seen(allowed), unseen=None)
+        apps = _seen(tool for tool in allowed if ui_resource(tool) is not None)
+        await self._tell(self._app_sessions, self._apps_shown, server, apps, unseen=frozenset())
+
+    async def _tell(
+        self,
+        sessions: Listeners,
+        shown: dict[str, frozenset[str]],
+        server: str,
+        now: frozenset[str],
+        unseen: frozenset[str] | None,
+    ) -> None:
+        """Send ``list_changed`` to ``sessions`` if ``now`` differs from what they were shown of
+        ``server`` (``unseen``: what they were shown of a server never listed to them; None:
+        nothing to correct)."""
+        before = shown.get(server, unseen)
+        if before is None or not sessions or now == before:
+            return  # not shown to anyone, or a relisting that changed nothing visible
+        shown[server] = now
+        await sessions.notify()
 
 
 def _seen(tools: Iterable[types.Tool]) -> frozenset[str]:

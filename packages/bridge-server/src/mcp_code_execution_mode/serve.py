@@ -61,10 +61,9 @@ async def serve_stdio(settings: Settings, executor_factory: ExecutorFactory) -> 
     over HTTP: the bridge adds only its transport (:mod:`._stdio`: bounded, cancellable reads)
     and the JSON-RPC errors for undecodable lines (:mod:`._malformed`)."""
     server = create_server(settings, executor_factory)
-    # Direct tools change with the upstream servers' lists: the client is told (listChanged).
-    options = server.create_initialization_options(
-        NotificationOptions(tools_changed=settings.tools != "code")
-    )
+    # Direct tools and MCP App tools change with the upstream servers' lists: the client is
+    # told (listChanged).
+    options = server.create_initialization_options(NotificationOptions(tools_changed=True))
 
     async def main() -> None:
         async with stdio_transport() as streams:

@@ -23,6 +23,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from mcp_code_execution_mode import __version__
+from mcp_code_execution_mode._apps import UI_SCHEME, list_ui_resources, read_ui_resource
 from mcp_code_execution_mode._client_link import RequestLink
 from mcp_code_execution_mode._clients import request_client
 from mcp_code_execution_mode._direct import MODES, DirectTools, lists_code, lists_direct
@@ -240,15 +241,27 @@ def tools_mode(ctx: ServerRequestContext[BridgeState], default: str) -> str:
     return chosen
 
 
-async def _open_gateway(ctx: ServerRequestContext[BridgeState], direct: DirectTools) -> None:
-    """Give ``direct`` the open bridge's gateway (the one nested calls go through)."""
+async def _open_gateway(
+    ctx: ServerRequestContext[BridgeState], direct: DirectTools, *, wait: bool = True
+) -> None:
+    """Give ``direct`` the open bridge's gateway (the one nested calls go through); without
+    ``wait``, only if the bridge is open already."""
     executor = ctx.lifespan_context.executor
     wait_open = getattr(executor, "wait_open", None)
-    if wait_open is not None:
+    if wait and wait_open is not None:
         await wait_open()
     gateway = getattr(executor, "gateway", None)
     if gateway is not None:
-        direct.attach(gateway)
+        await direct.attach(gateway)
+
+
+def _connection_key(ctx: ServerRequestContext[BridgeState]) -> str | None:
+    """Which client connection a request came on, to tell it of list changes later: the one
+    stdio client, or the HTTP request's MCP session (none for a stateless request)."""
+    if ctx.request is None:
+        return "stdio"
+    session_id: str | None = ctx.request.headers.get("mcp-session-id")
+    return None if session_id is None else "http:" + session_id
 
 
 def _client_of(ctx: ServerRequestContext[BridgeState]) -> str | None:
@@ -275,11 +288,18 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
     ) -> types.ListToolsResult:
         chosen = tools_mode(ctx, settings.tools)
         if not lists_direct(chosen):
-            return types.ListToolsResult(tools=[tool])
+            # Code mode: run_python and the MCP App tools of the servers running now; the
+            # listing neither waits for the bridge to open nor starts a server.
+            await _open_gateway(ctx, direct, wait=False)
+            return types.ListToolsResult(
+                tools=[tool, *await direct.app_tools(ctx.session, _connection_key(ctx))]
+            )
         await _open_gateway(ctx, direct)
         code_tools = [tool] if lists_code(chosen) else []
         reserved = [t.name for t in code_tools]
-        return types.ListToolsResult(tools=code_tools + await direct.tools(ctx.session, reserved))
+        return types.ListToolsResult(
+            tools=code_tools + await direct.tools(ctx.session, _connection_key(ctx), reserved)
+        )
 
     run_python = RunPythonHandler(settings.max_timeout, mode)
 
@@ -287,8 +307,15 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
         ctx: ServerRequestContext[BridgeState], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         chosen = tools_mode(ctx, settings.tools)
-        if not lists_direct(chosen) or (params.name == TOOL_NAME and lists_code(chosen)):
-            return await run_python(ctx, params)
+        if params.name == TOOL_NAME and lists_code(chosen):
+            await _open_gateway(ctx, direct, wait=False)  # App tools its calls reveal are heard
+            result = await run_python(ctx, params)
+            await _open_gateway(ctx, direct, wait=False)
+            return result
+        if not lists_direct(chosen):
+            await _open_gateway(ctx, direct, wait=False)
+            if params.name not in await direct.running_apps():
+                return await run_python(ctx, params)  # its unknown-tool answer
         await _open_gateway(ctx, direct)
         client = _client_of(ctx)
         return await direct.call(
@@ -298,6 +325,9 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
     async def list_resources(
         ctx: ServerRequestContext[BridgeState], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
+        await _open_gateway(ctx, direct, wait=False)
+        client = _client_of(ctx)
+        apps = await list_ui_resources(direct, RequestLink(ctx, client), client)
         return types.ListResourcesResult(
             resources=[
                 types.Resource(
@@ -306,13 +336,18 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
                     uri=CAPABILITIES_URI,
                     mime_type="text/markdown",
                     description="One-page summary of the sandbox and the in-sandbox mcp API.",
-                )
+                ),
+                *apps,
             ]
         )
 
     async def read_resource(
         ctx: ServerRequestContext[BridgeState], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
+        if str(params.uri).startswith(UI_SCHEME):
+            await _open_gateway(ctx, direct, wait=False)
+            client = _client_of(ctx)
+            return await read_ui_resource(direct, str(params.uri), RequestLink(ctx, client), client)
         if str(params.uri) != CAPABILITIES_URI:
             raise MCPError(types.INVALID_PARAMS, f"unknown resource {params.uri}")
         return types.ReadResourceResult(

@@ -106,12 +106,17 @@ class ProxyGateway:
         gateway = cls(pool, catalog, audit, approvals)
         return gateway
 
-    async def allowed_tools(self) -> list[tuple[str, types.Tool]]:
+    async def allowed_tools(self, *, start: bool = True) -> list[tuple[str, types.Tool]]:
         """Every tool the policy lets a client call, as ``(server, tool)`` in discovery order,
-        from each visible server's live list (starting the servers, concurrently). A server
-        that cannot start is left out (logged); :meth:`call_tool` still says why if named."""
+        from each visible server's live list (starting the servers, concurrently; with
+        ``start=False`` only the servers already running). A server that cannot start is left
+        out (logged); :meth:`call_tool` still says why if named."""
         servers = self.catalog.visible_servers()
         lists: dict[str, list[types.Tool]] = {}
+        if not start:
+            running = {server: self.pool.cached_tools(server) for server in servers}
+            lists = {server: tools for server, tools in running.items() if tools is not None}
+            servers = [server for server in servers if server in lists]
 
         async def list_one(server: str) -> None:
             try:
@@ -121,7 +126,8 @@ class ProxyGateway:
 
         async with anyio.create_task_group() as tg:
             for server in servers:
-                tg.start_soon(list_one, server)
+                if server not in lists:
+                    tg.start_soon(list_one, server)
         policy = self.catalog.policy
         return [
             (server, tool)
