@@ -22,6 +22,7 @@ from .conftest import code_text, open_bridge, open_http_bridge
 pytestmark = pytest.mark.container
 
 APPS = Path(__file__).resolve().parents[1] / "servers" / "apps_server.py"
+PROBE = Path(__file__).resolve().parents[1] / "servers" / "probe_server.py"
 CHART_URI = "ui://apps/chart.html"
 CHART_HTML = "<!doctype html><html><body><h1 id='chart'>apps-server chart</h1></body></html>"
 CALL_TIMEOUT = 60
@@ -235,3 +236,29 @@ async def test_an_mcp_app_tool_is_listed_in_code_mode_once_its_server_runs_and_i
         refused = await _call(bridge.session, "apps__erase", {"path": "/data/precious"})
         assert refused.is_error
     assert not erase_log.exists()
+
+
+async def test_an_upstream_list_change_reaches_the_direct_client_as_list_changed(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    servers = {"probe": {"command": sys.executable, "args": [str(PROBE)]}}
+    async with open_bridge(
+        tmp_path,
+        servers=servers,
+        args=("--tools", "direct"),
+        client_options={"message_handler": on_message},
+    ) as bridge:
+        before = await _names(bridge.session)
+        assert "probe__echo" in before
+        assert "probe__fresh_tool" not in before
+        added = await _call(bridge.session, "probe__add_tool", {"name": "fresh_tool"})
+        assert not added.is_error
+        with anyio.fail_after(10):
+            await changed.wait()
+        assert "probe__fresh_tool" in await _names(bridge.session)
