@@ -51,7 +51,9 @@ step_bg() {
     "$(_ci_clock "$(_ci_elapsed)")" "$name" "$name"
   (
     started=$(date +%s)
-    # sed -u: each line as it comes, so a run killed at its limit still shows where this step was.
+    # Each line as it comes (sed -u; Python unbuffered, or a pipe holds its output in 8 KiB
+    # blocks until it ends), so a run killed at its limit still shows where this step was.
+    export PYTHONUNBUFFERED=1
     set +e
     (set -e; "$@") </dev/null 2>&1 | sed -u "s/^/[$name] /"
     rc=${PIPESTATUS[0]}
