@@ -285,9 +285,13 @@ class DirectTools:
             return
         policy = self._gateway.catalog.policy
         allowed = [tool for tool in tools if policy.check(server, tool.name).allowed]
-        await self._tell(self._sessions, self._listed, server, _seen(allowed), unseen=None)
-        apps = _seen(tool for tool in allowed if ui_resource(tool) is not None)
-        await self._tell(self._app_sessions, self._apps_shown, server, apps, unseen=frozenset())
+        # Only for clients that were shown something: a code-mode bridge without App listeners
+        # pays nothing per listing (a server may list thousands of tools).
+        if self._sessions:
+            await self._tell(self._sessions, self._listed, server, _seen(allowed), unseen=None)
+        if self._app_sessions:
+            apps = _seen(tool for tool in allowed if ui_resource(tool) is not None)
+            await self._tell(self._app_sessions, self._apps_shown, server, apps, unseen=frozenset())
 
     async def _tell(
         self,
