@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from bridge_core.discovery._model import RawEntry, SourceUnreadable
+from bridge_core.local_files import NotARegularFile, TooLarge, read_regular
 
 __all__ = ["entries_of", "load_json", "load_toml", "strip_jsonc", "table_at"]
 
@@ -20,10 +21,16 @@ _MAX_FILE_BYTES = 256 * 1024 * 1024
 
 
 def _read_text(path: Path) -> str:
-    if path.stat().st_size > _MAX_FILE_BYTES:
-        raise SourceUnreadable(f"file is larger than {_MAX_FILE_BYTES} bytes")
     try:
-        return path.read_text(encoding="utf-8-sig")
+        data = read_regular(path, _MAX_FILE_BYTES)
+    except TooLarge:
+        raise SourceUnreadable(f"file is larger than {_MAX_FILE_BYTES} bytes") from None
+    except NotARegularFile:
+        raise SourceUnreadable("not a regular file") from None
+    if data is None:
+        raise FileNotFoundError(path)
+    try:
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise SourceUnreadable(f"not UTF-8 text: {exc}") from None
 

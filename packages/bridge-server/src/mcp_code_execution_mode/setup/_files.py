@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bridge_core.local_files import read_regular
+
 __all__ = [
     "PRIVATE",
     "Disk",
@@ -69,20 +71,9 @@ def link_folders(path: Path) -> list[Path]:
 
 
 def read_bytes(path: Path) -> bytes | None:
-    """The file's bytes, or None when it does not exist."""
-    # Opened without blocking and checked as opened: a FIFO would hang setup, a device such as
-    # /dev/zero would be read without end; at most MAX_CONFIG_BYTES + 1 bytes are read.
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        data = file.read(MAX_CONFIG_BYTES + 1)
-    if len(data) > MAX_CONFIG_BYTES:
-        raise OSError(f"{path} is larger than {MAX_CONFIG_BYTES} bytes")
-    return data
+    """The file's bytes, or None when it does not exist (a FIFO, a device or a file past
+    MAX_CONFIG_BYTES is an OSError: :func:`bridge_core.local_files.read_regular`)."""
+    return read_regular(path, MAX_CONFIG_BYTES)
 
 
 def open_to_others(path: Path) -> int | None:
