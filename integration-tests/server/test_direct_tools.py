@@ -262,3 +262,31 @@ async def test_an_upstream_list_change_reaches_the_direct_client_as_list_changed
         with anyio.fail_after(10):
             await changed.wait()
         assert "probe__fresh_tool" in await _names(bridge.session)
+
+
+async def test_over_http_a_direct_client_declared_list_changed_and_hears_an_upstream_change(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    servers = {"probe": {"command": sys.executable, "args": [str(PROBE)]}}
+    async with (
+        open_http_bridge(tmp_path, servers=servers) as bridge,
+        bridge.http() as http,
+        streamable_http_client(f"{bridge.url}?tools=direct", http_client=http) as (read, write),
+        ClientSession(read, write, message_handler=on_message) as direct,
+    ):
+        with anyio.fail_after(60):
+            initialized = await direct.initialize()
+        assert initialized.capabilities.tools is not None
+        assert initialized.capabilities.tools.list_changed is True
+        assert "probe__echo" in await _names(direct)
+        added = await _call(direct, "probe__add_tool", {"name": "fresh_tool"})
+        assert not added.is_error
+        with anyio.fail_after(10):
+            await changed.wait()
+        assert "probe__fresh_tool" in await _names(direct)

@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 
 import anyio
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.lowlevel import NotificationOptions
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
@@ -61,9 +60,7 @@ async def serve_stdio(settings: Settings, executor_factory: ExecutorFactory) -> 
     over HTTP: the bridge adds only its transport (:mod:`._stdio`: bounded, cancellable reads)
     and the JSON-RPC errors for undecodable lines (:mod:`._malformed`)."""
     server = create_server(settings, executor_factory)
-    # Direct tools and MCP App tools change with the upstream servers' lists: the client is
-    # told (listChanged).
-    options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+    options = server.create_initialization_options()  # tools.listChanged: see server._BridgeServer
 
     async def main() -> None:
         async with stdio_transport() as streams:

@@ -11,14 +11,14 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp_types as types
 from bridge_core import tracing
 from bridge_core.errors import BridgeError
 from bridge_core.sessions import MAX_PROGRESS_MESSAGE as MAX_USER_PROGRESS_MESSAGE
 from bridge_core.sessions import visible_head
-from mcp.server import Server
+from mcp.server import InitializationOptions, NotificationOptions, Server
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
@@ -270,6 +270,24 @@ def _client_of(ctx: ServerRequestContext[BridgeState]) -> str | None:
     return request_client(ctx.request.scope, ctx.request.headers)
 
 
+class _BridgeServer(Server[BridgeState]):
+    """The SDK's server, declaring ``tools.listChanged`` on every transport (stdio's loop and
+    the HTTP session manager both ask this method): direct and MCP App tools follow the
+    upstream servers' lists, and clients are told when those change."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
 def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Server[BridgeState]:
     """Build the MCP server. ``executor_factory`` is entered once, in the lifespan."""
 
@@ -381,7 +399,7 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
             ],
         )
 
-    server = Server(
+    server = _BridgeServer(
         SERVER_NAME,
         version=__version__,
         instructions="Use run_python; discover servers and tools from inside the code.",
