@@ -5,7 +5,8 @@ model's context on every request. This script starts the five offline servers of
 ``scripts/prepare-servers`` (everything, filesystem, memory, time, git), takes each one's
 ``tools/list`` answer as the client receives it, and counts its tokens; then it does the same for
 the bridge configured with the same five servers (its ``tools/list`` is one tool, ``run_python``,
-whatever is configured behind it).
+whatever is configured behind it), and the bridge's direct and both modes (``serve --tools``:
+each proxied tool listed by itself as ``server__tool``, its definition kept).
 
     hatch run bench-tokens:python bench/token_overhead.py
 
@@ -111,15 +112,25 @@ async def main(quiet: TextIO) -> None:
             "MCP_BRIDGE_CONFIG": str(config),
             "MCP_BRIDGE_STATE_DIR": str(work / "state"),
         }
-        text = await _tools_json(
-            sys.executable, ["-m", "mcp_code_execution_mode"], bridge_env, quiet
-        )
-        tokens = count(text)
-        print(f"{'bridge':<14}{len(json.loads(text)):>6}{len(text):>9}{tokens:>9}")
+        measured = {}
+        for mode in ("code", "direct", "both"):
+            text = await _tools_json(
+                sys.executable, ["-m", "mcp_code_execution_mode", "--tools", mode], bridge_env,
+                quiet,
+            )  # fmt: skip
+            measured[mode] = count(text)
+            label = f"bridge {mode}"
+            print(f"{label:<14}{len(json.loads(text)):>6}{len(text):>9}{measured[mode]:>9}")
+        tokens = measured["code"]
         print(
             f"bridge / five servers: {tokens / total_tokens:.1%} of the tokens "
             f"({total_tokens - tokens} fewer per request)"
         )
+        # More tools than the five list to this script: server-everything adds tools for a
+        # client that declares sampling, elicitation and roots, which the bridge (relaying them)
+        # does; and each direct tool gets a server__tool name and a title naming its server.
+        direct = measured["direct"] / total_tokens
+        print(f"bridge direct / five servers: {direct:.1%} of the tokens")
 
 
 if __name__ == "__main__":
