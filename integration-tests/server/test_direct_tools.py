@@ -290,3 +290,19 @@ async def test_over_http_a_direct_client_declared_list_changed_and_hears_an_upst
         with anyio.fail_after(10):
             await changed.wait()
         assert "probe__fresh_tool" in await _names(direct)
+
+
+async def test_a_direct_result_has_every_configured_secret_masked(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    secret = "direct-canary-51c0ffee77"
+    servers = {"probe": {"command": sys.executable, "args": [str(PROBE)], "env": {"TOKEN": secret}}}
+    async with open_bridge(tmp_path, servers=servers, args=("--tools", "direct")) as bridge:
+        echoed = await _call(bridge.session, "probe__echo", {"text": f"use {secret} now"})
+        environment = await _call(bridge.session, "probe__env", {})
+        refused = await _call(bridge.session, f"probe__{secret}", {})
+    assert "use " in _text(echoed)
+    assert '"TOKEN"' in _text(environment)
+    assert refused.is_error
+    for result in (echoed, environment, refused):
+        assert secret not in result.model_dump_json()
