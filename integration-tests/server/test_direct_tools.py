@@ -306,3 +306,34 @@ async def test_a_direct_result_has_every_configured_secret_masked(
     assert refused.is_error
     for result in (echoed, environment, refused):
         assert secret not in result.model_dump_json()
+
+
+async def test_an_mcp_app_tool_known_from_an_earlier_start_is_listed_before_its_server_runs(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    servers = _apps(tmp_path / "erased.txt")
+    async with open_bridge(tmp_path, servers=servers) as bridge:
+        ran = await bridge.run(
+            "from mcp import mcp_servers\nprint(await mcp_servers['apps'].show_chart(title='a'))"
+        )
+        assert "chart a" in code_text(ran)  # the server ran: its list is in the tool cache
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with open_bridge(
+        tmp_path, servers=servers, client_options={"message_handler": on_message}
+    ) as bridge:
+        names = await _names(bridge.session)
+        if names == ["run_python"]:  # listed before the bridge opened: it says so once open
+            with anyio.fail_after(30):
+                await changed.wait()
+            names = await _names(bridge.session)
+        assert names == ["run_python", "apps__show_chart"]
+        with anyio.fail_after(CALL_TIMEOUT):
+            read = await bridge.session.read_resource(CHART_URI)  # starts the server
+        (content,) = read.contents
+        assert isinstance(content, types.TextResourceContents)
+        assert content.text == CHART_HTML

@@ -2,8 +2,9 @@
 
 A host renders an App tool's ``_meta.ui.resourceUri`` by reading that resource from the server
 that listed the tool, which for a proxied tool is the bridge. ``resources/list`` adds the
-``ui://`` resources of the running servers that have App tools; ``resources/read`` of a
-``ui://`` URI goes to the server whose App tool names it (or that lists it). Both are the
+``ui://`` resources of the running servers that have App tools (a listing starts none);
+``resources/read`` of a ``ui://`` URI goes to the server whose App tool names it (or that
+lists it), starting it if need be. Both are the
 gateway's resource requests, the ones sandbox code makes (``runtime.list_resources``,
 ``read_resource``): the server policy, secret masking, the audit line of a read, the size and
 time bounds.
@@ -39,9 +40,11 @@ def _context(client: ClientLink | None, client_key: str | None) -> Any:
 
 
 async def _app_servers(direct: DirectTools) -> list[str]:
+    """The running servers with App tools (a listing starts none; a read may)."""
+    gateway = direct.gateway
     servers: list[str] = []
-    for server, _tool in (await direct.running_apps()).values():
-        if server not in servers:
+    for server, _tool in (await direct.known_apps()).values():
+        if server not in servers and gateway is not None and gateway.pool.is_running(server):
             servers.append(server)
     return servers
 
@@ -88,7 +91,7 @@ async def read_ui_resource(
     if gateway is None:
         raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri}")
     ctx = _context(client, client_key)
-    apps = (await direct.running_apps()).values()
+    apps = (await direct.known_apps()).values()
     owners = [server for server, tool in apps if ui_resource(tool) == uri]
     if not owners:
         for server in await _app_servers(direct):

@@ -14,8 +14,9 @@ Naming (docs/direct-tools.md):
   an invalid one is not rewritten (a rewrite hides the real name and makes new collisions) but
   left out of the list, logged; sandbox code still reaches the tool.
 - MCP Apps: a tool whose ``_meta.ui.resourceUri`` names a ``ui://`` resource is listed under
-  the same name in every mode, ``code`` included, once its server is running (a code-mode
-  listing never starts a server); its ``ui://`` resources pass through (:mod:`._apps`).
+  the same name in every mode, ``code`` included, once the bridge knows its server's list (it
+  ran, now or in an earlier start: the persisted cache); a code-mode listing never starts a
+  server. Its ``ui://`` resources pass through (:mod:`._apps`).
 - Two tools whose names collide (server ``a`` tool ``b__c`` and server ``a__b`` tool ``c``), or a
   name equal to ``run_python`` in ``both`` mode: neither is listed, and a call by that name is
   refused as ambiguous rather than guessed.
@@ -187,10 +188,15 @@ class DirectTools:
             return
         self._gateway = gateway
         gateway.tool_listeners.append(self.tools_changed)
+        if not self._app_sessions:
+            return
+        # Code-mode clients that listed before the bridge opened: the App tools known now.
+        by_server: dict[str, list[types.Tool]] = {}
+        for server, tool in (await self.known_apps()).values():
+            by_server.setdefault(server, []).append(tool)
         for server in gateway.catalog.servers:
-            tools = gateway.pool.cached_tools(server)
-            if tools is not None:
-                await self.tools_changed(server, tools)
+            apps = _seen(by_server.get(server, ()))
+            await self._tell(self._app_sessions, self._apps_shown, server, apps, unseen=frozenset())
 
     async def tools(
         self, session: Any, key: str | None, reserved: Iterable[str] = ()
@@ -211,10 +217,10 @@ class DirectTools:
     async def app_tools(
         self, session: Any, key: str | None, reserved: Iterable[str] = ()
     ) -> list[types.Tool]:
-        """The MCP App tools of the servers running now (none is started for it), under their
-        direct names; ``session`` will hear when a server's App tools change."""
+        """The MCP App tools known without starting a server (running servers' lists, the
+        persisted cache), under their direct names; ``session`` will hear when they change."""
         self._app_sessions.add(key, session)
-        named = await self.running_apps(reserved)
+        named = await self.known_apps(reserved)
         by_server: dict[str, list[types.Tool]] = {}
         for server, tool in named.values():
             by_server.setdefault(server, []).append(tool)
@@ -223,8 +229,9 @@ class DirectTools:
                 self._apps_shown[server] = _seen(by_server.get(server, ()))
         return [listed_tool(name, server, tool) for name, (server, tool) in named.items()]
 
-    async def running_apps(self, reserved: Iterable[str] = ()) -> dict[str, tuple[str, types.Tool]]:
-        """Direct name → ``(server, tool)`` of the allowed App tools of running servers."""
+    async def known_apps(self, reserved: Iterable[str] = ()) -> dict[str, tuple[str, types.Tool]]:
+        """Direct name → ``(server, tool)`` of the allowed App tools known without starting a
+        server (running servers' lists, the persisted cache)."""
         if self._gateway is None:
             return {}
         allowed = await self._gateway.allowed_tools(start=False)

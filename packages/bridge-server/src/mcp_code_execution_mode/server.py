@@ -13,6 +13,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import anyio
 import mcp_types as types
 from bridge_core import tracing
 from bridge_core.errors import BridgeError
@@ -291,15 +292,27 @@ class _BridgeServer(Server[BridgeState]):
 def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Server[BridgeState]:
     """Build the MCP server. ``executor_factory`` is entered once, in the lifespan."""
 
+    direct = DirectTools()
+
+    async def attach_when_open(executor: Executor) -> None:
+        # Code-mode clients may list before the bridge opens (stdio answers first): once it is
+        # open, App tools known from the cache are announced to them (DirectTools.attach).
+        wait_open = getattr(executor, "wait_open", None)
+        if wait_open is not None:
+            await wait_open()
+        gateway = getattr(executor, "gateway", None)
+        if gateway is not None:
+            await direct.attach(gateway)
+
     @asynccontextmanager
     async def lifespan(_server: Server[BridgeState]) -> AsyncIterator[BridgeState]:
-        async with executor_factory() as executor:
+        async with executor_factory() as executor, anyio.create_task_group() as tg:
+            tg.start_soon(attach_when_open, executor)
             yield BridgeState(executor=executor, settings=settings)
+            tg.cancel_scope.cancel()
 
     tool = run_python_tool()
     mode: OutputMode = "toon" if settings.output_mode == "toon" else "compact"
-
-    direct = DirectTools()
 
     async def list_tools(
         ctx: ServerRequestContext[BridgeState], params: types.PaginatedRequestParams | None
@@ -332,7 +345,7 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
             return result
         if not lists_direct(chosen):
             await _open_gateway(ctx, direct, wait=False)
-            if params.name not in await direct.running_apps():
+            if params.name not in await direct.known_apps():
                 return await run_python(ctx, params)  # its unknown-tool answer
         await _open_gateway(ctx, direct)
         client = _client_of(ctx)

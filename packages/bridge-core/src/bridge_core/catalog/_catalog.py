@@ -152,6 +152,13 @@ class Catalog:
             await self.set_tools(server, await self._list_tools(server))
             return self._tools[server]
 
+    async def known_tools(self, server: str) -> list[ToolDoc]:
+        """The server's tools the policy allows as far as they are known without starting it
+        (memory, then the persisted cache); ``[]`` when unknown or the server is denied."""
+        if not self.policy.check_server(server).allowed or not await self._from_cache(server):
+            return []
+        return [d for d in self._tools[server] if self.policy.check(server, d.name).allowed]
+
     async def tools(self, server: str) -> list[ToolDoc]:
         """The server's tools the policy allows, loading its list if needed."""
         self.require_server(server)

@@ -23,6 +23,10 @@ class ToolDoc:
     input_schema: Mapping[str, Any] = field(default_factory=dict)
     output_schema: Mapping[str, Any] | None = None
     title: str | None = None
+    annotations: Mapping[str, Any] | None = None
+    meta: Mapping[str, Any] | None = None
+    """The tool's ``_meta`` (e.g. an MCP App's ``ui.resourceUri``): kept so that a cached list
+    can be shown as the server gave it (direct and App tools), never searched."""
 
     @classmethod
     def from_tool(cls, server: str, tool: Tool) -> ToolDoc:
@@ -42,6 +46,8 @@ class ToolDoc:
         input_schema = data.get("inputSchema")
         output_schema = data.get("outputSchema")
         title = data.get("title")
+        annotations = data.get("annotations")
+        meta = data.get("_meta")
         return cls(
             server=server,
             name=name,
@@ -49,6 +55,8 @@ class ToolDoc:
             input_schema=input_schema if isinstance(input_schema, dict) else {},
             output_schema=output_schema if isinstance(output_schema, dict) else None,
             title=title if isinstance(title, str) else None,
+            annotations=annotations if isinstance(annotations, dict) else None,
+            meta=meta if isinstance(meta, dict) else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -60,6 +68,10 @@ class ToolDoc:
             data["outputSchema"] = dict(self.output_schema)
         if self.title:
             data["title"] = self.title
+        if self.annotations is not None:
+            data["annotations"] = dict(self.annotations)
+        if self.meta is not None:
+            data["_meta"] = dict(self.meta)
         return data
 
     def summary(self) -> dict[str, Any]:

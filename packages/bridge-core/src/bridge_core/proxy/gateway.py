@@ -23,11 +23,12 @@ from typing import Any
 import anyio
 import mcp_types as types
 from bridge_protocol import ErrorCode, JSONValue
+from pydantic import ValidationError
 
 from bridge_core import tracing
 from bridge_core.approval import ApprovalGate, ApprovalRefused, ApprovalRules
 from bridge_core.audit import AuditLog, CallRecord
-from bridge_core.catalog import Catalog, ToolCache, resolve_tool
+from bridge_core.catalog import Catalog, ToolCache, ToolDoc, resolve_tool
 from bridge_core.errors import UpstreamError
 from bridge_core.gateway import CallContext, CallFailed
 from bridge_core.policy import Policy
@@ -108,14 +109,19 @@ class ProxyGateway:
 
     async def allowed_tools(self, *, start: bool = True) -> list[tuple[str, types.Tool]]:
         """Every tool the policy lets a client call, as ``(server, tool)`` in discovery order,
-        from each visible server's live list (starting the servers, concurrently; with
-        ``start=False`` only the servers already running). A server that cannot start is left
-        out (logged); :meth:`call_tool` still says why if named."""
+        from each visible server's live list (starting the servers, concurrently). With
+        ``start=False`` nothing starts: a server's last live list, else the catalog's (the
+        persisted cache), else none. A server that cannot start is left out (logged);
+        :meth:`call_tool` still says why if named."""
         servers = self.catalog.visible_servers()
         lists: dict[str, list[types.Tool]] = {}
         if not start:
-            running = {server: self.pool.cached_tools(server) for server in servers}
-            lists = {server: tools for server, tools in running.items() if tools is not None}
+            for server in servers:
+                live = self.pool.cached_tools(server)
+                if live is not None:
+                    lists[server] = live
+                elif known := await self.catalog.known_tools(server):
+                    lists[server] = [t for doc in known if (t := _as_tool(doc)) is not None]
             servers = [server for server in servers if server in lists]
 
         async def list_one(server: str) -> None:
@@ -268,6 +274,15 @@ class ProxyGateway:
                             detail=detail,
                         )
                     )
+
+
+def _as_tool(doc: ToolDoc) -> types.Tool | None:
+    """A cached tool as the SDK's type (what its server listed, as far as the cache keeps);
+    None for one the SDK would not accept (its server's live list decides then)."""
+    try:
+        return types.Tool.model_validate(doc.to_json())
+    except ValidationError:
+        return None
 
 
 def _require_json(server: str, tool: str, arguments: Mapping[str, Any]) -> None:
