@@ -288,6 +288,6 @@ async def test_a_relayed_sampling_request_never_asks_for_the_clients_context() -
     with relay.serving(link):
         for context in ("thisServer", "allServers", "none"):
             request = _sampling()
-            request.include_context = context  # type: ignore[assignment]
+            request.include_context = context
             await relay.on_sampling(CTX, request)
     assert [sent.include_context for sent in link.sampled] == [None, None, None]
