@@ -10,14 +10,14 @@ text (:func:`key_line`): the first line that writes that key in that section.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from bridge_core.local_files import NotARegularFile, TooLarge, read_regular
 
 from mcp_code_execution_mode import _units as u
 from mcp_code_execution_mode._settings_error import SettingsError
@@ -210,31 +210,17 @@ def read_settings_file(path: Path) -> dict[str, Any]:
 
 
 def _read_regular(path: Path) -> bytes | None:
-    # The file's bytes, None when there is none. Opened without blocking and checked as the
-    # file opened (a symlink is followed), so a FIFO cannot hang the start and a device such as
-    # /dev/zero cannot be read without end; at most MAX_FILE_BYTES + 1 bytes are read, so a file
-    # that grows after its size was checked is refused all the same.
+    # The file's bytes, None when there is none: a regular file only (a symlink is followed),
+    # at most MAX_FILE_BYTES (bridge_core.local_files says why it is read this way).
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return None
+        return read_regular(path, MAX_FILE_BYTES)
+    except NotARegularFile:
+        raise _error(path, None, "is not a regular file: not a settings file") from None
+    except TooLarge:
+        too_large = f"is larger than {MAX_FILE_BYTES:,} bytes: not a settings file"
+        raise _error(path, None, too_large) from None
     except OSError as exc:
         raise _error(path, None, f"cannot be read: {exc.strerror or exc}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _error(path, None, "is not a regular file: not a settings file")
-        chunks: list[bytes] = []
-        left = MAX_FILE_BYTES + 1
-        while left > 0 and (chunk := os.read(fd, min(left, 65536))):
-            chunks.append(chunk)
-            left -= len(chunk)
-    except OSError as exc:
-        raise _error(path, None, f"cannot be read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if left <= 0:
-        raise _error(path, None, f"is larger than {MAX_FILE_BYTES:,} bytes: not a settings file")
-    return b"".join(chunks)
 
 
 def _raw(spec: FileKey, value: object) -> str:
