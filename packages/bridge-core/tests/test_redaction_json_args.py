@@ -24,13 +24,15 @@ WORD = "correcthorsebattery"  # a password that looks like a plain word
         ({"command": "x", "args": [f"--config={json.dumps({'secret': WORD})}"]}, WORD),
         ({"command": "x", "args": ["--token=" + TOKEN]}, TOKEN),
         ({"command": "x", "args": ["-t", TOKEN]}, TOKEN),
+        ({"command": "mysql", "args": ["-uroot", "-p" + TOKEN]}, TOKEN),
         ({"url": f"redis://:{WORD}@cache:6379/0"}, WORD),
         ({"url": f"wss://host/mcp?access_token={WORD}"}, WORD),
         ({"command": "x", "args": [f"git+https://x-access-token:{WORD}@github.com/o/r"]}, WORD),
     ],
     ids=[
         "json-arg-token", "json-arg-password-word", "json-nested", "json-in-env",
-        "json-after-equals", "token-equals", "dash-t", "redis-url", "wss-query", "git-url",
+        "json-after-equals", "token-equals", "dash-t", "glued-short-option", "redis-url",
+        "wss-query", "git-url",
     ],
 )  # fmt: skip
 def test_a_secret_in_an_argument_or_value_is_masked_whatever_its_wrapping(
@@ -38,6 +40,11 @@ def test_a_secret_in_an_argument_or_value_is_masked_whatever_its_wrapping(
 ) -> None:
     shown = Redactor(entry_secrets(entry)).text(json.dumps(entry))
     assert secret not in shown
+
+
+def test_short_options_with_plain_values_glued_on_stay_readable() -> None:
+    entry = {"command": "java", "args": ["-Xmx512m", "-v", "-Dlevel=info", "-jar", "/srv/x.jar"]}
+    assert entry_secrets(entry) == set()
 
 
 def test_json_that_holds_no_secret_is_left_readable() -> None:

@@ -147,6 +147,13 @@ def secrets_in_value(value: str, *, marked: bool) -> set[str]:
     return found
 
 
+_GLUED = re.compile(r"-[A-Za-z][^-=\s]\S*")
+"""A short option with its value glued on (``-p<value>``), not a long option (``--name``)."""
+GLUED_TOKEN_CHARS = 12
+"""A value glued to a one-letter option is judged only from this length: shorter ones are far
+more often the option's setting (``-Xmx512m``, ``-O2``) than a token, which is longer."""
+
+
 def _collect_args(args: Iterable[str], found: set[str]) -> None:
     option: str | None = None  # the option the next argument may be the value of
     for arg in args:
@@ -155,6 +162,11 @@ def _collect_args(args: Iterable[str], found: set[str]) -> None:
             if equals:
                 _collect(value, found, marked=is_secret_name(name))
                 option = None
+            elif _GLUED.fullmatch(arg) and len(arg) - 2 >= GLUED_TOKEN_CHARS:
+                # ``-tghp_...``, ``-psk-live-...``: a one-letter option with a token glued on
+                # (getopt's form); the value is judged by its shape, the letter names nothing.
+                _collect(arg[2:], found, marked=False)
+                option = name
             else:
                 option = name
             continue
