@@ -91,7 +91,7 @@ _ci_kill_tree() {
 _ci_summary() {
   local rc=$? pid total
   set +e  # the table is printed whatever fails from here
-  [ -n "${CI_WARN_PID:-}" ] && kill "$CI_WARN_PID" 2>/dev/null
+  [ -n "${CI_WARN_PID:-}" ] && _ci_kill_tree "$CI_WARN_PID"  # its sleep too
   for pid in "${CI_BG_PIDS[@]}"; do
     _ci_kill_tree "$pid"  # a background step still running when the run ends: it ends too
   done
