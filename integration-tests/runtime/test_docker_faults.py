@@ -9,12 +9,15 @@ bounded; and once the daemon answers again, the sandbox is found as it is.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from anyio.abc import SocketStream, TaskGroup
 from bridge_core.channel import Channel
@@ -102,16 +105,51 @@ async def _pipe(source: SocketStream, sink: SocketStream) -> None:
         await sink.send_eof()
 
 
+@contextlib.contextmanager
+def _tolerating_the_set_result_race() -> Iterator[None]:
+    """The loop's exception handler, less anyio's known race on asyncio (docs/decisions.md,
+    agronholm/anyio#1267): a raw unix socket's wait registers the future's own ``set_result``
+    as the reader callback, so a task cancelled in the turn its socket turns readable raises
+    ``InvalidStateError`` in the loop. Closing every socket before the cancel (``aclose``)
+    made it rarer, not impossible: with the suite in two workers it came back. Here, in this
+    forwarder of the test's own, it is taken for what it is; anything else still fails the test.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # trio: no such callback
+        yield
+        return
+    previous = loop.get_exception_handler()
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if isinstance(context.get("exception"), asyncio.InvalidStateError):
+            return
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
+    try:
+        yield
+    finally:
+        loop.set_exception_handler(previous)
+
+
 @pytest.fixture
 async def forwarder(tmp_path: Path) -> AsyncIterator[Forwarder]:
-    async with anyio.create_task_group() as tg:
-        front = Forwarder(tmp_path / "docker.sock", _daemon_socket(), tg)
-        await tg.start(front.serve)
-        try:
-            yield front
-        finally:
-            await front.aclose()
-            tg.cancel_scope.cancel()
+    with _tolerating_the_set_result_race():
+        async with anyio.create_task_group() as tg:
+            front = Forwarder(tmp_path / "docker.sock", _daemon_socket(), tg)
+            await tg.start(front.serve)
+            try:
+                yield front
+            finally:
+                await front.aclose()
+                tg.cancel_scope.cancel()
+        # A callback the cancel left queued runs in the next turns, still under the handler.
+        for _ in range(3):
+            await anyio.lowlevel.checkpoint()
 
 
 async def test_a_daemon_that_stops_answering_is_an_error_never_a_sandbox_reported_gone(
