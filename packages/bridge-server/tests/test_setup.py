@@ -425,3 +425,80 @@ def test_the_readme_entry_is_what_setup_writes_without_flags(home: Path) -> None
     assert isinstance(written["code-execution"], dict)
     written["code-execution"].pop("command")
     assert written == shown
+
+
+@pytest.mark.parametrize("client", ["claude-code", "codex"])
+@pytest.mark.parametrize("mode", ["code", "direct", "both"])
+def test_tools_makes_the_entry_serve_that_mode_and_undo_restores_every_byte(
+    home: Path, client: str, mode: str
+) -> None:
+    from mcp_code_execution_mode.cli import _normalise, build_parser
+
+    path = install(home, client)
+    original = path.read_bytes()
+    before = files_under(home)
+    status, out = setup(home, client, tools=mode, dry_run=True)
+    assert status == 0, out
+    assert f"-m mcp_code_execution_mode serve --tools {mode}" in out
+    assert files_under(home) == before
+
+    status, out = setup(home, client, tools=mode)
+    assert status == 0, out
+    entry = client_table(client, path)["code-execution"]
+    assert isinstance(entry, dict)
+    assert entry["args"] == ["-m", "mcp_code_execution_mode", "serve", "--tools", mode]
+    # What the client runs is what `python -m mcp_code_execution_mode` parses as that mode.
+    parsed = build_parser().parse_args(_normalise(entry["args"][2:]))
+    assert (parsed.command, parsed.tools) == ("serve", mode)
+    assert set(json.loads(servers_file(home).read_text())["mcpServers"]) == {"github", "time"}
+
+    assert setup(home, client, undo_last=True)[0] == 0
+    assert path.read_bytes() == original
+    assert not servers_file(home).exists()
+    assert list(path.parent.glob("*.mcp-bridge-backup-*")) == []
+
+
+def test_setup_again_keeps_the_entry_mode_unless_tools_names_another(home: Path) -> None:
+    path = install(home, "cursor")
+    assert setup(home, "cursor", tools="direct")[0] == 0
+    status, out = setup(home, "cursor")
+    assert status == 0
+    assert "nothing to change" in out
+    assert "serve --tools direct" in out
+    status, out = setup(home, "cursor", tools="code")
+    assert status == 0, out
+    entry = client_table("cursor", path)["code-execution"]
+    assert isinstance(entry, dict)
+    assert entry["args"] == ["-m", "mcp_code_execution_mode", "serve", "--tools", "code"]
+
+
+def test_an_entry_written_by_hand_with_tools_keeps_its_mode(home: Path) -> None:
+    path = home / ".cursor" / "mcp.json"
+    path.parent.mkdir(parents=True)
+    bridge = {
+        "command": "/old/bin/python",
+        "args": ["-m", "mcp_code_execution_mode", "--tools=both"],
+    }
+    path.write_text(json.dumps({"mcpServers": {"bridge": bridge}}))
+    assert setup(home, "cursor", flags={})[0] == 0
+    entry = client_table("cursor", path)["bridge"]
+    assert isinstance(entry, dict)
+    assert entry["args"] == ["-m", "mcp_code_execution_mode", "serve", "--tools", "both"]
+
+
+def test_the_setup_command_passes_tools_to_the_entry(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mcp_code_execution_mode.cli import main
+
+    path = install(home, "cursor")
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "MCP_BRIDGE_CONFIG", "MCP_BRIDGE_LOG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MCP_BRIDGE_STATE_DIR", str(home / "state"))
+    monkeypatch.chdir(home / "project")
+    assert main(["setup", "cursor", "--tools", "direct"]) == 0, capsys.readouterr().out
+    assert "each proxied tool as server__tool" in capsys.readouterr().out
+    entry = client_table("cursor", path)["code-execution"]
+    assert isinstance(entry, dict)
+    assert entry["args"][-3:] == ["serve", "--tools", "direct"]

@@ -95,6 +95,7 @@ VERBS: dict[str, dict[str, object]] = {
     "apply --keep": {"keep": ["time"]},
     "apply --force": {"force": True},
     "apply --config": {"servers_file": Path("elsewhere.json")},
+    "apply --tools": {"tools": "direct"},
     "undo": {"undo_last": True},
     "undo --force": {"undo_last": True, "force": True},
     "undo --force --keep": {"undo_last": True, "force": True, "keep": ["time"]},

@@ -47,6 +47,8 @@ COMMANDS = ("serve", "doctor", "demo", "setup", "token", "kube-spec", "image")
 # Settings holding paths: written into a client's config by `setup`, they must not depend on the
 # directory `setup` ran in.
 _PATH_SETTINGS = frozenset({"config", "state_dir", "log_file", "http_token_file"})
+# `_direct.MODES`, spelled out: importing that module (the SDK's types) would slow every start.
+_TOOL_MODES = ("code", "direct", "both")
 
 
 class UsageError(Exception):
@@ -114,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--tools",
-        choices=("code", "direct", "both"),
+        choices=_TOOL_MODES,
         default=None,
         help="which tools to list: code (run_python), direct (each proxied tool as "
         "server__tool) or both; overrides [tools] mode of the settings file",
@@ -156,6 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME",
         help="servers to leave in the client's file (loaded by it directly)",
+    )
+    setup.add_argument(
+        "--tools",
+        choices=_TOOL_MODES,
+        default=None,
+        help="the entry starts the bridge with serve --tools MODE: code (run_python), direct "
+        "(each proxied tool as server__tool) or both; default: an existing entry's mode, else "
+        "none (the settings file's [tools] mode, code unless set)",
     )
     token = commands.add_parser(
         "token",
@@ -232,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(normalised)
         settings = load_settings(_given_flags(args))
-        if getattr(args, "tools", None) is not None:  # serve's flag over the file's [tools] mode
+        if getattr(args, "tools", None) is not None:  # --tools over the file's [tools] mode
             settings = dataclasses.replace(settings, tools=args.tools)
         if args.command == "serve":
             _check_trace_export()  # read again by the lifespan, which exports
@@ -354,6 +364,7 @@ def _setup(args: argparse.Namespace, settings: Settings) -> int:
         dry_run=args.dry_run,
         undo_last=args.undo,
         force=args.force,
+        tools=args.tools,
     )
 
 

@@ -38,12 +38,15 @@ def run_setup(
     dry_run: bool = False,
     undo_last: bool = False,
     force: bool = False,
+    tools: str | None = None,
     out: TextIO | None = None,
 ) -> int:
     """Run the command; returns the exit status (0 done, 1 refused with the reason printed).
 
     ``flags``: the settings given on the command line, as ``MCP_BRIDGE_*`` variables; they go
     into the bridge entry's ``env``. ``servers_file``: ``--config``, else the bridge's own file.
+    ``tools``: ``--tools``, the mode the entry starts the bridge in (``serve --tools MODE``);
+    None keeps an existing entry's.
     """
     out = out or sys.stdout
     client = CLIENTS[client_key]
@@ -71,6 +74,7 @@ def run_setup(
             env=entry_env(flags, target, default_file, where.environ),
             servers_file=target,
             keep=tuple(keep),
+            tools=tools,
         )
         plan = make_plan(request)
         for line in describe(plan):

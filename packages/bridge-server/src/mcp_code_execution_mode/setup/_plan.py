@@ -3,7 +3,8 @@
 The client keeps one entry: the bridge, started by this interpreter by absolute path. Every other
 server of its user-wide file moves, as the client wrote it (``${VAR}`` references included), into
 the bridge's servers file, which the bridge reads and the client does not: the client then pays for
-one tool's schema instead of every server's.
+one tool's schema instead of every server's (with ``--tools direct`` or ``both`` the bridge lists
+each proxied tool itself, under its policy, approvals and audit).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from bridge_core.discovery import (
     same_server,
 )
 
+from mcp_code_execution_mode._direct import MODES
 from mcp_code_execution_mode.setup._clients import Client
 from mcp_code_execution_mode.setup._documents import (
     ConfigDocument,
@@ -62,6 +64,9 @@ class Request:
     """The bridge entry's ``env``: the settings given to ``setup`` as flags."""
     servers_file: Path
     keep: tuple[str, ...] = ()
+    tools: str | None = None
+    """``--tools``: the entry starts ``serve --tools MODE``. None: an existing entry's mode is
+    kept, a new entry has none (the settings file's ``[tools] mode`` decides, code by default)."""
 
 
 @dataclass(slots=True)
@@ -87,6 +92,8 @@ class Plan:
 
     request: Request
     bridge_name: str
+    bridge_args: list[str] = field(default_factory=lambda: list(BRIDGE_ARGS))
+    """The ``args`` of the bridge's entry after setup."""
     moved: dict[str, Any] = field(default_factory=dict)
     kept: list[str] = field(default_factory=list)
     prompted: dict[str, list[str]] = field(default_factory=dict)
@@ -146,12 +153,36 @@ def _decode(data: bytes | None, where: str) -> str:
         raise SetupError(f"{where} is not UTF-8 text; fix it, then run setup again") from None
 
 
-def _bridge_entry(request: Request, existing: Mapping[str, Any] | None) -> dict[str, Any]:
+def _tools_of(existing: object) -> str | None:
+    """The mode an existing bridge entry passes to ``--tools`` (``--tools M`` or ``--tools=M``)."""
+    args = existing.get("args") if isinstance(existing, Mapping) else None
+    if not isinstance(args, list):
+        return None
+    for i, arg in enumerate(args):
+        if arg == "--tools" and i + 1 < len(args):
+            value = args[i + 1]
+        elif isinstance(arg, str) and arg.startswith("--tools="):
+            value = arg.removeprefix("--tools=")
+        else:
+            continue
+        return value if value in MODES else None
+    return None
+
+
+def _bridge_args(request: Request, existing: object) -> list[str]:
+    """The bridge entry's ``args``: ``serve --tools MODE`` added for a mode asked for, or kept
+    from the entry being updated, so running ``setup`` again never switches the mode back."""
+    mode = request.tools or _tools_of(existing)
+    return [*BRIDGE_ARGS, "serve", "--tools", mode] if mode else list(BRIDGE_ARGS)
+
+
+def _bridge_entry(plan: Plan, existing: Mapping[str, Any] | None) -> dict[str, Any]:
+    request = plan.request
     entry: dict[str, Any] = dict(existing or {})
     if request.client.typed:
         entry.setdefault("type", "stdio")
     entry["command"] = request.command
-    entry["args"] = list(BRIDGE_ARGS)
+    entry["args"] = list(plan.bridge_args)
     env = dict(entry.get("env") or {})
     env.update(request.env)
     if env:
@@ -217,7 +248,7 @@ def make_plan(request: Request) -> Plan:
         )
     bridges = [name for name, value in table.items() if _launches_bridge(value)]
     bridge_name = bridges[0] if bridges else BRIDGE_ENTRY_NAME
-    plan = Plan(request, bridge_name)
+    plan = Plan(request, bridge_name, _bridge_args(request, table.get(bridge_name)))
     for name, value in table.items():
         if name in bridges:
             continue
@@ -257,7 +288,7 @@ def make_plan(request: Request) -> Plan:
     old_table = doc.servers()
     for name in plan.moved:
         doc.remove_server(name)
-    doc.put_server(bridge_name, _bridge_entry(request, table.get(bridge_name)))
+    doc.put_server(bridge_name, _bridge_entry(plan, table.get(bridge_name)))
     plan.client_edit = _edit(path, label, before, doc, old_table)
     old_servers = servers_doc.servers()
     if servers_before is None:

@@ -17,7 +17,7 @@ from typing import Any
 from bridge_core.redaction import MASK, Redactor, entry_secrets
 from bridge_core.sessions import visible
 
-from mcp_code_execution_mode.setup._plan import BRIDGE_ARGS, FileEdit, Plan, shown
+from mcp_code_execution_mode.setup._plan import FileEdit, Plan, shown
 
 __all__ = ["describe", "redactor_for"]
 
@@ -80,8 +80,13 @@ def _describe(plan: Plan, redactor: Redactor) -> Iterator[str]:
     client = request.client
     label = shown(client.user_source(request.where).path, request.where)
     yield f"setup {client.key}: {client.name} reads {label}"
-    command = " ".join([request.command, *BRIDGE_ARGS])
+    command = " ".join([request.command, *plan.bridge_args])
     yield f"  bridge entry {plan.bridge_name!r}: {command}"
+    if "direct" in plan.bridge_args or "both" in plan.bridge_args:
+        yield (
+            "    it lists each proxied tool as server__tool (--tools): the client pays for "
+            "their schemas on every request, as when it loaded the servers itself"
+        )
     if request.env:
         yield f"    with env: {', '.join(sorted(request.env))}"
     servers = shown(request.servers_file, request.where)
