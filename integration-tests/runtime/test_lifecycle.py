@@ -11,16 +11,16 @@ from pathlib import Path
 import anyio
 import pytest
 from anyio.abc import Process
-from bridge_core.channel import ChannelClosed
+from bridge_core.channel import Channel, ChannelClosed
 from bridge_core.errors import SandboxStartError
 from bridge_core.runtime import _channel, _podman_api, podman
 from bridge_core.runtime._attach import AttachedStream
 from bridge_core.runtime._ownership import Owner, current_owner, process_start_time
-from bridge_core.runtime.base import OWNER_LABEL, SandboxSpec
+from bridge_core.runtime.base import OWNER_LABEL, RuntimeBackend, SandboxSpec
 from bridge_core.runtime.podman import PodmanBackend
 from bridge_protocol import Execute, Shutdown
 
-from .conftest import StartShell
+from .conftest import START_TIMEOUT, Shell, StartShell
 
 pytestmark = [pytest.mark.container, pytest.mark.engine]
 
@@ -188,6 +188,28 @@ async def test_a_missing_image_is_a_start_error_naming_it(
     with pytest.raises(SandboxStartError, match="mcp-bridge-no-such-image"):
         await podman_backend.start(spec)
     assert _sandbox_dirs(podman_backend, tmp_path) == []
+
+
+async def test_a_sandbox_starts_from_the_checked_image_id_when_the_name_no_longer_holds_it(
+    backend: RuntimeBackend, sandbox_image: str
+) -> None:
+    # Issue 34: the image is checked under its name before the first sandbox; a name moved
+    # after that check (here: to no image at all) must not change what a sandbox starts from.
+    listed = await anyio.run_process(
+        [backend.name, "image", "inspect", "--format={{.Id}}", sandbox_image]
+    )
+    checked = "sha256:" + listed.stdout.decode().strip().removeprefix("sha256:")
+    moved = f"localhost/mcp-bridge-moved-{os.getpid()}:0"
+    spec = SandboxSpec(name="moved", image=moved, image_id=checked, connect_timeout=START_TIMEOUT)
+    with anyio.fail_after(START_TIMEOUT):
+        sandbox = await backend.start(spec)
+    try:
+        channel = Channel(sandbox.stream)
+        with anyio.fail_after(START_TIMEOUT):
+            await channel.handshake(spec.name)
+            assert await Shell(backend, sandbox, channel).value("6 * 7") == 42
+    finally:
+        await backend.kill(sandbox)
 
 
 async def test_a_private_api_service_is_started_when_none_answers_and_stopped_on_close(

@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import pytest
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError, SessionLimitExceeded
-from bridge_core.runtime.base import RuntimeBackend, SandboxSpec
+from bridge_core.runtime.base import CheckedRuntime, RuntimeBackend, SandboxSpec
 from bridge_core.sessions import DEFAULT_SESSION, ExecutionResult, validate_session_name
 
 from .conftest import FakeRuntime, FakeSandbox, Harness, settle
@@ -227,6 +227,68 @@ async def test_runtime_factory_is_lazy_and_its_failure_is_an_unavailable_result(
     assert "install podman" in failed.notices[-1]
     assert retried.stdout == "x\n"
     assert harness.runtime.closed  # made by the factory, so closed by the manager
+
+
+async def test_sandboxes_start_from_the_image_id_the_runtime_factory_checked(
+    harness: Harness,
+) -> None:
+    # Issue 34: the image was checked under its name, then started by that name, so a re-tag
+    # between the check and a start swapped the image that ran.
+    checked = "sha256:" + "ab" * 32
+    specs: list[SandboxSpec] = []
+    start = harness.runtime.start
+
+    async def recording(spec: SandboxSpec) -> FakeSandbox:
+        specs.append(spec)
+        return await start(spec)
+
+    harness.runtime.start = recording  # type: ignore[method-assign]
+
+    async def factory() -> CheckedRuntime:
+        return CheckedRuntime(harness.runtime, checked)
+
+    from bridge_core.sessions import SessionManager
+
+    manager = SessionManager(
+        harness.config(pool_size=1),
+        runtime=factory,
+        gateway=harness.gateway,
+        state_dir=harness.state_dir,
+    )
+    async with manager:
+        result = await manager.execute("print:x")
+        await settle(lambda: len(specs) == 2)  # the warm pool's replacement too
+    assert result.stdout == "x\n"
+    assert [(spec.image, spec.image_id, spec.source) for spec in specs] == [
+        ("fake:1", checked, checked)
+    ] * 2
+    assert harness.runtime.closed  # the backend inside is the factory's: closed with the manager
+
+
+async def test_a_checked_backend_passed_in_starts_from_its_image_id_and_stays_open(
+    harness: Harness,
+) -> None:
+    checked = "sha256:" + "cd" * 32
+    specs: list[SandboxSpec] = []
+    start = harness.runtime.start
+
+    async def recording(spec: SandboxSpec) -> FakeSandbox:
+        specs.append(spec)
+        return await start(spec)
+
+    harness.runtime.start = recording  # type: ignore[method-assign]
+    from bridge_core.sessions import SessionManager
+
+    manager = SessionManager(
+        harness.config(),
+        runtime=CheckedRuntime(harness.runtime, checked),
+        gateway=harness.gateway,
+        state_dir=harness.state_dir,
+    )
+    async with manager:
+        await manager.execute("print:x")
+    assert [spec.source for spec in specs] == [checked]
+    assert not harness.runtime.closed
 
 
 async def test_a_sandbox_killed_while_starting_is_replaced_once_and_the_call_answers(

@@ -22,7 +22,7 @@ from bridge_core.policy import Policy
 from bridge_core.private_files import private_dir
 from bridge_core.proxy import ProxyGateway, ProxyOptions, open_proxy
 from bridge_core.redaction import Redactor
-from bridge_core.runtime.base import RuntimeBackend, SandboxLimits
+from bridge_core.runtime.base import CheckedRuntime, SandboxLimits
 from bridge_core.runtime.detect import detect_runtime
 from bridge_core.sessions import SessionStore, StoreSettings
 from bridge_core.sessions.manager import SessionManager
@@ -190,19 +190,21 @@ def executor_factory(settings: Settings, *, single_client: bool = False) -> Exec
         )
         preference = None if settings.runtime == "auto" else settings.runtime
 
-        async def connect_runtime() -> RuntimeBackend:
+        async def connect_runtime() -> CheckedRuntime:
             backend = await detect_runtime(
                 preference, state_dir=state_dir / "runtime", target=runtime_target(settings)
             )
             try:
                 # The image is checked against its pin (pulled by digest and verified if need
                 # be) before any sandbox starts: bridge_image.supply.
-                await anyio.to_thread.run_sync(require_image, settings, backend.name)
+                supplied = await anyio.to_thread.run_sync(require_image, settings, backend.name)
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     await backend.aclose()
                 raise
-            return backend
+            # Sandboxes start from the ID that was checked: the name could be re-tagged to
+            # another image after the check.
+            return CheckedRuntime(backend, supplied.image_id if supplied is not None else None)
 
         async with (
             exporting_traces(trace_export_from_env()),

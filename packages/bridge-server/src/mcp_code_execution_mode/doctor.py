@@ -36,7 +36,12 @@ from bridge_core.gateway import NullGateway
 from bridge_core.policy import Policy
 from bridge_core.redaction import Redactor, configured_secrets
 from bridge_core.runtime import user_seccomp_option
-from bridge_core.runtime.base import IMAGE_BUILD_COMMAND, RuntimeBackend, RuntimeInfo
+from bridge_core.runtime.base import (
+    IMAGE_BUILD_COMMAND,
+    CheckedRuntime,
+    RuntimeBackend,
+    RuntimeInfo,
+)
 from bridge_core.runtime.detect import detect_runtime
 from bridge_core.servers import ServerSpec
 from bridge_core.sessions import visible
@@ -204,15 +209,19 @@ def _report_profile(settings: Settings, info: RuntimeInfo, report: _Report) -> N
         report.ok("seccomp", info.seccomp)
 
 
-def _check_image(settings: Settings, backend: RuntimeBackend, report: _Report) -> bool:
+def _check_image(
+    settings: Settings, backend: RuntimeBackend, report: _Report
+) -> CheckedRuntime | None:
+    """The runtime with the ID of the image checked in its store (the sandbox check starts
+    from it, as the server does), or None when the image may not run."""
     if backend.name == "local":
-        return True
+        return CheckedRuntime(backend, None)
     # The one decision the server makes before its first sandbox (verified, pulled, refused,
     # digest-pinned, unknown tag, missing, unchecked): doctor says which case applies.
     supplied = check_image(settings, backend.name, progress=report.progress)
     if supplied is not None and not supplied.usable:
         report.fail("image", supplied.detail, supplied.fix)
-        return False
+        return None
     if supplied is not None and supplied.pulled:
         report.ok("image pull", supplied.detail)
     data = _inspect_image(backend.name, settings.image)
@@ -223,7 +232,7 @@ def _check_image(settings: Settings, backend: RuntimeBackend, report: _Report) -
             f"{IMAGE_BUILD_COMMAND} (builds the standard image; --slim the slim one), or set "
             "MCP_BRIDGE_IMAGE to an image you have",
         )
-        return False
+        return None
     labels = data.get("Labels") or data.get("Config", {}).get("Labels") or {}
     # The few labels a user acts on, not every label (a line, not a screen).
     shown = [f"{name} {labels[label]}" for name, label in _IMAGE_FACTS if labels.get(label)]
@@ -233,7 +242,7 @@ def _check_image(settings: Settings, backend: RuntimeBackend, report: _Report) -
         f"{settings.image} ({str(data.get('Id', ''))[:12]}); {case}"
         + (", ".join(shown) or "no labels of this product"),
     )
-    return True
+    return CheckedRuntime(backend, supplied.image_id if supplied is not None else None)
 
 
 _IMAGE_FACTS = (
@@ -252,11 +261,12 @@ def _expected_limits(settings: Settings) -> dict[str, str]:
     }
 
 
-async def _check_sandbox(settings: Settings, backend: RuntimeBackend, report: _Report) -> None:
+async def _check_sandbox(settings: Settings, checked: CheckedRuntime, report: _Report) -> None:
+    backend = checked.backend
     config = session_config(settings)
     manager = SessionManager(
         dataclasses.replace(config, pool_size=0, max_sessions=1),
-        runtime=backend,
+        runtime=checked,
         gateway=NullGateway(),
         state_dir=settings.resolved_state_dir / "doctor",
     )
@@ -531,8 +541,9 @@ async def run_doctor(settings: Settings, out: TextIO | None = None) -> int:
         backend = await _check_runtime(settings, report)
     if backend is not None:
         try:
-            if await anyio.to_thread.run_sync(_check_image, settings, backend, report):
-                await _check_sandbox(settings, backend, report)
+            checked = await anyio.to_thread.run_sync(_check_image, settings, backend, report)
+            if checked is not None:
+                await _check_sandbox(settings, checked, report)
         finally:
             with anyio.CancelScope(shield=True):
                 await backend.aclose()

@@ -247,7 +247,8 @@ def create_args(
         args.append(f"--cgroup-parent={cgroup_parent}")
     if limits.cpu_quota is not None:
         args += [f"--cpu-quota={limits.cpu_quota}", f"--cpu-period={limits.cpu_period}"]
-    return [*args, spec.image]
+    # The checked ID when there is one (a name re-tagged after the check must not swap it).
+    return [*args, spec.source]
 
 
 def lifecycle_violations(inspect: Mapping[str, Any]) -> list[str]:

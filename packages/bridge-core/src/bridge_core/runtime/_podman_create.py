@@ -84,22 +84,25 @@ def create_verified(
     if cgroup_parent is not None:
         kwargs["cgroup_parent"] = cgroup_parent
     try:
-        container = client.containers.create(spec.image, **kwargs)
+        # From the ID checked under the name when there is one (a re-tag after the check must
+        # not swap the image); the name is what messages show.
+        container = client.containers.create(spec.source, **kwargs)
     except api.FAILURES as exc:
         # podman 4.3 answers a missing image with a 500 ("image not known"): asked only now, a
         # start pays no lookup of its image (see ImageEnvs).
-        if not _image_exists(client, spec.image):
+        if not _image_exists(client, spec.source):
+            checked = f" (checked as {spec.image_id})" if spec.image_id else ""
             raise SandboxStartError(
-                f"sandbox image {spec.image!r} is not in podman's image store: build it with "
-                f"`{IMAGE_BUILD_COMMAND}` (the standard image; add --slim for the slim one), or "
-                "set MCP_BRIDGE_IMAGE to an image you have"
+                f"sandbox image {spec.image!r}{checked} is not in podman's image store: build "
+                f"it with `{IMAGE_BUILD_COMMAND}` (the standard image; add --slim for the slim "
+                "one), or set MCP_BRIDGE_IMAGE to an image you have"
             ) from None
         raise SandboxStartError(
             f"podman at {url} could not create sandbox container {name} from {spec.image!r} "
             f"(is its API service running?): {exc}"
         ) from exc
     try:
-        image_env = image_envs.get(client, str(container.attrs.get("Image") or spec.image))
+        image_env = image_envs.get(client, str(container.attrs.get("Image") or spec.source))
         problems = hardening_violations(
             container.attrs, spec, image_env=image_env
         ) + lifecycle_violations(

@@ -11,16 +11,19 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from anyio.abc import ByteStream
 
 __all__ = [
     "IMAGE_BUILD_COMMAND",
     "OWNER_LABEL",
+    "CheckedRuntime",
     "PRODUCT_LABEL",
     "RuntimeBackend",
+    "RuntimeFactory",
     "RuntimeInfo",
+    "RuntimeSource",
     "Sandbox",
     "SandboxExit",
     "SandboxLimits",
@@ -65,6 +68,7 @@ class SandboxSpec:
 
     name: str
     image: str
+    """The image's name, as configured: what messages show."""
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     security_opt: tuple[str, ...] = ()
     """Extra ``--security-opt`` values from settings (added to ours, never replacing them)."""
@@ -75,6 +79,15 @@ class SandboxSpec:
     """Modules the sandbox client imports as it starts (names validated by
     :func:`bridge_protocol.hints.strict_hint`): written into the channel directory, so only
     runtimes with one (a unix-socket channel) pass them; the others ignore them."""
+    image_id: str | None = None
+    """``sha256:`` ID of the image that was checked under ``image`` (against its pin, before
+    the first sandbox): the podman and docker backends create the container from it, so a name
+    re-tagged after the check cannot swap what runs. None: started by name."""
+
+    @property
+    def source(self) -> str:
+        """What the container is created from: the checked ID, else the name."""
+        return self.image_id or self.image
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,3 +206,20 @@ class RuntimeBackend(Protocol):
     async def aclose(self) -> None:
         """Release backend resources (e.g. a private podman API service it started)."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedRuntime:
+    """A runtime whose image store was checked to hold the sandbox image: what a runtime
+    factory of the session manager may return instead of the bare backend."""
+
+    backend: RuntimeBackend
+    image_id: str | None
+    """ID of the configured image as checked in ``backend``'s store; every sandbox starts from
+    it (:attr:`SandboxSpec.image_id`). None: nothing was checked (e.g. a remote engine)."""
+
+
+RuntimeFactory: TypeAlias = Callable[[], Awaitable[RuntimeBackend | CheckedRuntime]]
+"""Makes the runtime when the session manager first needs it (detection, the image check)."""
+RuntimeSource: TypeAlias = RuntimeBackend | CheckedRuntime | RuntimeFactory
+"""What the session manager takes as its runtime: a backend, or a factory of one."""

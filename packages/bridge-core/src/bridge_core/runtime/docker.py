@@ -19,6 +19,7 @@ death as for podman (:mod:`._oom`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -235,18 +236,22 @@ class DockerBackend:
     async def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
         ours = profile_to_apply(spec.security_opt, self.seccomp, self.seccomp_problem)
         try:
-            image = await self._cli.inspect("image", spec.image)
+            image = await self._cli.inspect("image", spec.source)
         except NoSuchObject:
+            checked = f" (checked as {spec.image_id})" if spec.image_id else ""
             raise SandboxStartError(
-                f"sandbox image {spec.image!r} is not in docker's image store: build it with "
-                f"`{IMAGE_BUILD_COMMAND}` (it builds with podman) and load it into docker "
+                f"sandbox image {spec.image!r}{checked} is not in docker's image store: build it "
+                f"with `{IMAGE_BUILD_COMMAND}` (it builds with podman) and load it into docker "
                 f"(podman save {spec.image} | docker load), or set MCP_BRIDGE_IMAGE to an image "
                 "you have"
             ) from None
         except CommandRefused as exc:
             raise SandboxStartError(f"docker cannot look up image {spec.image!r}: {exc}") from None
+        # Created from the image just inspected, by its ID: its environment is what the check
+        # below allows, and a name re-tagged meanwhile cannot swap it.
+        found = str(image.get("Id") or "")
         args = create_args(
-            spec,
+            dataclasses.replace(spec, image_id=found) if found else spec,
             name=name,
             labels=container_labels(spec, self.owner),
             channel_dir=channel_dir,

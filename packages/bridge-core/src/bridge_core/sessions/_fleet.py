@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-from collections.abc import Awaitable, Callable
 
 import anyio
 from anyio.abc import TaskGroup
@@ -19,7 +18,13 @@ from bridge_protocol import UnsupportedVersion
 from bridge_core.channel import Channel
 from bridge_core.errors import BridgeError, RuntimeUnavailable, SandboxStartError
 from bridge_core.gateway import Gateway
-from bridge_core.runtime.base import RuntimeBackend, SandboxSpec
+from bridge_core.runtime.base import (
+    CheckedRuntime,
+    RuntimeBackend,
+    RuntimeFactory,
+    RuntimeSource,
+    SandboxSpec,
+)
 from bridge_core.sessions._budget import CallLimits
 from bridge_core.sessions._sandbox import LiveSandbox
 from bridge_core.sessions._session import format_bytes
@@ -47,15 +52,20 @@ class SandboxFleet:
     def __init__(
         self,
         config: SessionConfig,
-        runtime: RuntimeBackend | Callable[[], Awaitable[RuntimeBackend]],
+        runtime: RuntimeSource,
         gateway: Gateway,
     ) -> None:
         self.config = config
-        if isinstance(runtime, RuntimeBackend):
-            self.runtime: RuntimeBackend | None = runtime
-            self._factory: Callable[[], Awaitable[RuntimeBackend]] | None = None
+        self.image_id: str | None = None
+        """The configured image's ID as checked in the runtime's store (a
+        :class:`CheckedRuntime`): sandboxes start from it. None: by the image's name."""
+        self.runtime: RuntimeBackend | None = None
+        self._factory: RuntimeFactory | None = None
+        if isinstance(runtime, CheckedRuntime):
+            self.runtime, self.image_id = runtime.backend, runtime.image_id
+        elif isinstance(runtime, RuntimeBackend):
+            self.runtime = runtime
         else:
-            self.runtime = None
             self._factory = runtime
         self.owns_runtime = False
         """True when the runtime came from the factory: the fleet closes it."""
@@ -78,7 +88,7 @@ class SandboxFleet:
             if self.runtime is None:
                 assert self._factory is not None
                 try:
-                    self.runtime = await self._factory()
+                    made = await self._factory()
                 except BridgeError:
                     raise
                 except Exception as exc:
@@ -87,6 +97,10 @@ class SandboxFleet:
                     raise RuntimeUnavailable(
                         f"the container runtime could not be set up: {exc}"
                     ) from exc
+                if isinstance(made, CheckedRuntime):
+                    self.runtime, self.image_id = made.backend, made.image_id
+                else:
+                    self.runtime = made
                 self.owns_runtime = True
             if not self._leftovers_checked and self._tg is not None:
                 # Containers a killed bridge left behind go on our first use of the runtime.
@@ -115,6 +129,7 @@ class SandboxFleet:
         spec = SandboxSpec(
             name=f"{self._prefix}-{self.started}",
             image=self.config.image,
+            image_id=self.image_id,
             limits=self.config.limits,
             security_opt=self.config.security_opt,
             connect_timeout=self.config.start_timeout,

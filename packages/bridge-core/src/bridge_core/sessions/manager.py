@@ -12,7 +12,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -23,7 +23,7 @@ from anyio.abc import TaskGroup
 
 from bridge_core.errors import BridgeError, SandboxStartError, SessionLimitExceeded
 from bridge_core.gateway import Gateway
-from bridge_core.runtime.base import RuntimeBackend
+from bridge_core.runtime.base import RuntimeSource
 from bridge_core.sessions._execute import ExecutionRunner
 from bridge_core.sessions._fleet import SandboxFleet
 from bridge_core.sessions._lifecycle import RESTART, DurableSessions
@@ -65,14 +65,16 @@ class SessionManager:
     ``runtime`` is a backend or an async factory called lazily on first need (so a server starts
     instantly without podman); a factory's failure becomes an ``unavailable`` result, and the next
     execution tries again. A backend made by the factory is closed with the manager; a backend
-    passed in belongs to the caller.
+    passed in belongs to the caller. Either may come as a
+    :class:`~bridge_core.runtime.base.CheckedRuntime`: sandboxes then start from the image ID
+    checked in its store, not by the image's name.
     """
 
     def __init__(
         self,
         config: SessionConfig,
         *,
-        runtime: RuntimeBackend | Callable[[], Awaitable[RuntimeBackend]],
+        runtime: RuntimeSource,
         gateway: Gateway,
         state_dir: Path,
         store: SessionStore | None = None,
