@@ -8,7 +8,22 @@ the bridge configured with the same five servers (its ``tools/list`` is one tool
 whatever is configured behind it), and the bridge's direct and both modes (``serve --tools``:
 each proxied tool listed by itself as ``server__tool``, its definition kept).
 
-    hatch run bench-tokens:python bench/token_overhead.py
+Then a task, in three columns: what a client pays in tool definitions for a task that uses a few
+tools (``--used``, default: read a CSV, write its summary, note it in the memory graph).
+
+* all schemas up front: every tool's full definition, on every request (the table above);
+* deferred schemas: a client that defers loading (a tool search of its own) lists each tool's
+  name and the first sentence of its description up front, and adds a tool's full definition
+  once, when the model picks it. Its own search tool's definition is not counted (it favours
+  this column);
+* the bridge: ``run_python`` up front; the model reads the definition of each tool it uses with
+  ``runtime.query_tool_docs(server, tool, detail="full")``, counted as the text of the real
+  ``run_python`` result (a real sandbox: podman and the image are needed).
+
+Loaded definitions stay in the conversation, so a task's figure is what its context holds in tool
+definitions once those tools were used; the up-front figure is paid on every request before that.
+
+    hatch run bench-tokens:python bench/token_overhead.py [--used server.tool,...]
 
 Token counts use the legacy Claude tokenizer shipped in PyPI ``anthropic==0.34.2`` (offline; it
 is not the tokenizer of current models, so read the figures as a close proxy, not exact billing).
@@ -18,8 +33,10 @@ the server sent), which is what clients forward to the model.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -34,6 +51,8 @@ from mcp.client.stdio import stdio_client
 
 REPO = Path(__file__).resolve().parents[1]
 SERVERS_ENV = Path(os.environ.get("MCP_TEST_SERVERS_DIR", REPO / ".cache" / "servers")) / "env"
+# A typical small task: read a CSV, write its summary, note the result in the knowledge graph.
+TASK = "filesystem.read_text_file,filesystem.write_file,memory.create_entities"
 
 
 def _server_paths() -> dict[str, str]:
@@ -80,7 +99,34 @@ async def _tools_json(command: str, args: list[str], env: dict[str, str], quiet:
     return json.dumps(tools, separators=(",", ":"), ensure_ascii=False)
 
 
-async def main(quiet: TextIO) -> None:
+def _compact(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _first_sentence(description: str) -> str:
+    """The one line a deferring client shows: up to the first sentence end or line break."""
+    line = description.strip().split("\n", 1)[0]
+    return re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0]
+
+
+async def _run_python(env: dict[str, str], code: str, quiet: TextIO) -> str:
+    """The text a ``run_python`` call through the real bridge puts into the model's context."""
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_code_execution_mode"], env={**os.environ, **env}
+    )
+    with anyio.fail_after(300):
+        async with (
+            stdio_client(params, errlog=quiet) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool("run_python", {"code": code})
+    if result.is_error:
+        sys.exit(f"run_python failed: {result.content}")
+    return "".join(c.text for c in result.content if c.type == "text")
+
+
+async def main(quiet: TextIO, used: list[tuple[str, str]]) -> None:
     tokenizer = sync_get_tokenizer()
 
     def count(text: str) -> int:
@@ -92,11 +138,13 @@ async def main(quiet: TextIO) -> None:
         servers = _servers(paths, work)
         print(f"{'server':<14}{'tools':>6}{'bytes':>9}{'tokens':>9}")
         total_tokens = total_bytes = total_tools = 0
+        listed: dict[str, list[dict[str, Any]]] = {}
         for name, spec in servers.items():
             text = await _tools_json(
                 spec["command"], spec.get("args", []), spec.get("env", {}), quiet
             )
-            tools, tokens = len(json.loads(text)), count(text)
+            listed[name] = json.loads(text)
+            tools, tokens = len(listed[name]), count(text)
             total_tools, total_bytes, total_tokens = (
                 total_tools + tools,
                 total_bytes + len(text),
@@ -132,8 +180,72 @@ async def main(quiet: TextIO) -> None:
         direct = measured["direct"] / total_tokens
         print(f"bridge direct / five servers: {direct:.1%} of the tokens")
 
+        definitions = {(s, t["name"]): t for s, tools in listed.items() for t in tools}
+        unknown = [f"{s}.{t}" for s, t in used if (s, t) not in definitions]
+        if unknown:
+            sys.exit(f"--used: no such tool: {', '.join(unknown)}")
+        index = [
+            {"name": t["name"], "description": _first_sentence(t.get("description", ""))}
+            for tools in listed.values()
+            for t in tools
+        ]
+        deferred_up_front = count(_compact(index))
+        deferred_loaded = sum(count(_compact(definitions[key])) for key in used)
+        code = "import json\nfrom mcp import runtime\n" + "".join(
+            f"print(json.dumps(await runtime.query_tool_docs({s!r}, {t!r}, detail='full'), "
+            "separators=(',', ':')))\n"
+            for s, t in used
+        )
+        bridge_loaded = count(await _run_python(bridge_env, code, quiet))
+        names = ", ".join(f"{s}.{t}" for s, t in used)
+        print()
+        print(f"task: {len(used)} of the {total_tools} tools used: {names}")
+        print(
+            "deferred: each tool's name and first sentence up front, a used tool's full "
+            "definition once (the client's own search tool not counted)"
+        )
+        print(
+            "bridge: run_python up front, each used tool's query_tool_docs(detail='full') "
+            "as run_python returned it"
+        )
+        columns = ("all up front", "deferred", "bridge")
+        print(f"{'':<26}" + "".join(f"{c:>14}" for c in columns))
+        up_front = (total_tokens, deferred_up_front, tokens)
+        loaded = (0, deferred_loaded, bridge_loaded)
+        task = tuple(a + b for a, b in zip(up_front, loaded, strict=True))
+        rows = {"up front (every request)": up_front, "used tools' definitions": loaded}
+        for label, row in {**rows, "task total": task}.items():
+            print(f"{label:<26}" + "".join(f"{v:>14,}" for v in row))
+        full, deferred, bridge = task
+        saved = deferred - bridge
+        verb = "saves" if saved >= 0 else "costs"
+        print(
+            f"bridge / deferred: {tokens / deferred_up_front:.1%} up front, "
+            f"{bridge / deferred:.1%} for the task (the bridge {verb} {abs(saved):,} tokens); "
+            f"deferred / all up front: {deferred / full:.1%} for the task"
+        )
+
+
+def _used(value: str) -> list[tuple[str, str]]:
+    pairs = []
+    for item in value.split(","):
+        server, dot, tool = item.strip().partition(".")
+        if not (server and dot and tool):
+            raise argparse.ArgumentTypeError(f"{item!r} is not server.tool")
+        pairs.append((server, tool))
+    return pairs
+
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--used",
+        type=_used,
+        default=_used(TASK),
+        metavar="SERVER.TOOL,...",
+        help=f"the tools the task uses (default: {TASK})",
+    )
+    args = parser.parse_args()
     # The servers' stderr banners would interleave with the table.
     with open(os.devnull, "w") as devnull:
-        anyio.run(main, devnull)
+        anyio.run(main, devnull, args.used)
