@@ -92,6 +92,44 @@ def test_http_url_tokens_in_path_query_and_userinfo_are_secrets() -> None:
 
 
 @pytest.mark.parametrize(
+    ("url", "secret"),
+    [
+        # Issue 34: a path parameter made the segment harmless as a whole (``;``), so the
+        # session token in it was shown in every message that quoted the URL.
+        ("https://mcp.example.com/app;jsessionid=1A2B3C4D5E6F7A8B/mcp", "1A2B3C4D5E6F7A8B"),
+        ("https://mcp.example.com/mcp;JSESSIONID=node0abcdef.node0", "node0abcdef.node0"),
+        ("https://mcp.example.com/mcp;v=2;sid=plainword", "plainword"),  # named so: any shape
+        ("https://mcp.example.com/mcp?mode=fast;jsessionid=abcdefgh", "abcdefgh"),
+        ("https://mcp.example.com/mcp?PHPSESSID=lettersonly", "lettersonly"),
+        ("https://mcp.example.com/mcp#state=x1&access_token=fragmentword", "fragmentword"),
+        ("https://mcp.example.com/(S(lit3py55t21z5v55vlm25s55))/mcp", "lit3py55t21z5v55vlm25s55"),
+        ("https://mcp.example.com/(S(sessionword)F(ticketword))/mcp", "ticketword"),
+    ],
+)
+def test_session_tokens_in_url_path_parameters_fragments_and_cookieless_paths_are_masked(
+    url: str, secret: str
+) -> None:
+    found = configured_secrets(_http(url))
+    assert {secret, url} <= found
+    assert not {"mcp", "fast", "app", "mcp.example.com"} & found
+    shown = Redactor(found).text(f"POST {url} failed: 502; retry {secret}")
+    assert secret not in shown
+    assert shown.count(MASK) >= 2
+
+
+def test_a_path_without_parameters_keeps_its_harmless_segments() -> None:
+    url = "https://mcp.example.com/v1;charset=utf-8/mcp#section-two"
+    assert configured_secrets(_http(url)) == set()
+
+
+def test_an_upstreams_url_in_error_messages_drops_path_parameters_query_and_fragment() -> None:
+    from bridge_core.proxy._connection import _safe_url
+
+    shown = _safe_url("https://u:pw@mcp.example.com:8443/app;jsessionid=tok/mcp;x=1?k=v#f")
+    assert shown == "https://mcp.example.com:8443/app/mcp"
+
+
+@pytest.mark.parametrize(
     ("name", "secret"),
     [
         ("GITHUB_PERSONAL_ACCESS_TOKEN", True),

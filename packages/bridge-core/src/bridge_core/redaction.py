@@ -13,10 +13,11 @@ What counts as a secret (``docs/decisions.md`` has the reasons): everything the 
 harmless: shorter than :data:`MIN_SECRET_CHARS`, a file path, a number or version, a plain word,
 or text with punctuation no token holds (code, prose). A value *marked* as secret by where it
 sits (after an option or in a variable whose name says key, token, password...; a URL's password;
-a query value named so) is masked whatever its shape, paths excepted. Structured values are taken
-apart: ``--opt=value``, ``NAME=value``, ``Name: value``, URLs (user info, query values, path
-segments) and words of a multi-word value are each judged, and a value holding a secret part is
-masked whole too.
+a query, path or fragment parameter named so; an ASP.NET cookieless ticket) is masked whatever its
+shape, paths excepted. Structured values are taken apart: ``--opt=value``, ``NAME=value``,
+``Name: value``, URLs (user info, query values, path segments and their ``;name=value``
+parameters, fragment parameters) and words of a multi-word value are each judged, and a value
+holding a secret part is masked whole too.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ _NAME_PARTS = (
     "cred",
     "cookie",
     "session",
+    "sessid",  # PHPSESSID
     "signature",
     "bearer",
     "private",
@@ -71,6 +73,9 @@ _NAME_WORDS = frozenset({"pw", "pin", "sig", "sid", "otp"})
 _NAME_SPLIT = re.compile(r"[^a-z0-9]+")
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+# ASP.NET's cookieless session and auth tickets in the path: ``/(S(<session>)F(<ticket>))/``.
+_COOKIELESS = re.compile(r"\((?:[A-Za-z]\([^()]*\))+\)")
+_COOKIELESS_VALUE = re.compile(r"[A-Za-z]\((?P<value>[^()]*)\)")
 _PATH = re.compile(r"(?:~|\.{1,2})?/|[A-Za-z]:[\\/]")
 # ``NAME=value`` (docker -e, env files) or ``Name: value`` (mcp-remote --header).
 _ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_][\w.-]*)(?:=(?!=)|:\s)\s*(?P<value>.+)", re.DOTALL)
@@ -241,12 +246,37 @@ def _collect_url(url: str, found: set[str]) -> bool:
             held |= _collect(form, found, marked=True)
         if held:
             found.update(_forms(userinfo))
-    for name, value in parse_qsl(parts.query):
+    # ``;`` separates parameters too (older servers, ``?a=1;jsessionid=...``).
+    for chunk in parts.query.split(";"):
+        for name, value in parse_qsl(chunk):
+            for form in _forms(value):
+                held |= _collect(form, found, marked=is_secret_name(name))
+    for segment in parts.path.split("/"):
+        # Path parameters carry session tokens (``/app;jsessionid=<token>``): each judged by
+        # its name, as a query value is; a segment holding one was harmless whole (``;``).
+        segment, *parameters = segment.split(";")
+        for form in _forms(segment):
+            if _COOKIELESS.fullmatch(form):
+                for ticket in _COOKIELESS_VALUE.finditer(form[1:-1]):
+                    held |= _collect(ticket["value"], found, marked=True)
+            else:
+                held |= _collect(form, found, marked=False)
+        held |= _collect_parameters(parameters, found)
+    # A fragment can hold parameters too (``#access_token=...&state=...``, OAuth's implicit flow).
+    held |= _collect_parameters(re.split(r"[&;]", parts.fragment), found)
+    return held
+
+
+def _collect_parameters(parameters: Iterable[str], found: set[str]) -> bool:
+    """``name=value`` pieces of a URL: a value whose name says secret is one whatever its shape;
+    a piece without a name is judged as a value."""
+    held = False
+    for parameter in parameters:
+        name, equals, value = parameter.partition("=")
+        if not equals:
+            name, value = "", parameter
         for form in _forms(value):
-            held |= _collect(form, found, marked=is_secret_name(name))
-    for piece in (*parts.path.split("/"), parts.fragment):
-        for form in _forms(piece):
-            held |= _collect(form, found, marked=False)
+            held |= _collect(form, found, marked=is_secret_name(unquote(name)))
     return held
 
 

@@ -329,11 +329,13 @@ async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncIterator[T
 
 
 def _safe_url(url: str) -> str:
-    """The URL without credentials or query (either may hold a token) for error messages."""
+    """The URL without credentials, path parameters, query or fragment (each may hold a token:
+    ``/app;jsessionid=<token>``) for error messages."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
+    path = "/".join(segment.partition(";")[0] for segment in parts.path.split("/"))
+    return f"{parts.scheme}://{host}{port}{path}"
 
 
 def _exit_phrase(status: int | None) -> str:
