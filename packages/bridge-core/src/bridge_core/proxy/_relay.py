@@ -22,6 +22,8 @@ approval question (:func:`bridge_core._shown.visible`: control, bidi, zero-width
 as escapes) with blank-line and space runs collapsed and its length bounded, so nothing can push
 that line out of view; a form reusing the approval form's field is refused; a URL-mode question
 names the host the page is on; a sampling request's system prompt starts with the same naming.
+A form's defaults and options, a sampling request's tool definitions and its replayed tool
+results are escaped the same way.
 """
 
 from __future__ import annotations
@@ -125,23 +127,39 @@ def _borrowed_field(schema: Any) -> str | None:
     return None
 
 
+_SHOWN_KEYS = frozenset({"title", "description", "default", "const"})
+"""Schema keywords whose strings a client shows: a field's label and help, and the value it
+fills in or offers (a ``default``, a ``const`` option without a title)."""
+MAX_SCHEMA_DEPTH = 64
+"""Nesting of a relayed schema that is escaped; a part nested deeper is relayed as ``{}`` (no
+constraint, nothing to show) rather than unescaped."""
+
+
 def _escaped_schema(value: Any, depth: int = 0) -> Any:
-    """A form's titles and descriptions (shown to the user) with the same escaping."""
-    if depth > 8:
-        return value
+    """A form's (or a sampling tool's) schema with every string a client may show escaped as a
+    question's text: titles, descriptions, defaults, options, and property names (shown when a
+    field has no title; escaped alike in ``required``, so the two still match)."""
+    if depth > MAX_SCHEMA_DEPTH:
+        return {}
     if isinstance(value, dict):
-        return {
-            key: relayed_text(item)
-            if key in ("title", "description") and isinstance(item, str)
-            else _escaped_schema(item, depth + 1)
-            for key, item in value.items()
-        }
+        return {key: _escaped_entry(key, item, depth) for key, item in value.items()}
     if isinstance(value, list):
         return [
             relayed_text(item) if isinstance(item, str) else _escaped_schema(item, depth + 1)
             for item in value
         ]
     return value
+
+
+def _escaped_entry(key: str, item: Any, depth: int) -> Any:
+    if key in _SHOWN_KEYS and isinstance(item, str):
+        return relayed_text(item)
+    if key == "properties" and isinstance(item, dict):
+        return {
+            relayed_text(str(name)): _escaped_schema(field, depth + 1)
+            for name, field in item.items()
+        }
+    return _escaped_schema(item, depth + 1)
 
 
 _SPECIAL_SCHEMES = ("http", "https", "ws", "wss", "ftp", "file")
@@ -327,6 +345,9 @@ class ClientRelay:
             update={
                 "system_prompt": f"{self.attribution}\n{prompt}".rstrip(),
                 "messages": [_escaped_message(message) for message in masked.messages],
+                # The tools' names, descriptions and schemas reach the model and the client's
+                # review as the messages do: escaped alike.
+                "tools": None if masked.tools is None else [_escaped_tool(t) for t in masked.tools],
                 # The client's "context" is the run_python conversation: other servers' results
                 # and the user's own text. An upstream asking for it (thisServer, allServers:
                 # the bridge is the one server the client knows) gets none.
@@ -406,13 +427,38 @@ class ClientRelay:
 
 
 def _escaped_message(message: types.SamplingMessage) -> types.SamplingMessage:
-    """A sampling message with its text blocks escaped (what a reviewer reads is what it is)."""
+    """A sampling message with its text blocks escaped (what a reviewer reads is what it is),
+    those of a replayed tool result and the tool name of a replayed tool use included."""
 
     def escaped(block: Any) -> Any:
         if isinstance(block, types.TextContent):
             return block.model_copy(update={"text": visible(block.text, newlines=True)})
+        if isinstance(block, types.ToolUseContent):
+            return block.model_copy(update={"name": visible(block.name)})
+        if isinstance(block, types.ToolResultContent):
+            return block.model_copy(update={"content": [escaped(item) for item in block.content]})
         return block
 
     content = message.content
     shown = [escaped(block) for block in content] if isinstance(content, list) else escaped(content)
     return message.model_copy(update={"content": shown})
+
+
+def _escaped_tool(tool: types.Tool) -> types.Tool:
+    """A sampling request's tool definition with every text a model or a reviewer reads
+    escaped as the messages are: name, title, description, annotation title, schemas."""
+    update: dict[str, Any] = {
+        "name": visible(tool.name),
+        "input_schema": _escaped_schema(tool.input_schema),
+    }
+    if tool.title is not None:
+        update["title"] = visible(tool.title)
+    if tool.description is not None:
+        update["description"] = visible(tool.description, newlines=True)
+    if tool.output_schema is not None:
+        update["output_schema"] = _escaped_schema(tool.output_schema)
+    if tool.annotations is not None and tool.annotations.title is not None:
+        update["annotations"] = tool.annotations.model_copy(
+            update={"title": visible(tool.annotations.title)}
+        )
+    return tool.model_copy(update=update)
