@@ -73,7 +73,7 @@ async def test_an_approved_call_runs_and_the_question_shows_the_call_with_secret
     assert code_text(result).startswith("ran"), result
     (question,) = user.questions
     assert "probe.echo" in question.message
-    assert "MCP_BRIDGE_APPROVE_TOOLS=probe.echo" in question.message
+    assert "[approval] tools=probe.echo" in question.message
     assert SECRET not in question.message
     assert "use *** now" in question.message
     (record,) = _audit(audit)
@@ -130,7 +130,7 @@ async def test_no_answer_within_the_approval_timeout_declines_the_call(
         )
     text = code_text(result)
     assert text.startswith("timeout | "), text
-    assert "MCP_BRIDGE_APPROVAL_TIMEOUT" in text
+    assert "[approval] timeout" in text
     assert len(user.questions) == 1
 
 
@@ -177,7 +177,7 @@ async def test_a_client_without_elicitation_is_refused_with_an_error_naming_the_
         )
     text = code_text(result)
     assert text.startswith("unsupported | "), text
-    assert "MCP_BRIDGE_APPROVAL_FALLBACK=allow" in text
+    assert "[approval] fallback=allow" in text
     assert text.splitlines()[-1] == "after"  # a call that needs no approval still runs
     assert [(r["tool"], r["outcome"]) for r in _audit(audit)] == [
         ("echo", "not_approved"),
@@ -218,7 +218,7 @@ async def test_a_tool_annotated_destructive_asks_by_default_and_a_read_only_one_
     assert code_text(result).startswith("done"), result
     (question,) = user.questions
     assert "memory.delete_entities" in question.message
-    assert "MCP_BRIDGE_APPROVAL=destructive" in question.message
+    assert "[approval] mode=destructive" in question.message
 
 
 async def test_over_http_each_client_is_asked_about_its_own_calls_only(

@@ -87,14 +87,14 @@ async def test_denied_tools_and_servers_raise_policy_denied_naming_the_rule_in_e
     for label in list(attempts)[:5]:
         assert outcomes[label] == [
             "PolicyDenied",
-            "tool memory.delete_entities is denied by MCP_BRIDGE_DENY_TOOLS=memory.delete_*",
-            "MCP_BRIDGE_DENY_TOOLS=memory.delete_*",
+            "tool memory.delete_entities is denied by [policy] deny_tools=memory.delete_*",
+            "[policy] deny_tools=memory.delete_*",
         ], label
     for label in list(attempts)[5:]:
         assert outcomes[label] == [
             "PolicyDenied",
-            "server 'time' is denied by MCP_BRIDGE_DENY_SERVERS=time",
-            "MCP_BRIDGE_DENY_SERVERS=time",
+            "server 'time' is denied by [policy] deny_servers=time",
+            "[policy] deny_servers=time",
         ], label
     block = result.content[0]
     assert isinstance(block, types.TextContent)
@@ -103,7 +103,7 @@ async def test_denied_tools_and_servers_raise_policy_denied_naming_the_rule_in_e
     assert bare_alias.is_error is True
     refusal = bare_alias.content[0]
     assert isinstance(refusal, types.TextContent)
-    assert "PolicyDenied: server 'time' is denied by MCP_BRIDGE_DENY_SERVERS=time" in refusal.text
+    assert "PolicyDenied: server 'time' is denied by [policy] deny_servers=time" in refusal.text
     assert "NameError" not in refusal.text
 
 

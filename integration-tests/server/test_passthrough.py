@@ -167,7 +167,7 @@ async def test_resources_and_prompts_of_upstream_servers_are_reachable_under_the
     assert code_text(result).splitlines() == [
         "True True True",
         "What's weather in Lyon?",
-        "MCP_BRIDGE_DENY_SERVERS=hidden",
+        "[policy] deny_servers=hidden",
     ]
     records = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
     assert [(r["server"], r["tool"], r["outcome"]) for r in records] == [

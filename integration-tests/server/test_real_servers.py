@@ -100,7 +100,7 @@ async def test_denied_tool_is_refused_inside_the_code_and_never_called(
     # Refused inside the code, naming the rule and the setting (denied tools are hidden from the
     # sandbox's listings, yet naming one is a refusal, not an unknown tool), and the entity it
     # would have deleted is still there.
-    rule = "MCP_BRIDGE_DENY_TOOLS=memory.delete_*"
+    rule = "[policy] deny_tools=memory.delete_*"
     assert f"refused: tool memory.delete_entities is denied by {rule}" in text
     assert text.endswith("['keep']")
 

@@ -196,7 +196,7 @@ async def test_container_killed_from_outside_is_reported_and_replaced(
 async def test_exceeding_max_sessions_is_a_clear_error(make_manager: MakeManager) -> None:
     async with make_manager(max_sessions=1) as manager:
         await manager.execute("print(1)", session="one")
-        with pytest.raises(SessionLimitExceeded, match="MCP_BRIDGE_MAX_SESSIONS"):
+        with pytest.raises(SessionLimitExceeded, match=r"\[sessions\] max in bridge\.toml"):
             await manager.execute("print(2)", session="two")
 
 

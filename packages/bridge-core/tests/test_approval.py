@@ -7,6 +7,7 @@ the real client, bridge and servers are in ``integration-tests/server/test_appro
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import anyio
@@ -58,18 +59,18 @@ def test_patterns_ask_whatever_the_annotations_except_when_off() -> None:
     rules = ApprovalRules.from_settings(tools="github.create_*, delete_*")
     read_only = {"read_only_hint": True}
     assert rules.requires("github", _tool("create_issue", **read_only)) == (
-        "MCP_BRIDGE_APPROVE_TOOLS=github.create_*"
+        "[approval] tools=github.create_*"
     )
-    assert rules.requires("other", _tool("delete_all")) == "MCP_BRIDGE_APPROVE_TOOLS=delete_*"
+    assert rules.requires("other", _tool("delete_all")) == "[approval] tools=delete_*"
     assert rules.requires("other", _tool("create_issue")) is None
     off = ApprovalRules.from_settings(mode="off", tools="github.*")
     assert off.requires("github", _tool("create_issue")) is None
 
 
 def test_bad_setting_values_name_the_setting() -> None:
-    with pytest.raises(ValueError, match="MCP_BRIDGE_APPROVAL="):
+    with pytest.raises(ValueError, match=re.escape("[approval] mode=")):
         ApprovalRules.from_settings(mode="sometimes")
-    with pytest.raises(ValueError, match="MCP_BRIDGE_APPROVAL_FALLBACK="):
+    with pytest.raises(ValueError, match=re.escape("[approval] fallback=")):
         ApprovalRules.from_settings(fallback="maybe")
 
 
@@ -261,7 +262,7 @@ async def test_no_answer_in_time_declines_and_a_client_that_cannot_ask_is_refuse
         with pytest.raises(ApprovalRefused) as refused:
             await gate.check(_ctx(client), "fs", DESTRUCTIVE, {})
         assert refused.value.reason == "unsupported"
-        assert "MCP_BRIDGE_APPROVAL_FALLBACK=allow" in refused.value.message
+        assert "[approval] fallback=allow" in refused.value.message
     allowing = ApprovalGate(ApprovalRules(fallback="allow"), Redactor())
     assert await allowing.check(_ctx(None), "fs", DESTRUCTIVE, {}) == "fallback_allow"
 

@@ -18,15 +18,15 @@ ENV = {
 @pytest.mark.parametrize(
     ("server", "tool", "allowed", "rule"),
     [
-        ("github", "create_issue", True, "MCP_BRIDGE_ALLOW_SERVERS=github"),
-        ("github", "delete_repo", False, "MCP_BRIDGE_DENY_TOOLS=github.delete_*"),
-        ("filesystem", "write_file", False, "MCP_BRIDGE_DENY_TOOLS=*.write_file"),
-        ("filesystem", "read_file", True, "MCP_BRIDGE_ALLOW_SERVERS=filesystem"),
-        ("git", "drop_stash", False, "MCP_BRIDGE_DENY_TOOLS=drop_*"),  # bare name: any server
-        ("gitea", "list", True, "MCP_BRIDGE_ALLOW_SERVERS=git*"),
-        ("gitlab", "list", False, "MCP_BRIDGE_DENY_SERVERS=gitlab"),  # deny beats allow
-        ("slack", "post", False, "MCP_BRIDGE_ALLOW_SERVERS"),  # not in the allow list
-        ("GitHub", "create_issue", False, "MCP_BRIDGE_ALLOW_SERVERS"),  # case-sensitive
+        ("github", "create_issue", True, "[policy] allow_servers=github"),
+        ("github", "delete_repo", False, "[policy] deny_tools=github.delete_*"),
+        ("filesystem", "write_file", False, "[policy] deny_tools=*.write_file"),
+        ("filesystem", "read_file", True, "[policy] allow_servers=filesystem"),
+        ("git", "drop_stash", False, "[policy] deny_tools=drop_*"),  # bare name: any server
+        ("gitea", "list", True, "[policy] allow_servers=git*"),
+        ("gitlab", "list", False, "[policy] deny_servers=gitlab"),  # deny beats allow
+        ("slack", "post", False, "[policy] allow_servers"),  # not in the allow list
+        ("GitHub", "create_issue", False, "[policy] allow_servers"),  # case-sensitive
     ],
 )
 def test_policy_matrix_from_the_environment(
@@ -53,44 +53,44 @@ def test_the_default_policy_allows_everything() -> None:
             "github",
             "create_issue",
             True,
-            "MCP_BRIDGE_ALLOW_TOOLS=github.create_*",
+            "[policy] allow_tools=github.create_*",
         ),
         (
             {"allow_tools": "github.create_*"},
             "github",
             "list_issues",
             False,
-            "MCP_BRIDGE_ALLOW_TOOLS",
+            "[policy] allow_tools",
         ),
-        ({"allow_tools": "github.create_*"}, "time", "now", False, "MCP_BRIDGE_ALLOW_TOOLS"),
+        ({"allow_tools": "github.create_*"}, "time", "now", False, "[policy] allow_tools"),
         (
             {"allow_tools": "time.*", "deny_tools": "time.convert_time"},
             "time",
             "convert_time",
             False,
-            "MCP_BRIDGE_DENY_TOOLS=time.convert_time",
+            "[policy] deny_tools=time.convert_time",
         ),
         (
             {"allow_tools": "get_*"},
             "time",
             "get_current_time",
             True,
-            "MCP_BRIDGE_ALLOW_TOOLS=get_*",
+            "[policy] allow_tools=get_*",
         ),
         (
             {"allow_servers": "time", "allow_tools": "git.*"},
             "git",
             "git_log",
             False,
-            "MCP_BRIDGE_ALLOW_SERVERS",
+            "[policy] allow_servers",
         ),
-        ({"deny_servers": ["a", "b"]}, "b", "x", False, "MCP_BRIDGE_DENY_SERVERS=b"),
+        ({"deny_servers": ["a", "b"]}, "b", "x", False, "[policy] deny_servers=b"),
         (
             {"deny_tools": "fs.read.file"},
             "fs",
             "read.file",
             False,
-            "MCP_BRIDGE_DENY_TOOLS=fs.read.file",
+            "[policy] deny_tools=fs.read.file",
         ),
     ],
 )
@@ -121,9 +121,9 @@ def test_enforce_raises_a_call_failure_naming_the_rule() -> None:
     assert isinstance(error.value, CallFailed)
     assert error.value.code == ErrorCode.POLICY_DENIED
     assert error.value.message == (
-        "tool github.delete_repo is denied by MCP_BRIDGE_DENY_TOOLS=github.delete_*"
+        "tool github.delete_repo is denied by [policy] deny_tools=github.delete_*"
     )
-    assert error.value.data == {"rule": "MCP_BRIDGE_DENY_TOOLS=github.delete_*"}
+    assert error.value.data == {"rule": "[policy] deny_tools=github.delete_*"}
 
 
 def test_lists_may_be_separated_by_commas_or_spaces() -> None:

@@ -66,9 +66,9 @@ class HostFault(Exception):
         self.data = data
 
 
-DENIED_SERVERS = {"vault": "MCP_BRIDGE_DENY_SERVERS=vault"}
+DENIED_SERVERS = {"vault": "[policy] deny_servers=vault"}
 """Servers the fake host has but refuses (and never lists), with the rule it names."""
-DENIED_TOOLS = {("github", "delete-repo"): "MCP_BRIDGE_DENY_TOOLS=github.delete*"}
+DENIED_TOOLS = {("github", "delete-repo"): "[policy] deny_tools=github.delete*"}
 """Tools the fake host has but refuses (and never lists), with the rule it names."""
 
 

@@ -26,6 +26,6 @@ def test_an_unreadable_release_record_refuses_the_image_before_any_engine_call(
         supplied = check_image(settings, engine)
         assert supplied is not None
         assert (supplied.case, supplied.usable) == ("refused", False)
-        assert "MCP_BRIDGE_IMAGE_RELEASE" in supplied.fix
+        assert "[image] release" in supplied.fix
         with pytest.raises(SandboxStartError, match="release record cannot be read"):
             require_image(settings, engine)

@@ -2,13 +2,13 @@
 
 Which calls need it (:class:`ApprovalRules`, from four settings):
 
-- ``MCP_BRIDGE_APPROVAL``: ``destructive`` (default: tools annotated ``destructiveHint: true``
+- ``[approval] mode``: ``destructive`` (default: tools annotated ``destructiveHint: true``
   and not ``readOnlyHint: true``), ``writes`` (every tool not annotated ``readOnlyHint: true``,
   the MCP spec's own reading of a tool without annotations), ``all``, or ``off``;
-- ``MCP_BRIDGE_APPROVE_TOOLS``: ``server.tool`` patterns (as in the policy lists) that always
+- ``[approval] tools``: ``server.tool`` patterns (as in the policy lists) that always
   need it, whatever their annotations (annotations are the upstream server's hints);
-- ``MCP_BRIDGE_APPROVAL_TIMEOUT``: how long the user has to answer; no answer declines;
-- ``MCP_BRIDGE_APPROVAL_FALLBACK``: ``refuse`` (default) or ``allow``, for a client that cannot
+- ``[approval] timeout``: how long the user has to answer; no answer declines;
+- ``[approval] fallback``: ``refuse`` (default) or ``allow``, for a client that cannot
   ask (no elicitation capability).
 
 The decision is made and kept on the host only: the sandbox sends a plain ``call`` frame and gets
@@ -50,10 +50,12 @@ __all__ = [
 
 logger = logging.getLogger("bridge_core.approval")
 
-APPROVAL = "MCP_BRIDGE_APPROVAL"
-APPROVE_TOOLS = "MCP_BRIDGE_APPROVE_TOOLS"
-APPROVAL_TIMEOUT = "MCP_BRIDGE_APPROVAL_TIMEOUT"
-APPROVAL_FALLBACK = "MCP_BRIDGE_APPROVAL_FALLBACK"
+# Rules and refusals name the settings by their keys in bridge.toml (MCP_BRIDGE_APPROVAL* are
+# deprecated).
+APPROVAL = "[approval] mode"
+APPROVE_TOOLS = "[approval] tools"
+APPROVAL_TIMEOUT = "[approval] timeout"
+APPROVAL_FALLBACK = "[approval] fallback"
 
 ApprovalMode = Literal["off", "destructive", "writes", "all"]
 
@@ -105,7 +107,7 @@ class ApprovalRules:
 
     mode: ApprovalMode = "destructive"
     tools: tuple[str, ...] = ()
-    """``MCP_BRIDGE_APPROVE_TOOLS`` patterns: always ask (unless ``mode`` is ``off``)."""
+    """``[approval] tools`` patterns: always ask (unless ``mode`` is ``off``)."""
     timeout: float = 120.0
     fallback: Literal["refuse", "allow"] = "refuse"
 

@@ -2,8 +2,8 @@
 
 Four settings, each a comma- or space-separated list of ``fnmatch`` patterns (case-sensitive):
 
-- ``MCP_BRIDGE_ALLOW_SERVERS`` / ``MCP_BRIDGE_DENY_SERVERS``: server names (``github``, ``git*``);
-- ``MCP_BRIDGE_ALLOW_TOOLS`` / ``MCP_BRIDGE_DENY_TOOLS``: ``server.tool`` (``github.create_*``,
+- ``[policy] allow_servers`` / ``[policy] deny_servers``: server names (``github``, ``git*``);
+- ``[policy] allow_tools`` / ``[policy] deny_tools``: ``server.tool`` (``github.create_*``,
   ``filesystem.*``) or, without a dot, a tool name on any server (``delete_*``).
 
 Deny beats allow. A non-empty allow list denies everything it does not match; the server and the
@@ -33,10 +33,18 @@ __all__ = [
     "PolicyDenied",
 ]
 
-ALLOW_SERVERS = "MCP_BRIDGE_ALLOW_SERVERS"
-DENY_SERVERS = "MCP_BRIDGE_DENY_SERVERS"
-ALLOW_TOOLS = "MCP_BRIDGE_ALLOW_TOOLS"
-DENY_TOOLS = "MCP_BRIDGE_DENY_TOOLS"
+# The settings as refusals name them: their keys in bridge.toml (the MCP_BRIDGE_* variables of
+# the same names are deprecated, read by the server for one more release only).
+ALLOW_SERVERS = "[policy] allow_servers"
+DENY_SERVERS = "[policy] deny_servers"
+ALLOW_TOOLS = "[policy] allow_tools"
+DENY_TOOLS = "[policy] deny_tools"
+_ENVIRONMENT = {
+    "allow_servers": "MCP_BRIDGE_ALLOW_SERVERS",
+    "deny_servers": "MCP_BRIDGE_DENY_SERVERS",
+    "allow_tools": "MCP_BRIDGE_ALLOW_TOOLS",
+    "deny_tools": "MCP_BRIDGE_DENY_TOOLS",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +53,8 @@ class Decision:
 
     allowed: bool
     rule: str
-    """``SETTING=pattern`` that matched, ``SETTING`` for "not in the allow list", or ``default``."""
+    """``SETTING=pattern`` that matched (``[policy] deny_tools=github.delete_*``: the setting's
+    key in bridge.toml), ``SETTING`` for "not in the allow list", or ``default``."""
     reason: str
     """A sentence for the caller: what was refused or allowed, and by which setting."""
 
@@ -100,12 +109,7 @@ class Policy:
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Policy:
         """Build from the ``MCP_BRIDGE_{ALLOW,DENY}_{SERVERS,TOOLS}`` variables."""
-        return cls.from_settings(
-            allow_servers=environ.get(ALLOW_SERVERS),
-            deny_servers=environ.get(DENY_SERVERS),
-            allow_tools=environ.get(ALLOW_TOOLS),
-            deny_tools=environ.get(DENY_TOOLS),
-        )
+        return cls.from_settings(**{key: environ.get(name) for key, name in _ENVIRONMENT.items()})
 
     @property
     def is_open(self) -> bool:

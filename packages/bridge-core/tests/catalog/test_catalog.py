@@ -167,7 +167,7 @@ async def test_denied_servers_and_tools_are_hidden_and_refused(upstream: Upstrea
     with pytest.raises(PolicyDenied) as denied:
         await catalog.query_tool_docs("filesystem", "write_file")
     assert denied.value.code == ErrorCode.POLICY_DENIED
-    assert "MCP_BRIDGE_DENY_TOOLS=filesystem.write_*" in denied.value.message
+    assert "[policy] deny_tools=filesystem.write_*" in denied.value.message
     with pytest.raises(PolicyDenied):
         await catalog.query_tool_docs("memory")
     with pytest.raises(PolicyDenied):

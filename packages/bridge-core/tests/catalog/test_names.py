@@ -61,8 +61,8 @@ def test_a_denied_server_is_refused_with_its_rule_in_any_spelling() -> None:
         with pytest.raises(PolicyDenied) as denied:
             resolve_server(policy, name, ["my-server", "github"], forms=True)
         assert denied.value.code == ErrorCode.POLICY_DENIED
-        assert "MCP_BRIDGE_DENY_SERVERS=my-*" in denied.value.message
-        assert denied.value.data == {"rule": "MCP_BRIDGE_DENY_SERVERS=my-*"}
+        assert "[policy] deny_servers=my-*" in denied.value.message
+        assert denied.value.data == {"rule": "[policy] deny_servers=my-*"}
 
 
 def test_a_server_typo_is_unknown_even_under_an_allow_list_and_never_suggests_a_denied_one() -> (
@@ -83,7 +83,7 @@ def test_a_denied_tool_is_refused_on_the_name_as_given_before_its_existence_is_k
     policy = Policy.from_settings(deny_tools="memory.delete_*")
     with pytest.raises(PolicyDenied) as denied:
         resolve_tool(policy, "memory", "delete_everything", [])  # no such tool, still refused
-    assert "MCP_BRIDGE_DENY_TOOLS=memory.delete_*" in denied.value.message
+    assert "[policy] deny_tools=memory.delete_*" in denied.value.message
 
 
 def test_the_python_form_of_a_denied_tool_is_denied_in_lookups_and_unknown_in_calls() -> None:
@@ -91,7 +91,7 @@ def test_the_python_form_of_a_denied_tool_is_denied_in_lookups_and_unknown_in_ca
     with pytest.raises(PolicyDenied) as denied:
         resolve_tool(policy, "everything", "get_env", EVERYTHING, forms=True)
     assert denied.value.message == (
-        "tool everything.get-env is denied by MCP_BRIDGE_DENY_TOOLS=everything.get-env"
+        "tool everything.get-env is denied by [policy] deny_tools=everything.get-env"
     )
     with pytest.raises(UnknownTool):
         resolve_tool(policy, "everything", "get_env", EVERYTHING)
@@ -152,7 +152,7 @@ async def test_a_denied_python_form_is_refused_by_the_catalog_with_the_rule(
     catalog = Catalog(specs(), list_tools=upstream.list_tools, policy=policy)
     with pytest.raises(PolicyDenied) as denied:
         await catalog.query_tool_docs("everything", "get_sum")
-    assert denied.value.data == {"rule": "MCP_BRIDGE_DENY_TOOLS=everything.get-*"}
+    assert denied.value.data == {"rule": "[policy] deny_tools=everything.get-*"}
     with pytest.raises(PolicyDenied):
         await catalog.query_tool_docs("mcp_memory")
     assert "memory" not in upstream.calls

@@ -91,7 +91,7 @@ async def test_a_servers_own_timeout_error_is_its_error_not_the_bridges_timeout(
 ) -> None:
     # -32001 is the SDK's code for a request that timed out; a server may send it itself (its
     # own backend timed out) at once: the user must read the server's message, not "did not
-    # answer within 60s", which would send them to raise MCP_BRIDGE_CALL_TIMEOUT.
+    # answer within 60s", which would send them to raise [servers] call_timeout.
     answer = '{"jsonrpc": "2.0", "id": @ID@, "error": {"code": -32001, "message": "db slow"}}'
     async with UpstreamPool([hostile()]) as pool:
         with anyio.fail_after(20), pytest.raises(UpstreamRPCError) as caught:

@@ -74,7 +74,7 @@ async def test_policy_denial_names_the_rule_and_starts_nothing(probe: ProbeFacto
         assert not gateway.pool.is_running("probe")
         names = await gateway.request(CTX, "list_tools", {"server": "probe"})
     assert caught.value.code == ErrorCode.POLICY_DENIED
-    assert "MCP_BRIDGE_DENY_TOOLS=probe.crash" in caught.value.message
+    assert "[policy] deny_tools=probe.crash" in caught.value.message
     assert isinstance(names, list)
     assert "crash" not in names
     assert "echo" in names
@@ -85,7 +85,7 @@ async def test_slow_call_fails_with_call_timeout(probe: ProbeFactory) -> None:
         with pytest.raises(CallFailed) as caught:
             await gateway.call_tool(CTX, "probe", "sleep", {"seconds": 30})
     assert caught.value.code == ErrorCode.CALL_TIMEOUT
-    assert "MCP_BRIDGE_CALL_TIMEOUT" in caught.value.message
+    assert "[servers] call_timeout" in caught.value.message
 
 
 async def test_crash_report_reaches_the_sandbox_with_the_servers_secrets_masked(
@@ -125,7 +125,7 @@ async def test_audit_log_records_argument_sizes_and_outcomes_never_values(
         "echo",
     )
     assert (first["outcome"], second["outcome"]) == ("ok", "denied")
-    assert "MCP_BRIDGE_DENY_TOOLS=hang" in second["detail"]
+    assert "[policy] deny_tools=hang" in second["detail"]
 
 
 async def test_search_answers_from_the_persisted_cache_without_starting_the_server(
@@ -196,4 +196,4 @@ async def test_a_lookup_and_a_forged_call_get_the_same_decision(probe: ProbeFact
     assert unknown_lookup.data == unknown_call.data == {"suggestions": ["echo"]}
     assert denied_lookup.code == denied_call.code == ErrorCode.POLICY_DENIED
     assert denied_lookup.message == denied_call.message
-    assert denied_call.data == {"rule": "MCP_BRIDGE_DENY_TOOLS=probe.crash"}
+    assert denied_call.data == {"rule": "[policy] deny_tools=probe.crash"}

@@ -47,7 +47,7 @@ async def test_a_line_past_the_bound_cuts_the_connection_and_stops_the_server(
         again = await pool.call_tool("hostile", "echo", {"text": "back"})  # restarted
     message = str(caught.value)
     assert "'hostile'" in message
-    assert "longer than 1 MiB (MCP_BRIDGE_MAX_UPSTREAM_MESSAGE" in message
+    assert "longer than 1 MiB (the bridge's fixed bound" in message
     assert not again.get("isError")
 
 
@@ -63,15 +63,15 @@ async def test_lines_up_to_the_bound_arrive_whole(hostile: ProbeFactory) -> None
     ("args", "options", "setting"),
     [
         # One answer past the size bound: refused before it is parsed.
-        (("--tools", "2000"), ProxyOptions(max_tool_list_bytes=64 * 1024), "TOOL_LIST_SIZE"),
+        (("--tools", "2000"), ProxyOptions(max_tool_list_bytes=64 * 1024), "max_tool_list_size"),
         # One answer within the size bound but past the count: refused before it is parsed.
-        (("--tools", "500"), ProxyOptions(max_tools=100), "SERVER_TOOLS"),
+        (("--tools", "500"), ProxyOptions(max_tools=100), "max_tools"),
         # Small pages, past the count only together: refused after the page that passes it.
-        (("--tools", "500", "--page-size", "50"), ProxyOptions(max_tools=100), "SERVER_TOOLS"),
+        (("--tools", "500", "--page-size", "50"), ProxyOptions(max_tools=100), "max_tools"),
         (
             ("--tools", "500", "--page-size", "50"),
             ProxyOptions(max_tool_list_bytes=16 * 1024),
-            "TOOL_LIST_SIZE",
+            "max_tool_list_size",
         ),
     ],
 )
@@ -83,7 +83,7 @@ async def test_a_tool_list_past_a_bound_is_refused_naming_the_setting(
             await pool.list_tools("hostile")
     message = str(caught.value)
     assert "MCP server 'hostile' failed to start" in message
-    assert f"MCP_BRIDGE_MAX_{setting}" in message
+    assert f"[servers] {setting} in bridge.toml" in message
 
 
 async def test_a_tool_list_within_the_bounds_is_listed_across_pages(hostile: ProbeFactory) -> None:

@@ -58,10 +58,10 @@ async def test_the_per_client_limit_names_only_the_callers_sessions_and_its_sett
         with pytest.raises(SessionLimitExceeded) as bob_at_global:
             await small.execute("print:y", client="bob")
     message = str(raised.value)
-    assert "MCP_BRIDGE_MAX_SESSIONS_PER_CLIENT" in message
+    assert "[sessions] max_per_client" in message
     assert "private-a, private-b" in message
     # The global limit's message never shows bob another client's session names.
-    assert "MCP_BRIDGE_MAX_SESSIONS" in str(bob_at_global.value)
+    assert "[sessions] max" in str(bob_at_global.value)
     assert "secret-name" not in str(bob_at_global.value)
 
 

@@ -65,7 +65,7 @@ async def test_unchanged_after_a_state_that_failed_to_save_still_says_it_is_not_
     link = link_on(tmp_path, StoreSettings(max_bytes=len(STATE) - 1))
     store = link.store
     await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
-    assert "MCP_BRIDGE_SESSION_STATE_MAX" in link.notices[0]
+    assert "[sessions] state_max" in link.notices[0]
     await take_snapshot(link, Snapshot(f"{UNCHANGED_SNAPSHOT_PREFIX}s-1-2", last=True))
     assert "could not be saved" in link.notices[0]
     assert store.saved(None, "default") is None
@@ -84,7 +84,7 @@ async def test_a_state_past_the_disk_budget_is_asked_for_again_once_it_fits_and_
     asked = []  # lost_last, read after each step
     asked.append(link.lost_last)  # a new sandbox has sent nothing: nothing to ask for
     await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
-    assert "MCP_BRIDGE_SESSION_STATE_DISK" in link.notices[0]
+    assert "[sessions] state_disk" in link.notices[0]
     asked.append(link.lost_last)  # no room: not asked for
     store.delete(None, "other")  # room again: asked for, and the resave lands
     asked.append(link.lost_last)
@@ -98,7 +98,7 @@ async def test_a_state_past_the_disk_budget_is_asked_for_again_once_it_fits_and_
 
     too_large = link_on(tmp_path / "small", StoreSettings(max_bytes=len(STATE) - 1))
     await take_snapshot(too_large, Snapshot("s-1-1", data=STATE, last=True))
-    assert "MCP_BRIDGE_SESSION_STATE_MAX" in too_large.notices[0]
+    assert "[sessions] state_max" in too_large.notices[0]
     assert not too_large.lost_last
 
 
@@ -173,7 +173,7 @@ async def test_the_last_snapshot_of_a_reset_session_s_old_sandbox_is_dropped(
 
 async def test_an_unchanged_state_in_use_is_kept_past_a_short_retention(tmp_path: Path) -> None:
     # Before: the retention clock of an unchanged state was refreshed once an hour whatever the
-    # retention; with MCP_BRIDGE_SESSION_STATE_RETENTION under an hour, a session in use the
+    # retention; with [sessions] state_retention under an hour, a session in use the
     # whole time lost its state at the next bridge start.
     link = link_on(tmp_path, StoreSettings(retention=1e-6))  # a quarter: any later call
     await take_snapshot(link, Snapshot("s-1-1", data=STATE, last=True))
@@ -354,7 +354,7 @@ async def test_a_budget_refused_state_past_the_largest_kept_is_not_asked_for_aga
     await link.on_snapshot(Snapshot("s-1-1", data=chunk))
     await link.on_snapshot(Snapshot("s-1-1", data=chunk))
     await link.on_snapshot(Snapshot("s-1-1", data=chunk, last=True))
-    assert "MCP_BRIDGE_SESSION_STATE_DISK" in link.notices[0]
+    assert "[sessions] state_disk" in link.notices[0]
     assert not asked(link)  # no room
     store.delete(None, "a")
     store.delete(None, "b")  # room for 180 bytes now, but 180 > max_bytes: it would be refused
@@ -378,7 +378,7 @@ async def test_refused_bytes_are_the_whole_state_held_or_streamed(
     filler = DurableLink(store, None, "filler")
     await _send(filler, "f-1-1", b"f" * (size + size // 2), 256 * 1024)  # leaves about size // 2
     await _send(link, "s-1-1", b"s" * size, 256 * 1024)
-    assert "MCP_BRIDGE_SESSION_STATE_DISK" in link.notices[0]
+    assert "[sessions] state_disk" in link.notices[0]
     assert link._refused == size
     assert not asked(link)
     await _send(filler, "f-1-2", b"f" * (size - 1), 256 * 1024)  # room for the whole state
@@ -401,7 +401,7 @@ async def test_a_state_refused_by_the_client_share_waits_for_the_share(tmp_path:
     await take_snapshot(other, Snapshot("o-1-1", data=b"o" * 60, last=True))
     await take_snapshot(DurableLink(store, "c2", "x"), Snapshot("x-1-1", data=b"x" * 90, last=True))
     await take_snapshot(link, Snapshot("s-1-1", data=b"s" * 50, last=True))
-    assert "PER_CLIENT" in link.notices[0]
+    assert "[sessions] state_disk_per_client" in link.notices[0]
     assert not asked(link)
     store.delete("c2", "x")  # another client's room is not this client's
     assert not asked(link)
@@ -479,7 +479,7 @@ async def test_a_state_past_the_largest_kept_is_refused_as_it_passes_and_the_res
     assert not link.stop_wanted  # told once
     # The sandbox stopped its saving child: the snapshot ends as failed, for the bridge's reason.
     await link.on_snapshot(Snapshot("s-1-1", last=True, error="the state could not be sent"))
-    assert "MCP_BRIDGE_SESSION_STATE_MAX" in link.notices[0]
+    assert "[sessions] state_max" in link.notices[0]
     assert not link.lost_last  # too large: not asked for again
     assert link.lost
     assert not list(link.store.root.glob("*.tmp"))

@@ -73,7 +73,7 @@ async def test_a_session_whose_state_was_refused_never_hibernates_for_another_cl
     newcomer = Session("mine", 2.0, client="bob")
     with pytest.raises(SessionLimitExceeded) as refused:
         await next_to_hibernate([notes, newcomer], newcomer, config(1), Counter(), wait=5)
-    assert "MCP_BRIDGE_MAX_SESSIONS" in str(refused.value)
+    assert "[sessions] max" in str(refused.value)
     assert "alices-notes" not in str(refused.value)  # another client's session names are not told
 
 
@@ -151,8 +151,8 @@ async def test_idle_expiry_of_an_unsaved_session_says_on_its_next_call_that_the_
     assert await saved.hibernate(work)
     assert dropped == [work]
     (notice,) = work.notices
-    assert "MCP_BRIDGE_SESSION_TTL" in notice
-    assert "MCP_BRIDGE_SESSION_STATE_MAX" in notice  # why it was not saved
+    assert "[sessions] idle_ttl" in notice
+    assert "[sessions] state_max" in notice  # why it was not saved
     assert work.stale
     state = store.saved(None, "work")
     assert state is not None

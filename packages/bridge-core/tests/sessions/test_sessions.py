@@ -111,7 +111,7 @@ async def test_a_sandbox_that_cannot_start_in_time_names_the_start_timeout(
         with anyio.fail_after(5):
             result = await manager.execute("print:never", timeout=60)
     assert result.status == "unavailable"
-    assert "MCP_BRIDGE_SANDBOX_START_TIMEOUT" in result.notices[-1]
+    assert "[sandbox] start_timeout" in result.notices[-1]
     assert "0.3 s" in result.notices[-1]
 
 
@@ -163,7 +163,7 @@ async def test_max_sessions_error_names_the_limit_and_the_setting(harness: Harne
             await manager.execute("print:3", session="c")
         # An existing session still works at the limit.
         assert (await manager.execute("print:again", session="a")).ok
-    assert "MCP_BRIDGE_MAX_SESSIONS" in str(raised.value)
+    assert "[sessions] max" in str(raised.value)
     assert "2" in str(raised.value)
 
 

@@ -99,7 +99,7 @@ async def test_copied_bytes_count_against_the_largest_state(tmp_path: Path) -> N
         await link.on_snapshot_copy(SnapshotCopy("s-1-2", "s-1-1", 0, len(BIG)))
         assert number == 1 or link._writer is None or link._writer.error
     await link.on_snapshot(Snapshot("s-1-2", last=True))
-    assert "MCP_BRIDGE_SESSION_STATE_MAX" in link.notices[0]
+    assert "[sessions] state_max" in link.notices[0]
     assert not asked(link)  # too large: it would only fail again
 
 
@@ -168,7 +168,7 @@ async def test_refused_bytes_count_the_copies_after_the_refusal(tmp_path: Path) 
     for _ in range(3):  # the second is refused; the third is part of the state all the same
         await link.on_snapshot_copy(SnapshotCopy("s-1-2", "s-1-1", 0, len(whole)))
     await link.on_snapshot(Snapshot("s-1-2", last=True))
-    assert "MCP_BRIDGE_SESSION_STATE_DISK" in link.notices[0]
+    assert "[sessions] state_disk" in link.notices[0]
     assert link._refused == 3 * len(whole)
     assert not list(link.store.root.glob("*.tmp"))
 

@@ -37,7 +37,7 @@ def test_a_second_bridge_on_the_same_store_is_refused_until_the_first_is_gone(
     second.open()
     assert first.usable
     assert not second.usable
-    assert "MCP_BRIDGE_SESSION_STORE" in second.refusal
+    assert "[sessions] store" in second.refusal
     first.close()
     third = SessionStore(tmp_path, StoreSettings())
     third.open()
@@ -53,7 +53,7 @@ def test_an_oversized_state_keeps_the_last_good_one_and_leaves_no_temp_file(
     assert _save(store, b"good") == ""
     error = _save(store, b"x" * 101)
     saved = store.saved(None, "default")
-    assert "MCP_BRIDGE_SESSION_STATE_MAX" in error
+    assert "[sessions] state_max" in error
     assert saved is not None
     assert saved.path.read_bytes() == b"good"
     assert stat.S_IMODE(saved.path.stat().st_mode) == 0o600
@@ -69,7 +69,7 @@ def test_the_disk_limit_counts_every_saved_state(tmp_path: Path) -> None:
     # Replacing a state does not count it twice.
     assert _save(store, b"x" * (2 * block), "a") == ""
     error = _save(store, b"1", "b")
-    assert "MCP_BRIDGE_SESSION_STATE_DISK" in error
+    assert "[sessions] state_disk" in error
     assert store.saved(None, "b") is None
     store.close()
 
@@ -154,7 +154,7 @@ def test_a_fork_is_saved_only_under_a_free_name_and_never_replaces_a_state(
     )
     over_budget = store.writer(None, "fresh")
     over_budget.write(b"abc")
-    assert "MCP_BRIDGE_SESSION_STATE_DISK" in over_budget.commit_new((), "origin")
+    assert "[sessions] state_disk" in over_budget.commit_new((), "origin")
     assert not store.has_saved(None, "fresh")
     assert sorted(p.suffix for p in store.root.iterdir() if p.name != "lock") == [".meta", ".state"]
     store.close()
@@ -175,7 +175,7 @@ def test_many_small_forks_are_refused_at_the_disk_budget_counting_blocks_and_met
         fork.write(b"x" * size)
         error = fork.commit_new(("f (file): no",), "main")
         made += not error
-    assert "MCP_BRIDGE_SESSION_STATE_DISK" in error
+    assert "[sessions] state_disk" in error
     assert made == limit // store.disk_cost(size)
     files = [p for p in store.root.iterdir() if p.suffix in (STATE_SUFFIX, META_SUFFIX)]
     assert len(files) == 2 * made
@@ -190,7 +190,7 @@ def test_states_still_being_written_count_against_the_disk_limit(tmp_path: Path)
     never_ending.write(b"123456")
     other = store.writer(None, "b")
     other.write(b"12345")
-    assert "MCP_BRIDGE_SESSION_STATE_DISK" in other.commit(())
+    assert "[sessions] state_disk" in other.commit(())
     never_ending.abort()  # its bytes leave the budget
     assert _save(store, b"1234567890", "b") == ""
     store.delete(None, "b")  # and a deleted state's too
@@ -220,9 +220,9 @@ def test_an_http_client_has_its_share_of_the_disk_and_a_stdio_client_the_whole(
     fits = share - store.disk_cost(0)  # the largest state within the share
     hog = store.writer("hog", "a")
     hog.write(b"x" * (fits + 1))
-    assert "MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT" in hog.commit(())
+    assert "[sessions] state_disk_per_client" in hog.commit(())
     assert _save(store, b"x" * fits, "b", client="hog") == ""
-    assert "PER_CLIENT" in _save(store, b"", "c", client="hog")  # its metadata's block
+    assert "state_disk_per_client" in _save(store, b"", "c", client="hog")  # its metadata's block
     assert _save(store, b"x" * fits, "a", client="other") == ""  # another client's share is its own
     assert _save(store, b"x" * fits, "b", client="hog") == ""  # replacing one's own state fits
     store.delete("hog", "b")

@@ -58,7 +58,7 @@ def test_a_state_that_would_eat_into_the_free_space_reserve_is_refused_naming_it
     assert "FREE_SPACE_RESERVE" in error
     assert f"{disk.free:,} bytes free" in error
     assert f"{reserve:,}" in error
-    assert "MCP_BRIDGE_SESSION_STATE_DISK" not in error
+    assert "[sessions] state_disk" not in error
     assert store.saved(None, "short") is None
     assert not list(store.root.glob("*.tmp"))
     assert not store.fits(None, "short", 1000)

@@ -3,7 +3,7 @@ local image name stands for.
 
 ``bridge-image release`` writes it (by default :data:`PACKAGED_RECORD`, next to this module, so
 the wheel of a release carries the digests of the images released with it); the pull on first
-use reads it. The file can come from anywhere a user points ``MCP_BRIDGE_IMAGE_RELEASE`` at, so
+use reads it. The file can come from anywhere a user points ``[image] release`` at, so
 it is parsed as untrusted input: bounded, every field checked, unknown fields refused.
 """
 

@@ -67,7 +67,7 @@ class PolicyDenied(ToolError):
     Raised wherever the name is used (attribute, item, import, call): a denied tool exists, so
     this is not an ``AttributeError`` and ``hasattr`` does not hide it. The message and
     :attr:`rule` name the setting and pattern that refused it
-    (``MCP_BRIDGE_DENY_TOOLS=github.delete_*``).
+    (``[policy] deny_tools=github.delete_*``).
     """
 
     @property

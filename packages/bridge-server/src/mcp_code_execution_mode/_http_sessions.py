@@ -362,7 +362,8 @@ def _too_many(bound: int) -> Response:
         error=types.ErrorData(
             code=types.INTERNAL_ERROR,
             message=f"this client already keeps {bound} MCP sessions open, all in use "
-            "(MCP_BRIDGE_HTTP_CONNECTIONS_PER_CLIENT): close one (DELETE) or wait for one to end",
+            "([http] connections_per_client in bridge.toml): close one (DELETE) or wait for one "
+            "to end",
         ),
     )
     return Response(

@@ -1,7 +1,7 @@
 """The sandbox image before the first sandbox starts: checked against its pin, pulled if need be.
 
 One decision for podman and docker (:func:`bridge_image.supply.supply_image`): a name the
-release record (installed with the server, or ``MCP_BRIDGE_IMAGE_RELEASE``) lists must hold the
+release record (installed with the server, or ``[image] release``) lists must hold the
 image it pins, else it is pulled by digest and verified (podman, ``MCP_BRIDGE_IMAGE_PULL=auto``)
 or refused; ``registry/path@sha256:...`` is pulled by that digest through the engine when
 missing; any other name runs as the store has it. A refusal is a
@@ -51,7 +51,7 @@ def check_image(
             "refused",
             settings.image,
             f"the release record cannot be read: {exc}",
-            "fix or unset MCP_BRIDGE_IMAGE_RELEASE (reinstall the server for its own record)",
+            "fix or unset [image] release in bridge.toml (reinstall the server for its own record)",
         )
     return _decide(
         settings.image,

@@ -439,7 +439,8 @@ def _check_double_loads(
             f"server {double.name!r}",
             f"loaded twice: directly by {double.source.client} ({where}) and through the "
             f"bridge; {cost}",
-            fix + f", or hide it from the bridge with MCP_BRIDGE_DENY_SERVERS={double.name}",
+            fix + f", or hide it from the bridge: add {double.name!r} to [policy] deny_servers in "
+            "bridge.toml",
         )
 
 
@@ -463,7 +464,8 @@ async def _check_servers(settings: Settings, report: _Report) -> None:
             report.warn(
                 f"server {name!r}",
                 f"{outcome} [{spec.source}]",
-                "check its command and env in that file; MCP_BRIDGE_DENY_SERVERS hides it",
+                "check its command and env in that file; [policy] deny_servers in bridge.toml "
+                "hides it",
             )
     _check_double_loads(discovery, proxied, results, report)
     _check_tools_mode(settings, policy, results, report)

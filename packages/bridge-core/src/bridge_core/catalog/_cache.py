@@ -6,8 +6,8 @@ Writes are atomic (temp file + rename) and private (0600 in a 0700 directory: to
 describe private data); a corrupt or foreign file is ignored and logged, never fatal. The
 methods do blocking file I/O: async callers use ``anyio.to_thread.run_sync``.
 
-Bounded like the live lists it mirrors (``MCP_BRIDGE_MAX_SERVER_TOOLS``,
-``MCP_BRIDGE_MAX_TOOL_LIST_SIZE``): a list past them is never written, and a file past them (an
+Bounded like the live lists it mirrors (``[servers] max_tools``,
+``[servers] max_tool_list_size``): a list past them is never written, and a file past them (an
 older bridge's, or a foreign one) is removed on sight without being read, so a huge catalog is
 not reloaded on every start.
 """

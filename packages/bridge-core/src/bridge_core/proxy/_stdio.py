@@ -174,7 +174,7 @@ class StdioServer:
     def _cut_connection(self) -> None:
         self.cut = (
             f"MCP server {self.name!r} sent a JSON-RPC message longer than "
-            f"{_mib(self._max_message)} (MCP_BRIDGE_MAX_UPSTREAM_MESSAGE): the bridge cut the "
+            f"{_mib(self._max_message)} (the bridge's fixed bound): the bridge cut the "
             "connection and stopped the server"
         )
         logger.warning("%s", self.cut)

@@ -26,8 +26,8 @@ MIB = 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class ToolListLimits:
-    """Bounds on one server's tool list (``MCP_BRIDGE_MAX_SERVER_TOOLS``,
-    ``MCP_BRIDGE_MAX_TOOL_LIST_SIZE``)."""
+    """Bounds on one server's tool list (``[servers] max_tools``,
+    ``[servers] max_tool_list_size``)."""
 
     max_tools: int = 2000
     max_bytes: int = 8 * MIB
@@ -38,7 +38,7 @@ class ToolListLimits:
             return None
         return (
             f"it lists more than {self.max_tools:,} tools ({count:,} seen), the limit of "
-            f"MCP_BRIDGE_MAX_SERVER_TOOLS; raise it to use this server"
+            f"[servers] max_tools in bridge.toml; raise it to use this server"
         )
 
     def too_large(self, size: int) -> str | None:
@@ -47,7 +47,7 @@ class ToolListLimits:
             return None
         return (
             f"its tool list is larger than {_size(self.max_bytes)} ({_size(size)} seen), the "
-            f"limit of MCP_BRIDGE_MAX_TOOL_LIST_SIZE; raise it to use this server"
+            f"limit of [servers] max_tool_list_size in bridge.toml; raise it to use this server"
         )
 
 

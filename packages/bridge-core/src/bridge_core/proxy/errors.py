@@ -56,8 +56,8 @@ class UpstreamTimeout(UpstreamError):
 
     def __init__(self, server: str, tool: str, timeout: float) -> None:
         super().__init__(
-            f"{server}.{tool} did not answer within {timeout:g}s (MCP_BRIDGE_CALL_TIMEOUT); "
-            "the call was cancelled on the server"
+            f"{server}.{tool} did not answer within {timeout:g}s ([servers] call_timeout in "
+            "bridge.toml); the call was cancelled on the server"
         )
         self.server = server
         self.tool = tool

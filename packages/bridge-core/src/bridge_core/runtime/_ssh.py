@@ -15,7 +15,7 @@ containers/podman-py 5.8): it starts one ``ssh`` per HTTP connection with ``-o
 "StrictHostKeyChecking no"`` hard-coded (a first connection trusts any host key, and a changed key
 makes OpenSSH disable the forward, after which the library waits 300 s for a socket that never
 comes), and it cannot attach. Here host keys are checked (``StrictHostKeyChecking=yes``, the
-user's known_hosts or ``MCP_BRIDGE_RUNTIME_KNOWN_HOSTS``), authentication never prompts
+user's known_hosts or ``[engine] known_hosts``), authentication never prompts
 (``BatchMode``), a forward that cannot be set up is an error (``ExitOnForwardFailure``), and a
 link that dies is noticed within :data:`ALIVE_INTERVAL` times :data:`ALIVE_COUNT` seconds.
 

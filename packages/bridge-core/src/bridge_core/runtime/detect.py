@@ -74,8 +74,8 @@ async def detect_runtime(
     if target.url is not None or target.channel != "auto":
         if preference == "docker":
             raise ConfigError(
-                f"MCP_BRIDGE_RUNTIME_URL and MCP_BRIDGE_CHANNEL apply to podman only, not to "
-                f"MCP_BRIDGE_RUNTIME={preference}: unset them or use podman"
+                f"MCP_BRIDGE_RUNTIME_URL and [engine] channel in bridge.toml apply to podman "
+                f"only, not to MCP_BRIDGE_RUNTIME={preference}: unset them or use podman"
             )
         preference = "podman"
     # Off Linux only podman over ssh can serve sandboxes (the docker backend has no stdio

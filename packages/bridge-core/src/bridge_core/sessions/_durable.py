@@ -396,7 +396,9 @@ class DurableLink:
         try:
             if state is not None:
                 if state.size > self.store.settings.max_bytes:
-                    return RestoreOutcome(state, "it is larger than MCP_BRIDGE_SESSION_STATE_MAX")
+                    return RestoreOutcome(
+                        state, "it is larger than [sessions] state_max in bridge.toml"
+                    )
                 # Streamed: the bridge holds one frame of it at a time.
                 handle = await anyio.to_thread.run_sync(state.path.open, "rb")
                 try:

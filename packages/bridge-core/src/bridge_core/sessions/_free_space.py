@@ -52,7 +52,7 @@ def warn_if_short_of_space(disk_usage: DiskUsage, root: Path, committed: int, li
     room = committed + free - free_space_reserve(total)
     if room < limit:
         logger.warning(
-            "the saved sessions may take %s bytes (MCP_BRIDGE_SESSION_STATE_DISK), but the "
+            "the saved sessions may take %s bytes ([sessions] state_disk in bridge.toml), but the "
             "file system of %s has room for %s while %s bytes are kept free "
             "(FREE_SPACE_RESERVE): states past that are not saved",
             f"{limit:,}",

@@ -86,9 +86,9 @@ def _refusal(
 ) -> SessionLimitExceeded:
     what = (
         f"this client's {config.max_sessions_per_client} live sessions "
-        "(MCP_BRIDGE_MAX_SESSIONS_PER_CLIENT)"
+        "([sessions] max_per_client in bridge.toml)"
         if over_client
-        else f"all {config.max_sessions} live sessions (MCP_BRIDGE_MAX_SESSIONS)"
+        else f"all {config.max_sessions} live sessions ([sessions] max in bridge.toml)"
     )
     if not idle:
         return SessionLimitExceeded(

@@ -142,8 +142,8 @@ class DurableSessions:
             return unavailable(
                 sess.name,
                 f"the saved state of session {sess.name!r} did not load within "
-                f"{self.config.start_timeout:g} s (MCP_BRIDGE_SANDBOX_START_TIMEOUT); raise it, "
-                "or reset the session",
+                f"{self.config.start_timeout:g} s ([sandbox] start_timeout in bridge.toml); "
+                "raise it, or reset the session",
                 notices,
             )
         if notice := outcome.notice(sess.name, latest=not sess.stale):
@@ -219,8 +219,8 @@ class DurableSessions:
                         sess.stale = True  # its restore must not claim the latest state
                         sess.notices.append(
                             f"session {sess.name!r} was idle for more than "
-                            f"{self.config.idle_ttl:g} s (MCP_BRIDGE_SESSION_TTL), so its "
-                            "sandbox was stopped, but its state after its last execution was "
+                            f"{self.config.idle_ttl:g} s ([sessions] idle_ttl in bridge.toml), so "
+                            "its sandbox was stopped, but its state after its last execution was "
                             f"not saved ({lost}): the work since its last saved state is lost"
                         )
                     else:

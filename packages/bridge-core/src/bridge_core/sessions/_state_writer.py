@@ -163,7 +163,8 @@ class StateWriter:
         if self.size + size > limit:
             self.too_large = True
             self.error = (
-                f"the session's state is larger than {limit:,} bytes (MCP_BRIDGE_SESSION_STATE_MAX)"
+                f"the session's state is larger than {limit:,} bytes ([sessions] state_max in "
+                "bridge.toml)"
             )
             self.abort()
             return False

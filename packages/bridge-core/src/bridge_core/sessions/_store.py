@@ -67,17 +67,17 @@ client leaving)."""
 @dataclass(frozen=True, slots=True)
 class StoreSettings:
     name: str = "default"
-    """Which store of the state dir this bridge uses (``MCP_BRIDGE_SESSION_STORE``)."""
+    """Which store of the state dir this bridge uses (``[sessions] store``)."""
     max_bytes: int = 512 * 1024 * 1024
-    """Largest saved state of one session (``MCP_BRIDGE_SESSION_STATE_MAX``)."""
+    """Largest saved state of one session (``[sessions] state_max``)."""
     disk_limit: int = 4 * 1024 * 1024 * 1024
     """Disk all saved states of the store take, metadata and whole blocks counted
-    (``MCP_BRIDGE_SESSION_STATE_DISK``)."""
+    (``[sessions] state_disk``)."""
     retention: float = 7 * 24 * 3600.0
-    """Seconds a saved state unused is kept (``MCP_BRIDGE_SESSION_STATE_RETENTION``)."""
+    """Seconds a saved state unused is kept (``[sessions] state_retention``)."""
     client_share: int | None = None
     """Most of ``disk_limit`` the saved states of one HTTP client may take, so that one client
-    cannot leave the others unsaved (``MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT``); the single
+    cannot leave the others unsaved (``[sessions] state_disk_per_client``); the single
     client of a stdio bridge has the whole store."""
 
 
@@ -129,7 +129,7 @@ class SessionStore:
             self.refusal = (
                 f"another bridge of this user is using the session store {self.settings.name!r} "
                 "of this state dir, so this bridge's sessions are kept in memory only (lost on "
-                "restart); give each bridge its own store with MCP_BRIDGE_SESSION_STORE"
+                "restart); give each bridge its own store with [sessions] store in bridge.toml"
             )
             logger.warning("%s", self.refusal)
             return
@@ -356,8 +356,8 @@ class SessionStore:
             return (
                 f"the saved states of this bridge's sessions would take {used:,} bytes of disk "
                 f"(each state's file and metadata in whole {self.block:,}-byte blocks), more "
-                f"than MCP_BRIDGE_SESSION_STATE_DISK ({limit:,}): reset sessions you no longer "
-                "need, or raise the limit"
+                f"than [sessions] state_disk in bridge.toml ({limit:,}): reset sessions you no "
+                "longer need, or raise the limit"
             )
         share = self.settings.client_share
         if share is not None and owner != self._owner(None):
@@ -365,7 +365,7 @@ class SessionStore:
             if mine > share:
                 return (
                     f"this client's saved sessions would take {mine:,} bytes of disk, more "
-                    "than one client's share MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT "
+                    "than one client's share [sessions] state_disk_per_client in bridge.toml "
                     f"({share:,}): reset sessions you no longer need"
                 )
         return short_of_space(self._disk_usage, self.root, size)

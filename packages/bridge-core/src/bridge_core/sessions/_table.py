@@ -63,14 +63,14 @@ class SessionTable:
             raise SessionLimitExceeded(
                 f"this client already has the maximum of {per_client} sessions "
                 f"(yours: {listed}): reuse or reset one, wait for idle ones to expire, "
-                "or raise MCP_BRIDGE_MAX_SESSIONS_PER_CLIENT"
+                "or raise [sessions] max_per_client in bridge.toml"
             )
         limit = self.config.max_sessions
         if len(self.sessions) + self.ephemeral.total() >= limit:
             raise SessionLimitExceeded(
                 f"the maximum of {limit} concurrent sessions is reached "
                 f"({'yours' if client is not None else 'open'}: {listed}): reuse or reset one, "
-                "wait for idle ones to expire, or raise MCP_BRIDGE_MAX_SESSIONS"
+                "wait for idle ones to expire, or raise [sessions] max in bridge.toml"
             )
 
     def session(

@@ -428,7 +428,7 @@ class SessionManager:
         return unavailable(
             name,
             f"no sandbox could be started within {self.config.start_timeout:g} s "
-            "(MCP_BRIDGE_SANDBOX_START_TIMEOUT)",
+            "([sandbox] start_timeout in bridge.toml)",
             notices,
         )
 

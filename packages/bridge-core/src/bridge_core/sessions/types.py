@@ -107,7 +107,7 @@ class SessionConfig:
     not part of the call's timeout, which is the code's own time."""
     pool_imports: tuple[str, ...] = ()
     """Top-level modules every warm-pool sandbox imports as it starts, named by whoever runs
-    the bridge (``MCP_BRIDGE_POOL_IMPORTS``): they tell no client anything about another's."""
+    the bridge (``[sandbox] pool_imports``): they tell no client anything about another's."""
     pool_preimport: bool = False
     """Warm-pool sandboxes import the modules the saved sessions' states name, before any
     session claims them: only for a bridge with one client (stdio), whose pool serves no one
