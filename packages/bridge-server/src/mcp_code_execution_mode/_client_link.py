@@ -34,6 +34,12 @@ class RequestLink:
     def identity(self) -> str | None:
         return self._identity
 
+    @property
+    def can_send_request(self) -> bool:
+        """Whether this request's channel carries requests to the client (a 2025-11-25
+        connection does; a 2026-07-28 request has no back channel)."""
+        return bool(self._ctx.session.can_send_request)
+
     def supports(self, capability: Capability) -> bool:
         # A declared capability is not enough: the request's channel must be able to carry a
         # request to the client (a stateless HTTP request cannot).

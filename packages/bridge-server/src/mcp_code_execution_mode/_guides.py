@@ -20,11 +20,15 @@ writable `/tmp` only, no capabilities, memory/process/CPU limits. Top-level `awa
 
 ## Arguments
 
-- `code` (required): Python source. The value of the last expression is returned.
+- `code`: Python source. The value of the last expression is returned.
 - `timeout` (seconds, optional): capped by the bridge's maximum.
 - `session` (optional name): variables, imports and open objects persist per session. A new
   name creates that session; absent means the default session.
 - `reset` (optional bool): start the session from a fresh namespace.
+- `yield_after` (seconds, optional): if the code still runs then, return its output so far and a
+  `run_id` (`structuredContent.state == "running"`); the code goes on.
+- `resume` (a `run_id`, instead of `code`): what the run printed since, or its final result
+  (`state == "done"`); with `yield_after` it yields again. `cancel` (a `run_id`) stops it.
 
 ## Your other MCP servers, from inside the code
 

@@ -125,7 +125,7 @@ async def serve_http(
             yield executor
 
     server = create_server(settings, open_executor)
-    server.middleware = [RefuseAnonymousStateless()]
+    server.middleware.insert(0, RefuseAnonymousStateless())
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         transport_security=transport_security(host, settings.http_allowed_hosts),

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 import mcp_types as types
 from bridge_core import tracing
-from bridge_core.errors import BridgeError
 from bridge_core.sessions import MAX_PROGRESS_MESSAGE as MAX_USER_PROGRESS_MESSAGE
 from bridge_core.sessions import visible_head
 from mcp.server import InitializationOptions, NotificationOptions, Server
 from mcp.server.context import ServerRequestContext
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 
 from mcp_code_execution_mode import __version__
@@ -35,7 +35,14 @@ from mcp_code_execution_mode._guides import (
     WORKFLOW_PROMPT_NAME,
     WORKFLOW_PROMPT_TEXT,
 )
-from mcp_code_execution_mode.rendering import OutputMode, error_result, render_result
+from mcp_code_execution_mode._run_calls import (
+    cancel_run,
+    capabilities_of,
+    wait_and_answer,
+)
+from mcp_code_execution_mode._runs import RunLimitExceeded, Runs, UnknownRun
+from mcp_code_execution_mode._tasks import serve_tasks
+from mcp_code_execution_mode.rendering import OutputMode, error_result
 from mcp_code_execution_mode.settings import Settings
 from mcp_code_execution_mode.tool import (
     TOOL_NAME,
@@ -66,6 +73,8 @@ MAX_STREAMED_LINES = 500
 program printing a million lines must not flood the client with notifications)."""
 MAX_PROGRESS_MESSAGE = 500
 """Characters of one stdout line kept in a progress message."""
+REQUEST_STATE_TTL = 900.0
+"""Seconds a sealed ``requestState`` stays valid (longer than an approval question waits)."""
 
 
 class Executor(Protocol):
@@ -112,6 +121,7 @@ class BridgeState:
 
     executor: Executor
     settings: Settings
+    runs: Runs
 
 
 def _shown(text: str, limit: int) -> str:
@@ -176,8 +186,9 @@ class RunPythonHandler:
 
     async def __call__(
         self, ctx: ServerRequestContext[BridgeState], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        """The result of one call; every failure is an ``isError`` result."""
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The result of one call (or its task, its yield, its questions); every failure is an
+        ``isError`` result."""
         if params.name != TOOL_NAME:
             return error_result(f"unknown tool {params.name!r}: this server has only {TOOL_NAME}")
         try:
@@ -193,37 +204,67 @@ class RunPythonHandler:
                     "can belong to it: connect with the initialize handshake, or use a token"
                 )
         executor = ctx.lifespan_context.executor
+        runs = ctx.lifespan_context.runs
         # An OpeningExecutor's wait_open, looked up: a Protocol's isinstance costs ~10 us a call
-        # on Python 3.11 (a fortieth of a warm call's CPU in the bridge).
+        # on Python 3.11.
         wait_open = getattr(executor, "wait_open", None)
         if wait_open is not None:
             # Before the span: tracing is switched on while the bridge opens, and a span begun
             # earlier would not record (nor would the nested calls' spans under it).
             await wait_open()
+        link = RequestLink(ctx, client)
         try:
-            execution = executor.execute(
-                args.code,
-                session=args.session,
-                timeout=args.timeout,
-                reset=args.reset,
-                listener=_ProgressRelay(ctx, RequestLink(ctx, client)),
-                client=client,
-            )
-            result = await tracing.traced_execution(
-                execution, session=args.session, carrier=params.meta
-            )
-        except ValueError as exc:
-            return error_result(str(exc))
-        except BridgeError as exc:  # e.g. SessionLimitExceeded: the message names the setting
+            if params.request_state is not None:  # the retry of an input_required answer
+                run = runs.get(params.request_state, client)
+                unknown = run.answer(params.input_responses or {})
+                if unknown:
+                    return error_result(
+                        f"inputResponses {', '.join(map(repr, unknown[:5]))} answer no question "
+                        "this run is waiting for"
+                    )
+                addressed = args.yield_after is not None
+            elif args.cancel is not None:
+                run = runs.get(args.cancel, client)
+                if not run.yielded:
+                    raise UnknownRun(f"unknown run {args.cancel[:40]!r}: it is not a yielded run")
+                return await cancel_run(run, self._mode)
+            elif args.resume is not None:
+                run = runs.get(args.resume, client)
+                if not run.yielded:  # a task is its client's, collected with tasks/get
+                    raise UnknownRun(f"unknown run {args.resume[:40]!r}: it is not a yielded run")
+                addressed = True
+            else:
+                assert args.code is not None
+                code, session = args.code, args.session
+
+                async def execution(listener: ExecutionListener) -> ExecutionResult:
+                    return await tracing.traced_execution(
+                        executor.execute(
+                            code,
+                            session=session,
+                            timeout=args.timeout,
+                            reset=args.reset,
+                            listener=listener,
+                            client=client,
+                        ),
+                        session=session,
+                        carrier=params.meta,
+                    )
+
+                run = runs.start(client, capabilities_of(ctx), execution)
+                addressed = args.yield_after is not None
+        except (UnknownRun, RunLimitExceeded) as exc:
             return error_result(str(exc), kind=type(exc).__name__)
-        except Exception as exc:  # top-level handler: the bridge must stay up for the next call
-            logger.exception("run_python failed inside the bridge")
-            return error_result(
-                f"the bridge failed to run this code ({type(exc).__name__}: {exc}); "
-                "the session may have been reset",
-                kind="BridgeError",
-            )
-        return render_result(result, self._mode)
+        return await wait_and_answer(
+            ctx,
+            run,
+            _ProgressRelay(ctx, link),
+            link,
+            mode=self._mode,
+            yield_after=args.yield_after,
+            addressed=addressed,
+            new=args.code is not None and params.request_state is None,
+        )
 
 
 def tools_mode(ctx: ServerRequestContext[BridgeState], default: str) -> str:
@@ -306,9 +347,13 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
 
     @asynccontextmanager
     async def lifespan(_server: Server[BridgeState]) -> AsyncIterator[BridgeState]:
-        async with executor_factory() as executor, anyio.create_task_group() as tg:
+        async with (
+            executor_factory() as executor,
+            Runs.open() as runs,
+            anyio.create_task_group() as tg,
+        ):
             tg.start_soon(attach_when_open, executor)
-            yield BridgeState(executor=executor, settings=settings)
+            yield BridgeState(executor=executor, settings=settings, runs=runs)
             tg.cancel_scope.cancel()
 
     tool = run_python_tool()
@@ -336,7 +381,7 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
 
     async def call_tool(
         ctx: ServerRequestContext[BridgeState], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         chosen = tools_mode(ctx, settings.tools)
         if params.name == TOOL_NAME and lists_code(chosen):
             await _open_gateway(ctx, direct, wait=False)  # App tools its calls reveal are heard
@@ -425,6 +470,17 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
         on_get_prompt=get_prompt,
     )
     # The SDK's default OpenTelemetry middleware opens a span per message even with no exporter
-    # installed; measured ~3 ms of a ~10 ms stdio round trip on a loaded 2-core host.
-    server.middleware = []
+    # installed; measured ~3 ms of a ~10 ms stdio round trip on a loaded 2-core host. The
+    # requestState boundary seals the run ids that input_required answers carry.
+    server.middleware = [sealed_request_state()]
+    serve_tasks(server)
     return server
+
+
+def sealed_request_state() -> RequestStateBoundary:
+    """The SDK's ``requestState`` boundary: what an ``input_required`` answer asks the client
+    to send back is sealed (AES-GCM under a key of this process), bound to the call's tool and
+    arguments and to the client, and expires with the approval question it carries."""
+    security = RequestStateSecurity.ephemeral(ttl=REQUEST_STATE_TTL)
+    security.bind_principal = _client_of
+    return RequestStateBoundary(security, default_audience=SERVER_NAME)

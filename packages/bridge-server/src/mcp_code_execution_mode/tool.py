@@ -31,16 +31,15 @@ TOOL_NAME = "run_python"
 
 
 TOOL_DESCRIPTION = """\
-Run Python in a persistent sandbox (no network, writable /tmp). Top-level await works; \
-variables and imports persist per session. Your other MCP servers are callable from the code; \
-discover before calling:
+Run Python in a persistent sandbox (no network, writable /tmp, top-level await, state per \
+session). Call your other MCP servers from the code; discover first:
 from mcp import runtime, mcp_servers
 await runtime.discovered_servers()
-await runtime.search_tool_docs("query", limit=5)
+await runtime.search_tool_docs("query")
 await runtime.query_tool_docs("server")
 await mcp_servers["server"].tool(arg=...)
-Loop, filter, retry in Python; print only what you need. Has numpy, pandas, scipy, \
-sklearn, matplotlib (plots returned), jq."""
+Loop, filter, retry in Python; print only what you need. Has numpy, pandas, scipy, sklearn, \
+matplotlib, jq. yield_after=S: output so far and a run_id to resume or cancel."""
 
 
 class InvalidArguments(ValueError):
@@ -51,10 +50,13 @@ class InvalidArguments(ValueError):
 class RunPythonArgs:
     """Validated arguments of one ``run_python`` call."""
 
-    code: str
+    code: str | None
     timeout: float | None = None
     session: str | None = None
     reset: bool = False
+    yield_after: float | None = None
+    resume: str | None = None
+    cancel: str | None = None
 
 
 JSONType = Literal["string", "number", "boolean"]
@@ -86,7 +88,10 @@ class Field:
     check."""
 
     def schema(self) -> dict[str, Any]:
-        """This field's entry under the input schema's ``properties``."""
+        """This field's entry under the input schema's ``properties`` (a name that says it all
+        has no description: the listing stays small)."""
+        if not self.description:
+            return {"type": self.type}
         return {"type": self.type, "description": self.description}
 
     def parse(self, value: Any, *, max_timeout: float) -> Any:
@@ -119,6 +124,21 @@ def _timeout(timeout: float, max_timeout: float) -> float:
     return float(timeout)
 
 
+def _yield_after(seconds: float, max_timeout: float) -> float:
+    if not (0 < seconds <= max_timeout) or not math.isfinite(seconds):
+        shown = repr(seconds) if type(seconds) is float or abs(seconds) < 10**15 else "out of range"
+        raise InvalidArguments(
+            f"'yield_after' is {shown}: allowed range is (0, {max_timeout:g}] seconds"
+        )
+    return float(seconds)
+
+
+def _run_id(run_id: str, max_timeout: float) -> str:
+    if not run_id or len(run_id) > 64:
+        raise InvalidArguments("a run id is the run_id a yielded run_python call returned")
+    return run_id
+
+
 def _session(session: str, max_timeout: float) -> str:
     # The session manager's own rule (names end up in container names and labels): any valid
     # name creates its session on first use.
@@ -132,14 +152,7 @@ def _session(session: str, max_timeout: float) -> str:
 
 
 FIELDS: tuple[Field, ...] = (
-    Field(
-        "code",
-        "string",
-        "Python source",
-        must="a string of Python source",
-        required=True,
-        bounds=_code,
-    ),
+    Field("code", "string", "Python source", must="a string of Python source", bounds=_code),
     Field(
         "timeout",
         "number",
@@ -150,11 +163,20 @@ FIELDS: tuple[Field, ...] = (
     Field(
         "session",
         "string",
-        "session name; default if absent",
+        "",
         must=f"a session name matching {SESSION_NAME_PATTERN}",
         bounds=_session,
     ),
-    Field("reset", "boolean", "fresh namespace first", must="true or false", default=False),
+    Field("reset", "boolean", "", must="true or false", default=False),
+    Field(
+        "yield_after",
+        "number",
+        "",
+        must="a number of seconds in (0, <max_timeout>]",
+        bounds=_yield_after,
+    ),
+    Field("resume", "string", "", must="a run_id", bounds=_run_id),
+    Field("cancel", "string", "", must="a run_id", bounds=_run_id),
 )
 """The arguments of ``run_python``, in schema order: the one definition of both its input schema
 and :func:`parse_arguments`."""
@@ -162,7 +184,6 @@ and :func:`parse_arguments`."""
 _INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {field.name: field.schema() for field in FIELDS},
-    "required": [field.name for field in FIELDS if field.required],
     "additionalProperties": False,
 }
 
@@ -191,4 +212,10 @@ def parse_arguments(arguments: dict[str, Any] | None, *, max_timeout: float) -> 
             f"run_python takes {', '.join(names[:-1])} and {names[-1]}"
         )
     values = {f.name: f.parse(args.get(f.name), max_timeout=max_timeout) for f in FIELDS}
+    given = [name for name in ("code", "resume", "cancel") if values[name] is not None]
+    if len(given) != 1:
+        raise InvalidArguments(
+            "give exactly one of 'code' (run it), 'resume' (a yielded run's run_id: what came "
+            f"since) and 'cancel' (a run_id to stop); got {' and '.join(given) or 'none'}"
+        )
     return RunPythonArgs(**values)
