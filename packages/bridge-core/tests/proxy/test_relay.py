@@ -339,6 +339,7 @@ async def test_a_relayed_forms_defaults_options_and_field_names_are_escaped() ->
     _, link = await _elicit(relay, form)
     (sent,) = link.elicited
     assert _raw_hidden(sent) == []
+    assert isinstance(sent, types.ElicitRequestFormParams)
     properties = sent.requested_schema["properties"]
     assert properties["path\\u202e"]["default"] == "/home/u/\\u202etxt.exe\\u200b"
     assert sent.requested_schema["required"] == ["path\\u202e"]  # still names the field
