@@ -3,7 +3,7 @@
 
 A sandbox of a durable session may send ``Snapshot`` frames at any moment: during its execution,
 without end, with any ``unsaved`` list or error text. What the bridge keeps of them is bounded:
-in memory (what the next call is told) and on disk (``MCP_BRIDGE_SESSION_STATE_DISK`` holds for
+in memory (what the next call is told) and on disk (``[sessions] state_disk`` holds for
 states still being written, not only for finished ones).
 """
 
@@ -93,7 +93,7 @@ async def test_states_still_being_written_count_against_the_disk_limit(
 ) -> None:
     # Three sessions each start a 6 MiB state that never ends (under the 6 MiB per-state cap):
     # before, only finished states were counted, and 18 MiB of half-written files sat in a store
-    # limited to 8 MiB (any number of sessions times MCP_BRIDGE_SESSION_STATE_MAX).
+    # limited to 8 MiB (any number of sessions times [sessions] state_max).
     env = {"MCP_BRIDGE_SESSION_STATE_MAX": "6m", "MCP_BRIDGE_SESSION_STATE_DISK": "8m"}
     async with open_bridge(tmp_path, env=env) as bridge:
         for name in ("a", "b", "c"):
@@ -151,9 +151,9 @@ async def test_one_http_client_cannot_take_the_whole_saved_state_disk_from_anoth
         told = await other.run("mine")
     assert text_of(told).endswith("1")
     hog_notices = payload_of(hog_told).get("notices", [])
-    assert any("MCP_BRIDGE_SESSION_STATE_DISK_PER_CLIENT" in n for n in hog_notices), hog_notices
+    assert any("[sessions] state_disk_per_client" in n for n in hog_notices), hog_notices
     notices = payload_of(told).get("notices", [])
-    assert not any("MCP_BRIDGE_SESSION_STATE_DISK" in notice for notice in notices), notices
+    assert not any("[sessions] state_disk" in notice for notice in notices), notices
 
 
 FORGED_HINT = """

@@ -61,7 +61,7 @@ async def test_a_fork_past_the_disk_budget_is_refused_naming_the_setting(
         missing = await bridge.run("'blob' in globals()", session="copy")
     text = code_text(told)
     assert "ToolError" in text
-    assert "MCP_BRIDGE_SESSION_STATE_DISK" in text
+    assert "[sessions] state_disk" in text
     assert "'copy' was not created" in text
     assert code_text(missing) == "False"
     assert payload_of(told)["status"] == "ok"

@@ -176,7 +176,7 @@ async def test_a_forged_call_to_a_denied_server_is_refused_by_the_host_policy(
     assert [(r["server"], r["tool"], r["outcome"]) for r in records] == [
         ("probe", "echo", "denied")
     ]
-    assert "MCP_BRIDGE_DENY_SERVERS" in records[0]["detail"]
+    assert "[policy] deny_servers" in records[0]["detail"]
     assert not await anyio.Path(started).exists()
 
 

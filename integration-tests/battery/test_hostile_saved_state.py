@@ -27,7 +27,7 @@ async def test_a_state_past_the_size_cap_is_not_kept_and_the_last_good_one_is(
         back = await bridge.run("small, 'big' in globals()")
     notices = " ".join(payload_of(told)["notices"])
     assert "could not be saved" in notices
-    assert "MCP_BRIDGE_SESSION_STATE_MAX" in notices
+    assert "[sessions] state_max" in notices
     assert text_of(back) == "('good', False)"
 
 

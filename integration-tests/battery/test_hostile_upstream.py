@@ -145,7 +145,7 @@ async def test_an_endless_json_rpc_line_is_cut_at_the_bound_and_the_server_is_st
         again = await bridge.run("await mcp_servers['hostile'].echo(text='restarted')")
     kind, server, message = _caught(flooded)
     assert (kind, server) == ("UpstreamUnavailable", "hostile"), message
-    assert "MCP_BRIDGE_MAX_UPSTREAM_MESSAGE" in message
+    assert "the bridge's fixed bound" in message
     assert "32 MiB" in message
     assert growth < RSS_BOUND_MIB
     assert text_of(sibling).endswith("'still here'")
@@ -215,7 +215,7 @@ async def test_a_catalog_of_100k_tools_is_refused_naming_the_setting_and_search_
     for refused in (listing, call):
         kind, server, message = _caught(refused)
         assert (kind, server) == ("UpstreamUnavailable", "huge"), message
-        assert "MCP_BRIDGE_MAX_TOOL_LIST_SIZE" in message
+        assert "[servers] max_tool_list_size" in message
     assert growth < RSS_BOUND_MIB
 
 

@@ -312,7 +312,7 @@ async def test_a_state_refused_for_disk_budget_is_saved_once_room_is_made(
         await bridge.run("len(blob)", session="a")  # runs once the state of "a" is on disk
         await bridge.run(blob, session="b")
         refused = await bridge.run("len(blob)", session="b")
-        assert "MCP_BRIDGE_SESSION_STATE_DISK" in _notices(refused)
+        assert "[sessions] state_disk" in _notices(refused)
         assert len(_saved_states(bridge.state_dir)) == 1
         await bridge.run("x = 0", session="a", reset=True)
         await bridge.run("len(blob)", session="b")
