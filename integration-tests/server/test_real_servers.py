@@ -1,10 +1,10 @@
-"""The bridge with real third-party MCP servers: the documented workflows run verbatim, a
-denied tool is refused, and the MCP Inspector CLI (a client we did not write) drives it."""
+"""The bridge with real third-party MCP servers: a tool's result becomes the value the sandbox
+API promises, a denied tool is refused, and the MCP Inspector CLI (a client we did not write)
+drives it. The pages' examples run in test_docs_examples.py."""
 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,44 +14,15 @@ import anyio
 import mcp_types as types
 import pytest
 
-from .conftest import REPO, bridge_env, open_bridge, real_servers
+from .conftest import bridge_env, open_bridge, real_servers
 
 pytestmark = pytest.mark.container
-
-GETTING_STARTED = REPO / "docs" / "getting-started.md"
-
-
-def _workflow(name: str) -> str:
-    text = GETTING_STARTED.read_text(encoding="utf-8")
-    match = re.search(rf"<!-- workflow: {name} -->\n```python\n(.*?)```", text, re.S)
-    assert match is not None, f"workflow {name!r} not found in {GETTING_STARTED}"
-    return match.group(1)
 
 
 def _text(result: types.CallToolResult) -> str:
     block = result.content[0]
     assert isinstance(block, types.TextContent)
     return block.text
-
-
-async def test_documented_workflows_run_verbatim_against_real_servers(
-    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
-) -> None:
-    servers = real_servers(third_party, tmp_path)
-    async with open_bridge(tmp_path, servers=servers) as bridge:
-        discovery = await bridge.run(_workflow("discovery"))
-        orchestration = await bridge.run(_workflow("orchestration"))
-        retries = await bridge.run(_workflow("retries"))
-    assert discovery.is_error is False, _text(discovery)
-    assert "get_current_time" in _text(discovery)
-    assert "Europe/Paris" in _text(discovery)
-    assert orchestration.is_error is False, _text(orchestration)
-    assert [line.split(":")[0] for line in _text(orchestration).splitlines()] == [
-        "Paris", "Tokyo", "New York"
-    ]  # fmt: skip
-    assert retries.is_error is False, _text(retries)
-    assert "Echo: retry logic" in _text(retries)
-    assert "gave up:" in _text(retries)
 
 
 async def test_a_result_of_one_string_field_is_that_string_and_other_objects_stay_dicts(
