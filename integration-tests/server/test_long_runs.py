@@ -465,3 +465,40 @@ async def test_a_thousand_task_creations_are_refused_past_the_limit_with_memory_
     assert "limit is 16" in refused[0]
     assert "cancel" in refused[0]
     assert rss[1] - rss[0] < 16 * 1024, rss  # KiB: 900 more refusals hold nothing
+
+
+async def test_a_question_left_by_a_timed_out_resume_is_asked_again_by_the_next(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    asked: list[str] = []
+
+    async def user(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        if len(asked) == 1:
+            await anyio.sleep_forever()  # the user is away: the client's request times out
+        return types.ElicitResult(action="accept")
+
+    code = "import time\ntime.sleep(1.5)\n" + CALL_ECHO
+    async with _client(
+        tmp_path, servers=_probe_servers(), env=ASK_ECHO, elicitation_callback=user, mode="legacy"
+    ) as client:
+        first = await client.call_tool("run_python", {"code": code, "yield_after": 1})
+        assert first.structured_content is not None
+        run_id = first.structured_content["run_id"]
+        timed_out = None
+        with anyio.fail_after(60):
+            while timed_out is None:  # resumes until one waits on the question and times out
+                try:
+                    await client.call_tool(
+                        "run_python", {"resume": run_id, "yield_after": 1}, read_timeout_seconds=3
+                    )
+                except MCPError as exc:
+                    timed_out = exc
+        # The next resume asks again at once (not after [approvals] timeout, 120 s).
+        with anyio.fail_after(30):
+            final = await client.call_tool("run_python", {"resume": run_id, "yield_after": 2})
+            while final.structured_content and final.structured_content["state"] == "running":
+                final = await client.call_tool("run_python", {"resume": run_id, "yield_after": 2})
+    assert timed_out.error.code == types.REQUEST_TIMEOUT
+    assert len(asked) == 2
+    assert code_text(final).startswith("ran"), _texts(final)

@@ -1,4 +1,5 @@
-"""The run registry's rules without a sandbox: ownership, bounds, output kept, questions."""
+"""The run registry's rules without a sandbox: ownership, bounds, output and results kept,
+questions."""
 
 from __future__ import annotations
 
@@ -8,14 +9,17 @@ import anyio
 import anyio.lowlevel
 import mcp_types as types
 import pytest
-from bridge_core.sessions.types import ExecutionResult
-from mcp_code_execution_mode import _runs
+from bridge_core.sessions.types import ExecutionResult, Image
+from mcp_code_execution_mode import _run_calls, _runs
 from mcp_code_execution_mode._runs import (
+    MAX_KEPT_BYTES,
+    MAX_KEPT_BYTES_PER_CLIENT,
     MAX_RUN_OUTPUT,
     MAX_RUNS_PER_CLIENT,
     RunLimitExceeded,
     Runs,
     UnknownRun,
+    shown_keys,
 )
 
 pytestmark = pytest.mark.anyio
@@ -131,3 +135,99 @@ async def test_cancel_stops_the_code_and_is_idempotent() -> None:
             await run.ended()
     assert run.state == "cancelled"
     assert run.result is None
+
+
+def _imaging(size: int) -> Any:
+    data = bytes(size)  # one object shared by every result: the test itself holds little
+
+    async def execution(listener: Any) -> ExecutionResult:
+        return ExecutionResult(status="ok", session="default", images=(Image("image/png", data),))
+
+    return execution
+
+
+async def test_finished_results_are_bounded_in_bytes_and_each_clients_newest_stays() -> None:
+    image = 30 * 1024 * 1024  # near a result's own image bound (32 MiB)
+    async with Runs.open() as runs:
+        kept = []
+        for _ in range(8):
+            run = runs.start("alice", frozenset(), _imaging(image))
+            run.as_task = True  # never collected: the bridge holds its result
+            await run.ended()
+            await anyio.lowlevel.checkpoint()  # the registry's end-of-run bookkeeping
+            kept.append(run)
+        held = [r for r in kept if _held(runs, r)]
+        assert sum(r.kept_bytes for r in held) <= MAX_KEPT_BYTES_PER_CLIENT + kept[-1].kept_bytes
+        assert runs.get(kept[-1].id, "alice") is kept[-1]  # the newest is there to collect
+        with pytest.raises(UnknownRun):
+            runs.get(kept[0].id, "alice")
+        # Many clients together: the bridge's own bound.
+        others = []
+        for i in range(40):
+            run = runs.start(f"client-{i}", frozenset(), _imaging(image))
+            run.as_task = True
+            await run.ended()
+            await anyio.lowlevel.checkpoint()
+            others.append(run)
+        total = sum(r.kept_bytes for r in [*kept, *others] if _held(runs, r))
+        assert total <= MAX_KEPT_BYTES
+        assert _held(runs, others[-1])
+
+
+def _held(runs: Runs, run: Any) -> bool:
+    try:
+        return runs.get(run.id, run.owner) is run
+    except UnknownRun:
+        return False
+
+
+class _AskingLink:
+    """A request's link whose client never answers (its elicitation hangs)."""
+
+    can_send_request = True
+
+    def __init__(self) -> None:
+        self.asked = anyio.Event()
+
+    async def elicit(self, params: Any) -> Any:
+        self.asked.set()
+        await anyio.sleep_forever()
+
+
+class _Relay:
+    async def on_output(self, stream: Any, text: str) -> None: ...
+
+    async def on_progress(self, progress: float, total: float | None, message: Any) -> None: ...
+
+
+async def test_a_question_whose_asking_request_went_away_is_asked_by_the_next_request() -> None:
+    async with Runs.open() as runs:
+
+        async def asking(listener: Any) -> ExecutionResult:
+            params = types.ElicitRequestFormParams(message="ok?", requested_schema={})
+            await listener.client.elicit(params)
+            return ExecutionResult(status="ok", session="default")
+
+        run = runs.start(None, frozenset({"elicitation"}), asking)
+        run.detached = run.yielded = True  # a yielded run, being resumed
+        relay: Any = _Relay()
+        first: Any = _AskingLink()  # stands for a RequestLink
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_run_calls._wait, run, first, relay, None)
+                await first.asked.wait()
+                tg.cancel_scope.cancel()  # the client's request timeout: the resume is cancelled
+        # The next resume asks the question again, at once.
+        second: Any = _AskingLink()
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_run_calls._wait, run, second, relay, None)
+                await second.asked.wait()
+                tg.cancel_scope.cancel()
+        assert [q.asked for q in run.questions.values()] == [False]
+        run.cancel()
+
+
+def test_input_response_keys_named_in_an_error_are_cut() -> None:
+    shown = shown_keys(["k" * 100_000] * 10)
+    assert len(shown) < 5 * 50

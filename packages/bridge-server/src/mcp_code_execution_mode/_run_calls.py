@@ -71,7 +71,7 @@ def capabilities_of(ctx: ServerRequestContext[Any]) -> frozenset[Capability]:
     )
 
 
-async def _ask_over(link: RequestLink, question: Question) -> None:
+async def _ask_over(run: Run, link: RequestLink, question: Question) -> None:
     """Take ``question`` to the client over this request's back channel and settle it."""
     request = question.request
     try:
@@ -81,6 +81,12 @@ async def _ask_over(link: RequestLink, question: Question) -> None:
             answer = await link.create_message(request.params)
         else:
             answer = await link.list_roots()
+    except anyio.get_cancelled_exc_class():
+        # This request ended before its client answered (a client's request timeout cancels a
+        # resume that waits on a question): a run that outlives it must ask again on the next
+        # request, not wait for an answer no one will be asked for until the asker times out.
+        run.return_question(question)
+        raise
     except Exception as exc:  # the client failed or went away: the asker reports it
         question.error = f"{type(exc).__name__}: {exc}"[:300]
         question.answered.set()
@@ -115,7 +121,7 @@ async def _watch(run: Run, link: RequestLink, deadline: float | None, tg: TaskGr
             return "question"
         for question in pending:
             question.asked = True
-            tg.start_soon(_ask_over, link, question)
+            tg.start_soon(_ask_over, run, link, question)
         remaining = None if deadline is None else deadline - anyio.current_time()
         if remaining is not None and remaining <= 0:
             if not run.questions:

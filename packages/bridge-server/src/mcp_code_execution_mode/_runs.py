@@ -18,7 +18,8 @@ asker's own timeout.
 
 A run belongs to the client that started it (its principal over HTTP): any other gets "unknown
 run". Bounds: unfinished runs per client, finished runs kept per client (oldest dropped first,
-each for :data:`KEEP_FINISHED` seconds), output kept per run.
+each for :data:`KEEP_FINISHED` seconds) and the bytes their results hold (images above all, per
+client and for the bridge), output kept per run.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ __all__ = [
     "RunState",
     "Runs",
     "UnknownRun",
+    "kept_bytes",
+    "shown_keys",
 ]
 
 logger = logging.getLogger(__name__)
@@ -75,6 +78,13 @@ MAX_RUN_OUTPUT = 64 * 1024
 whole output under the bridge's output cap)."""
 MAX_QUESTIONS = 8
 """Questions one run may have waiting at once (each nested call asks one at a time)."""
+MAX_KEPT_BYTES_PER_CLIENT = 64 * 1024 * 1024
+"""Bytes of finished results one client's runs hold for collection (a result may carry 32 MiB
+of images, held again base64-encoded once sent: 32 kept runs must not hold 2 GiB); past it the
+client's oldest finished runs are dropped, its newest one always stays."""
+MAX_KEPT_BYTES = 512 * 1024 * 1024
+"""Bytes of finished results the bridge holds for all its clients; past it the oldest finished
+runs are dropped, whoever they belong to."""
 
 
 class UnknownRun(BridgeError):
@@ -124,6 +134,16 @@ class Question:
         return True
 
 
+def kept_bytes(result: ExecutionResult | None) -> int:
+    """What a finished run's result holds in memory, counted once for the result and once for
+    its rendered wire form (images base64-encoded), which a task or a resume keeps too."""
+    if result is None:
+        return 0
+    text = len(result.stdout) + len(result.stderr) + len(result.value or "")
+    images = sum(len(image.data) for image in result.images)
+    return 2 * text + images + images * 4 // 3
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -144,6 +164,8 @@ class Run:
         self.created_at = _now()
         self.updated_at = self.created_at
         self.finished_at: float | None = None
+        self.kept_bytes = 0
+        """What its result holds in memory once it ended (see :func:`kept_bytes`)."""
         self.result: ExecutionResult | None = None
         self.wire_result: dict[str, Any] | None = None
         """The final result as sent (filled by whoever renders it)."""
@@ -235,6 +257,13 @@ class Run:
             question.answered.set()  # its asker is being cancelled too
         self._touch()
 
+    def return_question(self, question: Question) -> None:
+        """The request asking ``question`` over its back channel went away unanswered (its
+        client cancelled it, or timed out): the question waits again, for the next request."""
+        question.asked = False
+        if not question.answered.is_set():
+            self._touch()
+
     def answer(self, responses: dict[str, Any]) -> list[str]:
         """Deliver a client's ``inputResponses``; return the keys that were not pending here."""
         unknown = []
@@ -290,6 +319,7 @@ class Run:
                     self.internal_failure = True
         if self.state != "cancelled":
             self.state = "failed" if self.internal_failure else "completed"
+        self.kept_bytes = kept_bytes(self.result)
         self.finished_at = time.monotonic()
         self._touch()
         self._ended.set()
@@ -367,21 +397,38 @@ class Runs:
     def __len__(self) -> int:
         return len(self._runs)
 
-    def _prune(self) -> None:
+    def _prune(self, *, starting: bool = True) -> None:
         """Drop finished runs past their time, then the oldest ones past the bounds (a run a
-        request is still answering from stays)."""
+        request is still answering from stays); ``starting``: room for one more run is made."""
         now = time.monotonic()
         finished = [r for r in self._runs.values() if r.finished_at is not None and not r.listener]
         finished.sort(key=lambda r: r.finished_at or 0.0)
         per_owner: dict[str | None, int] = {}
+        owner_bytes: dict[str | None, int] = {}
+        newest: dict[str | None, Run] = {}
+        total_bytes = 0
         for run in finished:
             per_owner[run.owner] = per_owner.get(run.owner, 0) + 1
-        excess = len(self._runs) - MAX_RUNS + 1
+            owner_bytes[run.owner] = owner_bytes.get(run.owner, 0) + run.kept_bytes
+            total_bytes += run.kept_bytes
+            newest[run.owner] = run
+        excess = len(self._runs) - MAX_RUNS + (1 if starting else 0)
         for run in finished:
             expired = now - (run.finished_at or now) > KEEP_FINISHED
-            if expired or excess > 0 or per_owner[run.owner] > MAX_FINISHED_PER_CLIENT:
+            heavy = (
+                owner_bytes[run.owner] > MAX_KEPT_BYTES_PER_CLIENT and newest[run.owner] is not run
+            )
+            if (
+                expired
+                or excess > 0
+                or per_owner[run.owner] > MAX_FINISHED_PER_CLIENT
+                or heavy
+                or total_bytes > MAX_KEPT_BYTES
+            ):
                 self._runs.pop(run.id, None)
                 per_owner[run.owner] -= 1
+                owner_bytes[run.owner] -= run.kept_bytes
+                total_bytes -= run.kept_bytes
                 excess -= 1
 
     def start(
@@ -407,8 +454,14 @@ class Runs:
         run = Run(secrets.token_urlsafe(18), owner, capabilities)
         self._runs[run.id] = run
         listener = RunListener(run)
-        self._tg.start_soon(run._execute, lambda: execution(listener))
+        self._tg.start_soon(self._execute, run, lambda: execution(listener))
         return run
+
+    async def _execute(self, run: Run, execution: Callable[[], Awaitable[ExecutionResult]]) -> None:
+        await run._execute(execution)
+        # Its result is held from now on: the bounds on what finished runs hold apply at once,
+        # not at the next start (a client's 16 runs may all end while it starts none).
+        self._prune(starting=False)
 
     def get(self, run_id: object, owner: str | None) -> Run:
         """The run ``run_id`` of ``owner``; raises :class:`UnknownRun` otherwise."""
@@ -425,6 +478,12 @@ class Runs:
         client and a model that yielded can)."""
         if not (run.as_task or run.yielded):
             self._runs.pop(run.id, None)
+
+
+def shown_keys(keys: list[str]) -> str:
+    """Some of the ``inputResponses`` keys a client sent, for an error (each cut: a key is the
+    client's own text, of any length)."""
+    return ", ".join(_shown_id(key) for key in keys[:5])
 
 
 def _shown_id(run_id: object) -> str:

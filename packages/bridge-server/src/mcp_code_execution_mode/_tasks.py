@@ -25,7 +25,7 @@ from mcp_code_execution_mode._run_calls import (
     final_wire,
     task_handle,
 )
-from mcp_code_execution_mode._runs import Run, UnknownRun
+from mcp_code_execution_mode._runs import Run, UnknownRun, shown_keys
 from mcp_code_execution_mode.rendering import OutputMode
 
 if TYPE_CHECKING:
@@ -89,8 +89,7 @@ async def _update(
     if unknown and len(unknown) == len(params.input_responses):
         raise MCPError(
             types.INVALID_PARAMS,
-            f"inputResponses {', '.join(map(repr, unknown[:5]))} answer no question this task "
-            "is waiting for",
+            f"inputResponses {shown_keys(unknown)} answer no question this task is waiting for",
         )
     return {}
 

@@ -40,7 +40,7 @@ from mcp_code_execution_mode._run_calls import (
     capabilities_of,
     wait_and_answer,
 )
-from mcp_code_execution_mode._runs import RunLimitExceeded, Runs, UnknownRun
+from mcp_code_execution_mode._runs import RunLimitExceeded, Runs, UnknownRun, shown_keys
 from mcp_code_execution_mode._tasks import serve_tasks
 from mcp_code_execution_mode.rendering import OutputMode, error_result
 from mcp_code_execution_mode.settings import Settings
@@ -219,8 +219,8 @@ class RunPythonHandler:
                 unknown = run.answer(params.input_responses or {})
                 if unknown:
                     return error_result(
-                        f"inputResponses {', '.join(map(repr, unknown[:5]))} answer no question "
-                        "this run is waiting for"
+                        f"inputResponses {shown_keys(unknown)} answer no question this run is "
+                        "waiting for"
                     )
                 addressed = args.yield_after is not None
             elif args.cancel is not None:
