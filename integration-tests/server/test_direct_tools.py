@@ -13,11 +13,11 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from mcp import ClientSession
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
-from .conftest import code_text, open_bridge, open_http_bridge
+from .conftest import bridge_env, code_text, open_bridge, open_http_bridge
 
 pytestmark = pytest.mark.container
 
@@ -140,6 +140,34 @@ async def test_a_destructive_tool_asks_first_and_declined_does_not_run(
         done = await _call(bridge.session, "apps__erase", {"path": "/data/scratch"})
         assert not done.is_error
         assert _text(done) == "erased /data/scratch"
+    assert erase_log.read_text(encoding="utf-8") == "/data/scratch\n"
+
+
+async def test_a_2026_07_28_client_approves_a_direct_destructive_call_as_input_required(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    erase_log = tmp_path / "erased.txt"
+    user = User("decline")
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": _apps(erase_log)}), encoding="utf-8")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mcp_code_execution_mode", "serve", "--tools", "direct",
+              "--state-dir", str(tmp_path / "state")],
+        env=bridge_env({"MCP_BRIDGE_CONFIG": str(config)}),
+    )  # fmt: skip
+    with anyio.fail_after(CALL_TIMEOUT * 3):
+        async with Client(params, elicitation_callback=user) as client:
+            assert client.protocol_version == "2026-07-28"  # no back channel: input_required
+            declined = await client.call_tool("apps__erase", {"path": "/data/precious"})
+            user.answer = "accept"
+            done = await client.call_tool("apps__erase", {"path": "/data/scratch"})
+    assert declined.is_error
+    assert declined.structured_content is not None
+    assert declined.structured_content["error"]["type"] == "APPROVAL_DECLINED"
+    assert [q.message.count("erase") > 0 for q in user.questions] == [True, True]
+    assert not done.is_error
+    assert _text(done) == "erased /data/scratch"
     assert erase_log.read_text(encoding="utf-8") == "/data/scratch\n"
 
 

@@ -18,7 +18,14 @@ from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_code_execution_mode._client_link import RequestLink
-from mcp_code_execution_mode._runs import KEEP_FINISHED, Question, Run
+from mcp_code_execution_mode._runs import (
+    KEEP_FINISHED,
+    AnswerRefused,
+    Question,
+    Run,
+    Runs,
+    shown_keys,
+)
 from mcp_code_execution_mode.rendering import OutputMode, error_wire, render_wire
 
 if TYPE_CHECKING:
@@ -29,6 +36,7 @@ __all__ = [
     "POLL_INTERVAL_MS",
     "TASKS_EXTENSION",
     "TASK_GRACE",
+    "answered_run",
     "capabilities_of",
     "declares_tasks",
     "final_wire",
@@ -131,10 +139,26 @@ async def _watch(run: Run, link: RequestLink, deadline: float | None, tg: TaskGr
             await run.changed()
 
 
+def answered_run(runs: Runs, params: types.CallToolRequestParams, client: str | None) -> Run:
+    """The run a retried call's ``requestState`` names (the SDK's boundary verified it: this
+    bridge sealed it, for this tool, these arguments and this client), with the call's
+    ``inputResponses`` delivered. Raises :class:`UnknownRun` (ended, or already answered) or
+    :class:`AnswerRefused`."""
+    run = runs.get(params.request_state, client)
+    unknown = run.answer(params.input_responses or {})
+    if unknown:
+        raise AnswerRefused(
+            f"inputResponses {shown_keys(unknown)} answer no question this run is waiting for"
+        )
+    return run
+
+
 def final_wire(run: Run, mode: OutputMode, *, addressed: bool) -> dict[str, Any]:
     """The run's final result as a ``CallToolResult`` JSON object (a plain call's result; with
     ``addressed``, also its ``run_id``/``state``, and without the stdout already shown)."""
-    if run.result is not None:
+    if isinstance(run.result, types.CallToolResult):  # a direct tool's call
+        wire = run.result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    elif run.result is not None:
         result = run.result
         if addressed and run.shown:
             shown = visible("".join(run.output_since(0)[0][: run.shown]))

@@ -49,6 +49,7 @@ __all__ = [
     "MAX_RUNS_PER_CLIENT",
     "Question",
     "Run",
+    "AnswerRefused",
     "RunLimitExceeded",
     "RunState",
     "Runs",
@@ -89,6 +90,10 @@ runs are dropped, whoever they belong to."""
 
 class UnknownRun(BridgeError):
     """No run of this client has that id (it never existed, ended long ago, or is another's)."""
+
+
+class AnswerRefused(BridgeError):
+    """A client's answers name no question the run waits for (answered already, or never)."""
 
 
 class RunLimitExceeded(BridgeError):
@@ -134,11 +139,13 @@ class Question:
         return True
 
 
-def kept_bytes(result: ExecutionResult | None) -> int:
+def kept_bytes(result: ExecutionResult | types.CallToolResult | None) -> int:
     """What a finished run's result holds in memory, counted once for the result and once for
     its rendered wire form (images base64-encoded), which a task or a resume keeps too."""
     if result is None:
         return 0
+    if isinstance(result, types.CallToolResult):  # held once: it is its own wire form
+        return len(result.model_dump_json(by_alias=True, exclude_none=True))
     text = len(result.stdout) + len(result.stderr) + len(result.value or "")
     images = sum(len(image.data) for image in result.images)
     return 2 * text + images + images * 4 // 3
@@ -166,7 +173,8 @@ class Run:
         self.finished_at: float | None = None
         self.kept_bytes = 0
         """What its result holds in memory once it ended (see :func:`kept_bytes`)."""
-        self.result: ExecutionResult | None = None
+        self.result: ExecutionResult | types.CallToolResult | None = None
+        """The execution's result, or a direct tool call's."""
         self.wire_result: dict[str, Any] | None = None
         """The final result as sent (filled by whoever renders it)."""
         self.failure: str | None = None
@@ -299,7 +307,9 @@ class Run:
 
     # -- running ----------------------------------------------------------------------------
 
-    async def _execute(self, execution: Callable[[], Awaitable[ExecutionResult]]) -> None:
+    async def _execute(
+        self, execution: Callable[[], Awaitable[ExecutionResult | types.CallToolResult]]
+    ) -> None:
         with anyio.CancelScope() as scope:
             self._scope = scope
             if self._cancel_requested:
@@ -435,7 +445,7 @@ class Runs:
         self,
         owner: str | None,
         capabilities: frozenset[Capability],
-        execution: Callable[[ExecutionListener], Awaitable[ExecutionResult]],
+        execution: Callable[[ExecutionListener], Awaitable[ExecutionResult | types.CallToolResult]],
     ) -> Run:
         """Start ``execution`` as a new run of ``owner``; raises :class:`RunLimitExceeded`."""
         self._prune()
@@ -457,7 +467,9 @@ class Runs:
         self._tg.start_soon(self._execute, run, lambda: execution(listener))
         return run
 
-    async def _execute(self, run: Run, execution: Callable[[], Awaitable[ExecutionResult]]) -> None:
+    async def _execute(
+        self, run: Run, execution: Callable[[], Awaitable[ExecutionResult | types.CallToolResult]]
+    ) -> None:
         await run._execute(execution)
         # Its result is held from now on: the bounds on what finished runs hold apply at once,
         # not at the next start (a client's 16 runs may all end while it starts none).

@@ -36,11 +36,12 @@ from mcp_code_execution_mode._guides import (
     WORKFLOW_PROMPT_TEXT,
 )
 from mcp_code_execution_mode._run_calls import (
+    answered_run,
     cancel_run,
     capabilities_of,
     wait_and_answer,
 )
-from mcp_code_execution_mode._runs import RunLimitExceeded, Runs, UnknownRun, shown_keys
+from mcp_code_execution_mode._runs import AnswerRefused, RunLimitExceeded, Runs, UnknownRun
 from mcp_code_execution_mode._tasks import serve_tasks
 from mcp_code_execution_mode.rendering import OutputMode, error_result
 from mcp_code_execution_mode.settings import Settings
@@ -215,13 +216,7 @@ class RunPythonHandler:
         link = RequestLink(ctx, client)
         try:
             if params.request_state is not None:  # the retry of an input_required answer
-                run = runs.get(params.request_state, client)
-                unknown = run.answer(params.input_responses or {})
-                if unknown:
-                    return error_result(
-                        f"inputResponses {shown_keys(unknown)} answer no question this run is "
-                        "waiting for"
-                    )
+                run = answered_run(runs, params, client)
                 addressed = args.yield_after is not None
             elif args.cancel is not None:
                 run = runs.get(args.cancel, client)
@@ -253,7 +248,7 @@ class RunPythonHandler:
 
                 run = runs.start(client, capabilities_of(ctx), execution)
                 addressed = args.yield_after is not None
-        except (UnknownRun, RunLimitExceeded) as exc:
+        except (UnknownRun, RunLimitExceeded, AnswerRefused) as exc:
             return error_result(str(exc), kind=type(exc).__name__)
         return await wait_and_answer(
             ctx,
@@ -265,6 +260,36 @@ class RunPythonHandler:
             addressed=addressed,
             new=args.code is not None and params.request_state is None,
         )
+
+
+async def _direct_call(
+    ctx: ServerRequestContext[BridgeState],
+    params: types.CallToolRequestParams,
+    direct: DirectTools,
+    mode: OutputMode,
+) -> types.CallToolResult | types.InputRequiredResult:
+    """A direct tool's call, as a run: its approval reaches a 2026-07-28 client as
+    ``input_required`` like a nested call's (the call never becomes a task or yields)."""
+    client = _client_of(ctx)
+    runs = ctx.lifespan_context.runs
+    try:
+        if params.request_state is not None:
+            run = answered_run(runs, params, client)
+        else:
+            name, arguments = params.name, params.arguments
+
+            async def call(listener: ExecutionListener) -> types.CallToolResult:
+                link = getattr(listener, "client", None)
+                return await direct.call(name, arguments, client=link, client_key=client)
+
+            run = runs.start(client, capabilities_of(ctx), call)
+    except (UnknownRun, RunLimitExceeded, AnswerRefused) as exc:
+        return error_result(str(exc), kind=type(exc).__name__)
+    link = RequestLink(ctx, client)
+    return await wait_and_answer(
+        ctx, run, _ProgressRelay(ctx, link), link,
+        mode=mode, yield_after=None, addressed=False, new=False,
+    )  # fmt: skip
 
 
 def tools_mode(ctx: ServerRequestContext[BridgeState], default: str) -> str:
@@ -393,10 +418,7 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
             if params.name not in await direct.known_apps():
                 return await run_python(ctx, params)  # its unknown-tool answer
         await _open_gateway(ctx, direct)
-        client = _client_of(ctx)
-        return await direct.call(
-            params.name, params.arguments, client=RequestLink(ctx, client), client_key=client
-        )
+        return await _direct_call(ctx, params, direct, mode)
 
     async def list_resources(
         ctx: ServerRequestContext[BridgeState], params: types.PaginatedRequestParams | None
