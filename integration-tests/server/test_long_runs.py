@@ -502,3 +502,24 @@ async def test_a_question_left_by_a_timed_out_resume_is_asked_again_by_the_next(
     assert timed_out.error.code == types.REQUEST_TIMEOUT
     assert len(asked) == 2
     assert code_text(final).startswith("ran"), _texts(final)
+
+
+async def test_a_nested_call_to_a_tool_that_runs_only_as_a_task_is_awaited_through_it(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    # server-everything's simulate-research-query declares execution.taskSupport "required"
+    # (2025-11-25 Tasks): a plain tools/call is refused; the bridge creates the task and waits
+    # for its result.
+    everything = (
+        '{"everything": {"command": "%s", "args": ["stdio"]}}'
+        % (third_party["MCP_SERVER_EVERYTHING"])
+    )
+    code = (
+        "from mcp import mcp_servers\n"
+        "r = await mcp_servers['everything'].simulate_research_query(topic='tides')\n"
+        "print(r)\n"
+    )
+    async with _client(tmp_path, servers=everything) as client:
+        result = await client.call_tool("run_python", {"code": code, "timeout": 60})
+    assert result.is_error is False, _texts(result)
+    assert "tides" in code_text(result)

@@ -59,6 +59,60 @@ _CRASH_REPORT_WAIT = 10.0
 """How long a failed call waits for the supervisor to reap the child and read its exit status."""
 
 
+def _requires_task(conn: Connection, tool: str) -> bool:
+    """Whether ``tool`` only runs as a task (2025-11-25 Tasks, ``execution.taskSupport``) on a
+    server that declared task-augmented tool calls."""
+    caps = conn.session.server_capabilities if conn.session is not None else None
+    tasks = caps.tasks if caps is not None else None
+    if tasks is None or tasks.requests is None or tasks.requests.tools is None:
+        return False
+    for described in conn.tools or ():
+        if described.name == tool:
+            execution = described.execution
+            return execution is not None and execution.task_support == "required"
+    return False
+
+
+async def _call_as_task(
+    session: ClientSession, tool: str, arguments: Mapping[str, Any] | None, limit: float
+) -> types.CallToolResult:
+    """Call a tool that runs only as a task: create it, then wait for its result
+    (``tasks/result`` answers once the task ends); a call given up on cancels the task."""
+    ttl = int(limit * 1000) + _TASK_TTL_MARGIN_MS
+    params = types.CallToolRequestParams(
+        name=tool, arguments=dict(arguments or {}), task=types.TaskMetadata(ttl=ttl)
+    )
+    # The SDK's session validates every tools/call result of a 2025-11-25 connection as a
+    # CallToolResult, so the CreateTaskResult a task-augmented call answers with is refused
+    # there (docs/sdk-upstream.md): this one request goes through its dispatcher, raw.
+    raw = await session._dispatcher.send_raw_request(
+        "tools/call", params.model_dump(by_alias=True, mode="json", exclude_none=True)
+    )
+    created = types.CreateTaskResult.model_validate(raw)
+    task_id = created.task.task_id
+    try:
+        return await session.send_request(
+            types.GetTaskPayloadRequest(params=types.GetTaskPayloadRequestParams(task_id=task_id)),
+            types.CallToolResult,
+        )
+    except BaseException:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_TASK_CANCEL_WAIT):
+            try:
+                await session.send_request(
+                    types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id)),
+                    types.CancelTaskResult,
+                )
+            except Exception:  # the server may have ended it already: the call failed anyway
+                pass
+        raise
+
+
+_TASK_TTL_MARGIN_MS = 60_000
+"""The upstream keeps a task's result this long past the call's own limit."""
+_TASK_CANCEL_WAIT = 2.0
+"""Seconds a given-up call waits for the upstream to acknowledge its task's cancel."""
+
+
 class _Upstream:
     """Restart bookkeeping of one server; at most one connection (starting or live) at a time."""
 
@@ -304,9 +358,12 @@ class UpstreamPool:
             # sends the courtesy cancel upstream (bounded). With no SDK timeout, a
             # REQUEST_TIMEOUT error is always the server's own answer (its backend timed out).
             with anyio.fail_after(limit):
-                answer = await session.call_tool(
-                    tool, dict(arguments or {}), progress_callback=progress
-                )
+                if _requires_task(conn, tool):
+                    answer = await _call_as_task(session, tool, arguments, limit)
+                else:
+                    answer = await session.call_tool(
+                        tool, dict(arguments or {}), progress_callback=progress
+                    )
         except TimeoutError:
             raise UpstreamTimeout(server, tool, limit) from None
         except MCPError as exc:
