@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 from bridge_core.approval import ApprovalRules
 from bridge_core.audit import AuditLog
-from bridge_core.catalog import ToolCache
+from bridge_core.catalog import CheckCatalog, ToolCache, ToolDoc, check_cell, describe_findings
 from bridge_core.discovery import DiscoveryReport, discover
 from bridge_core.errors import ConfigError
 from bridge_core.policy import Policy
@@ -24,9 +24,10 @@ from bridge_core.proxy import ProxyGateway, ProxyOptions, open_proxy
 from bridge_core.redaction import Redactor
 from bridge_core.runtime.base import CheckedRuntime, SandboxLimits
 from bridge_core.runtime.detect import detect_runtime
-from bridge_core.sessions import SessionStore, StoreSettings
+from bridge_core.sessions import DEFAULT_SESSION, SessionStore, StoreSettings, validate_session_name
 from bridge_core.sessions.manager import SessionManager
 from bridge_core.sessions.types import ExecutionListener, ExecutionResult, SessionConfig
+from bridge_protocol import ErrorInfo
 
 from mcp_code_execution_mode._image_supply import image_advice, require_image
 from mcp_code_execution_mode._logging import mask_logs
@@ -135,13 +136,22 @@ def _tighten_state_dir(path: Path) -> Path:
     return path
 
 
+CHECK_FAILED = "CheckFailed"
+"""The error type of a cell the check before running blocked ([check] mode)."""
+
+
 class OpenBridge:
     """The session manager (the :class:`Executor`) and the gateway its sessions call through,
-    which direct tools use too (one path for every proxied call)."""
+    which direct tools use too (one path for every proxied call).
 
-    def __init__(self, manager: SessionManager, gateway: ProxyGateway) -> None:
+    Every ``run_python`` execution passes through :meth:`execute`, so the check before running
+    ([check] mode ``nested``) is made here, on the host, before any frame reaches a sandbox.
+    """
+
+    def __init__(self, manager: SessionManager, gateway: ProxyGateway, *, check: str = "nested"):
         self.manager = manager
         self.gateway = gateway
+        self.check = check
 
     async def execute(
         self,
@@ -153,8 +163,41 @@ class OpenBridge:
         listener: ExecutionListener | None = None,
         client: str | None = None,
     ) -> ExecutionResult:
+        if self.check == "nested":
+            blocked = await self._blocked(code, session)
+            if blocked is not None:
+                return blocked
         return await self.manager.execute(
             code, session=session, timeout=timeout, reset=reset, listener=listener, client=client
+        )
+
+    async def _blocked(self, code: str, session: str | None) -> ExecutionResult | None:
+        """The error result of a cell whose literal nested calls are wrong, else None. The cell
+        is left as it is (no sandbox started, no reset made): it never reached one."""
+        known = await self.check_catalog()
+        # Parsing is bounded (MAX_CHECKED_CHARS) but a large cell still takes milliseconds:
+        # off the event loop, so other sessions' frames keep flowing meanwhile.
+        findings = await anyio.to_thread.run_sync(check_cell, code, known)
+        if not findings:
+            return None
+        name = validate_session_name(DEFAULT_SESSION if session is None else session)
+        error = ErrorInfo(type=CHECK_FAILED, message=describe_findings(findings))
+        return ExecutionResult(status="error", session=name, error=error)
+
+    async def check_catalog(self) -> CheckCatalog:
+        """What the check knows, without starting any server: each visible server's live list
+        (every tool, allowed or not), else its known list (memory, the tool cache), else None."""
+        catalog = self.gateway.catalog
+        tools: dict[str, list[ToolDoc] | None] = {}
+        for server in catalog.visible_servers():
+            live = self.gateway.pool.cached_tools(server)
+            if live is not None:
+                tools[server] = [ToolDoc.from_tool(server, tool) for tool in live]
+            else:
+                tools[server] = await catalog.known_tools(server) or None
+        policy = catalog.policy
+        return CheckCatalog(
+            tools, list(catalog.servers), lambda server, tool: policy.check(server, tool).allowed
         )
 
     def holds_sessions(self, client: str | None) -> bool:
@@ -228,6 +271,6 @@ def executor_factory(settings: Settings, *, single_client: bool = False) -> Exec
                 store=session_store(settings, state_dir / "sessions"),
             ) as manager,
         ):
-            yield OpenBridge(manager, gateway)
+            yield OpenBridge(manager, gateway, check=settings.check)
 
     return open_executor

@@ -183,6 +183,7 @@ class Settings:
     runtime_known_hosts: Path | None = None
     image_release: Path | None = None
     tools: str = "code"
+    check: str = "nested"
     # Where they came from.
     settings_file: Path | None = None
     """The settings file looked at (None: settings not loaded from the environment)."""

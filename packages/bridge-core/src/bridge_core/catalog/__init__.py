@@ -6,6 +6,14 @@
 
 from bridge_core.catalog._cache import CachedTools, ToolCache
 from bridge_core.catalog._catalog import MAX_SEARCH_LIMIT, Catalog, ToolLister
+from bridge_core.catalog._check import (
+    MAX_CHECKED_CHARS,
+    CheckCatalog,
+    Finding,
+    FindingKind,
+    check_cell,
+    describe_findings,
+)
 from bridge_core.catalog._docs import Detail, ToolDoc
 from bridge_core.catalog._errors import CatalogError, UnknownServer, UnknownTool, closest_names
 from bridge_core.catalog._names import resolve_server, resolve_tool
@@ -20,6 +28,12 @@ from bridge_core.catalog._stubs import python_name, render_stub, schema_type
 
 __all__ = [
     "Catalog",
+    "CheckCatalog",
+    "Finding",
+    "FindingKind",
+    "MAX_CHECKED_CHARS",
+    "check_cell",
+    "describe_findings",
     "ToolLister",
     "MAX_SEARCH_LIMIT",
     "ToolDoc",
