@@ -1,0 +1,81 @@
+"""The check before running, with the real bridge and real servers: a wrong nested call is
+stopped before any line of its cell runs, correct code runs unchanged, and ``[check] mode =
+"off"`` restores running every cell as written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import bridge_text, code_text, open_bridge, real_servers
+
+pytestmark = pytest.mark.container
+
+# The lists of the servers the cells name are known once something asked for them (a server's
+# list is never guessed: before that, its calls are left to run time).
+KNOW_LISTS = "[len(await runtime.list_tools(s)) > 0 for s in ('everything', 'memory')]"
+TYPO = (
+    "print('before')\n"
+    "await mcp_memory.create_entities(entities=[{'name': 'early', 'entityType': 't', "
+    "'observations': []}])\n"
+    "w = await mcp_servers['everything'].get_structured_content(locaton='Paris')\n"
+)
+WRONG_KEY = (
+    "w = await mcp_servers['everything'].get_structured_content(location='Chicago')\n"
+    "print(w['temp'])\n"
+)
+CORRECT = """
+import io
+import pandas as pd
+w = await mcp_servers["everything"].get_structured_content(location="Chicago")
+total = await mcp_everything.get_sum(a=2, b=3)
+df = pd.read_csv(io.StringIO("city,temp\\nParis,21\\nOslo,9\\n"))
+df["delta"] = df["temp"] - w["temperature"]
+graph = await mcp_memory.read_graph()
+print(int(df["delta"].abs().sum() >= 0), total, sorted(graph))
+"""
+
+
+def _error(result: Any) -> dict[str, Any]:
+    payload = result.structured_content or {}
+    return payload.get("error") or {}
+
+
+async def test_a_wrong_nested_call_is_blocked_before_any_line_runs_and_correct_code_runs(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    servers = real_servers(third_party, tmp_path)
+    async with open_bridge(tmp_path, servers=servers) as bridge:
+        known = await bridge.run(KNOW_LISTS)
+        typo = await bridge.run(TYPO)
+        wrong_key = await bridge.run(WRONG_KEY)
+        correct = await bridge.run(CORRECT)
+        graph = await bridge.run("[e['name'] for e in (await mcp_memory.read_graph())['entities']]")
+    assert code_text(known) == "[True, True]"
+    assert typo.is_error is True
+    assert _error(typo)["type"] == "CheckFailed"
+    assert "line 3" in _error(typo)["message"]
+    assert "did you mean `location`?" in _error(typo)["message"]
+    assert "before" not in code_text(typo)  # no line ran
+    assert code_text(graph) == "[]"  # the earlier create_entities was never called
+    assert _error(wrong_key)["type"] == "CheckFailed"
+    assert "has no key `temp` (did you mean `temperature`?" in _error(wrong_key)["message"]
+    assert correct.is_error is False, bridge_text(correct)
+    assert code_text(correct) == "1 The sum of 2 and 3 is 5. ['entities', 'relations']"
+    assert bridge_text(correct) == ""
+
+
+async def test_check_mode_off_runs_the_cell_as_written(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    servers = real_servers(third_party, tmp_path)
+    (tmp_path / "bridge.toml").write_text('[check]\nmode = "off"\n', encoding="utf-8")
+    async with open_bridge(tmp_path, servers=servers) as bridge:
+        await bridge.run(KNOW_LISTS)
+        typo = await bridge.run(TYPO)
+        graph = await bridge.run("[e['name'] for e in (await mcp_memory.read_graph())['entities']]")
+    assert _error(typo).get("type") != "CheckFailed"
+    assert "before" in code_text(typo)
+    assert code_text(graph) == "['early']"
