@@ -60,11 +60,15 @@ async def test_tools_listed_by_the_sdk_render_as_typed_stubs_and_are_searchable(
     stubs = {t["name"]: t["stub"] for t in docs["tools"]}
     assert stubs["get_forecast"].splitlines()[0] == (
         "async def get_forecast(*, city: str, days: int = 3, "
-        'units: Literal["metric", "imperial"] = "metric") -> dict:'
+        'units: Literal["metric", "imperial"] = "metric") -> GetForecastResult:'
     )
-    assert "    Returns {city: str, celsius: float, summary: str}" in stubs["get_forecast"]
+    assert (
+        "class GetForecastResult(TypedDict):\n    city: str\n    celsius: float\n    summary: str"
+        in stubs["get_forecast"]
+    )
     assert stubs["list_stations"].splitlines()[0] == (
-        "async def list_stations(*, countries: list[str], active_only: bool | None = None) -> dict:"
+        "async def list_stations(*, countries: list[str], active_only: bool | None = None) "
+        "-> ListStationsResult:"
     )
     full = await catalog.query_tool_docs("weather", "get_forecast", "full")
     assert full["tools"][0]["inputSchema"]["required"] == ["city"]

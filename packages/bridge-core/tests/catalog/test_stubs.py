@@ -19,16 +19,23 @@ def real(real_tools: dict[str, list[Tool]], server: str, name: str) -> ToolDoc:
     return ToolDoc.from_tool(server, tool)
 
 
-def test_nested_object_arrays_get_a_shape_in_the_docstring(
+def test_nested_object_arrays_get_a_shape_in_the_docstring_and_a_typed_dict_as_result(
     real_tools: dict[str, list[Tool]],
 ) -> None:
     assert render_stub(real(real_tools, "memory", "create_entities")) == (
-        "async def create_entities(*, entities: list[dict]) -> dict:\n"
+        "async def create_entities(*, entities: list[dict]) -> CreateEntitiesResult:\n"
         '    """Create multiple new entities in the knowledge graph\n'
         "\n"
         "    entities: shape list[{entityType: str, name: str, observations: list[str]}]\n"
-        "    Returns {entities: list[{entityType: str, name: str, observations: list[str]}]}\n"
-        '    """'
+        '    """\n'
+        "\n"
+        "class CreateEntitiesResult(TypedDict):\n"
+        "    entities: list[CreateEntitiesEntitiesItem]\n"
+        "\n"
+        "class CreateEntitiesEntitiesItem(TypedDict):\n"
+        "    entityType: str\n"
+        "    name: str\n"
+        "    observations: list[str]"
     )
 
 
@@ -45,16 +52,27 @@ def test_enums_become_literals_and_defaults_are_kept(real_tools: dict[str, list[
     )
 
 
-def test_output_schema_refs_are_resolved_into_the_returns_line(
+def test_an_output_schema_ref_becomes_one_typed_dict_named_after_its_definition(
     real_tools: dict[str, list[Tool]],
 ) -> None:
     stub = render_stub(real(real_tools, "time", "convert_time"))
-    assert stub.startswith(
-        "async def convert_time(*, source_timezone: str, time: str, target_timezone: str) -> dict:"
+    assert stub.splitlines()[0] == (
+        "async def convert_time(*, source_timezone: str, time: str, target_timezone: str) "
+        "-> ConvertTimeResult:"
     )
-    assert (
-        "    Returns {source: {datetime: str, day_of_week: str, is_dst: bool, timezone: str}, "
-        in stub
+    assert stub.endswith(
+        '    """\n'
+        "\n"
+        "class ConvertTimeResult(TypedDict):\n"
+        "    source: ConvertTimeTimeResult\n"
+        "    target: ConvertTimeTimeResult\n"
+        "    time_difference: str\n"
+        "\n"
+        "class ConvertTimeTimeResult(TypedDict):\n"
+        "    datetime: str\n"
+        "    day_of_week: str\n"
+        "    is_dst: bool\n"
+        "    timezone: str"
     )
 
 
@@ -89,8 +107,9 @@ def test_a_string_field_that_may_be_alone_is_typed_dict_or_str() -> None:
         "required": ["text"],
     }
     stub = render_stub(ToolDoc(server="s", name="read", output_schema=output))
-    assert stub.splitlines()[0] == "async def read() -> dict | str:"
-    assert "Returns {text: str, warning?: str}, or str when 'text' is alone" in stub
+    assert stub.splitlines()[0] == "async def read() -> ReadResult | str:"
+    assert "Returns str when 'text' is alone" in stub
+    assert "class ReadResult(TypedDict):\n    text: str\n    warning: NotRequired[str]" in stub
 
 
 @pytest.mark.parametrize(
@@ -101,10 +120,11 @@ def test_a_string_field_that_may_be_alone_is_typed_dict_or_str() -> None:
         {"a": {"type": "string"}, "b": {"type": "string"}},  # no field is ever alone
     ],
 )
-def test_other_structured_results_stay_typed_as_dicts(properties: dict[str, Any]) -> None:
+def test_other_structured_results_are_typed_dicts(properties: dict[str, Any]) -> None:
     output = {"type": "object", "properties": properties, "required": list(properties)}
     stub = render_stub(ToolDoc(server="s", name="t", output_schema=output))
-    assert stub.splitlines()[0] == "async def t() -> dict:"
+    assert stub.splitlines()[0] == "async def t() -> TResult:"
+    assert "\nclass TResult(TypedDict):\n" in stub
 
 
 def test_a_tool_without_parameters_has_an_empty_signature(

@@ -197,3 +197,26 @@ async def test_a_lookup_and_a_forged_call_get_the_same_decision(probe: ProbeFact
     assert denied_lookup.code == denied_call.code == ErrorCode.POLICY_DENIED
     assert denied_lookup.message == denied_call.message
     assert denied_call.data == {"rule": "[policy] deny_tools=probe.crash"}
+
+
+async def test_successful_results_of_a_tool_without_a_schema_give_it_an_observed_shape(
+    probe: ProbeFactory,
+) -> None:
+    async with open_proxy([probe()]) as gateway:
+        await gateway.call_tool(CTX, "probe", "sleep", {"seconds": 0})
+        await gateway.call_tool(CTX, "probe", "sleep", {"seconds": 0})
+        await gateway.call_tool(CTX, "probe", "echo", {"text": "prose"})
+        await gateway.call_tool(CTX, "probe", "fail_is_error", {})
+        docs: Any = await gateway.request(
+            CTX, "query_tool_docs", {"server": "probe", "tool": "sleep", "detail": "stub"}
+        )
+        shape = await gateway.catalog.result_shape("probe", "sleep")
+        assert await gateway.catalog.result_shape("probe", "echo") is None
+        assert await gateway.catalog.result_shape("probe", "fail_is_error") is None
+    assert shape is not None
+    schema, kind = shape
+    assert kind == "observed"
+    assert schema["properties"] == {"started": {"type": "number"}, "ended": {"type": "number"}}
+    stub = docs["tools"][0]["stub"]
+    assert "# SleepResult: observed (from 2 results); the tool declares no schema" in stub
+    assert "class SleepResult(TypedDict):\n    started: float\n    ended: float" in stub

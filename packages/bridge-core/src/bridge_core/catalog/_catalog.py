@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, cast, get_args
+from typing import Any, Literal, cast, get_args
 
 import anyio
 import anyio.to_thread
@@ -28,6 +28,7 @@ from bridge_core.catalog._cache import ToolCache
 from bridge_core.catalog._docs import Detail, ToolDoc
 from bridge_core.catalog._errors import CatalogError, UnknownServer, UnknownTool
 from bridge_core.catalog._names import resolve_server, resolve_tool
+from bridge_core.catalog._observed import Observed, ObservedShapes, observable_value
 from bridge_core.catalog._search import DEFAULT_THRESHOLD, MAX_QUERY_CHARS, SearchHit, ToolIndex
 from bridge_core.catalog._stubs import render_stub
 from bridge_core.errors import BridgeError
@@ -35,7 +36,7 @@ from bridge_core.gateway import CallFailed
 from bridge_core.policy import Policy
 from bridge_core.servers import ServerSpec
 
-__all__ = ["MAX_SEARCH_LIMIT", "Catalog", "ToolLister"]
+__all__ = ["MAX_SEARCH_LIMIT", "Catalog", "ResultShape", "ToolLister"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +45,10 @@ ToolLister = Callable[[str], Awaitable[Sequence[Tool | ToolDoc]]]
 failure (:class:`~bridge_core.gateway.CallFailed` / :class:`~bridge_core.errors.UpstreamError`)."""
 
 MAX_SEARCH_LIMIT = 50
+
+ResultShape = tuple[Mapping[str, Any], Literal["declared", "observed"]]
+"""A tool's result schema and where it comes from: its ``outputSchema`` (``"declared"``) or the
+keys and types of its results so far (``"observed"``, :mod:`bridge_core.catalog._observed`)."""
 
 
 class Catalog:
@@ -71,6 +76,7 @@ class Catalog:
         """Bumped whenever a list changes; an index built at an older one is stale."""
         self._index: tuple[int, ToolIndex] | None = None
         self._index_lock = anyio.Lock()
+        self._observed = ObservedShapes()
 
     # -- servers and tool lists ---------------------------------------------------------------
 
@@ -117,6 +123,7 @@ class Catalog:
 
     def _remember(self, server: str, docs: tuple[ToolDoc, ...], description: str | None) -> None:
         self._tools[server] = docs
+        self._observed.forget(server, keep={d.name for d in docs if d.output_schema is None})
         if description:
             self._descriptions[server] = description
         self._generation += 1
@@ -174,6 +181,35 @@ class Catalog:
         docs = {d.name: d for d in await self._ensure(server)}
         return docs[resolve_tool(self.policy, server, name, list(docs), forms=True)]
 
+    # -- result shapes ------------------------------------------------------------------------
+
+    def observe_result(self, server: str, tool: str, result: Mapping[str, Any]) -> None:
+        """Merge the keys and types of a successful call's result (camelCase
+        ``CallToolResult``, as the sandbox gets it) into the tool's observed shape, when the tool
+        declares no ``outputSchema`` and the result is an object (:func:`observable_value`).
+        Cheap and bounded whatever the result (:mod:`bridge_core.catalog._observed`)."""
+        docs = self._tools.get(server)
+        doc = next((d for d in docs if d.name == tool), None) if docs is not None else None
+        if doc is None or doc.output_schema is not None:
+            return  # a declared schema says more; an unlisted tool has nowhere to be shown
+        value = observable_value(result)
+        if value is not None:
+            self._observed.record(server, tool, *value)
+
+    def _observed_for(self, doc: ToolDoc) -> Observed | None:
+        return None if doc.output_schema is not None else self._observed.get(doc.server, doc.name)
+
+    async def result_shape(self, server: str, tool: str) -> ResultShape | None:
+        """The schema of the tool's results and whether it is declared (its ``outputSchema``)
+        or observed (an observed schema's ``description`` says from how many results); None
+        when neither is known. Names resolve as in :meth:`tool` (Python forms too), which
+        raises for an unknown or denied server or tool."""
+        doc = await self.tool(self.require_server(server, forms=True).name, tool)
+        if doc.output_schema is not None:
+            return doc.output_schema, "declared"
+        observed = self._observed.get(doc.server, doc.name)
+        return None if observed is None else (observed.schema, "observed")
+
     # -- the sandbox's requests ---------------------------------------------------------------
 
     async def discovered_servers(self, *, detailed: bool = False) -> list[JSONValue]:
@@ -209,15 +245,20 @@ class Catalog:
         self, server: str, tool: str | None = None, detail: Detail = "summary"
     ) -> dict[str, Any]:
         """``{"server", "tools": [...]}``: ``summary`` (name, description), ``full`` (+ input and
-        output schema) or ``stub`` (+ a typed Python signature with docstring)."""
+        output schema, or an ``observedOutputSchema`` for a tool that declares none) or ``stub``
+        (+ a typed Python signature with docstring and its result's ``TypedDict``)."""
         server = self.require_server(server, forms=True).name
         docs = [await self.tool(server, tool)] if tool is not None else await self.tools(server)
         rendered: list[dict[str, Any]] = []
         for doc in docs:
             if detail == "full":
-                rendered.append(doc.full())
+                full = doc.full()
+                if (observed := self._observed_for(doc)) is not None:
+                    full["observedOutputSchema"] = observed.schema
+                rendered.append(full)
             elif detail == "stub":
-                rendered.append({**doc.summary(), "stub": render_stub(doc)})
+                stub = render_stub(doc, self._observed_for(doc))
+                rendered.append({**doc.summary(), "stub": stub})
             else:
                 rendered.append(doc.summary())
         return {"server": server, "tools": rendered}

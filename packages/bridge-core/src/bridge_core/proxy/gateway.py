@@ -9,7 +9,9 @@ it as the tool's error).
 
 This is the one place where the sandbox's answers are made: every result, error and discovery
 answer leaves it through :attr:`ProxyGateway.redactor`, which masks every secret configured for
-any server (an upstream may echo its token in an error, its environment in a result).
+any server (an upstream may echo its token in an error, its environment in a result). A
+successful result's keys and types (never its values) are also given to the catalog there, which
+learns the result shapes of tools that declare none (:meth:`Catalog.observe_result`).
 """
 
 from __future__ import annotations
@@ -152,7 +154,12 @@ class ProxyGateway:
         try:
             result = await self._call(ctx, server, tool, arguments, approval)
             outcome = "tool_error" if result.get("isError") else "ok"
-            return self.redactor.value(result)  # type: ignore[no-any-return]
+            shown: dict[str, Any] = self.redactor.value(result)
+            if outcome == "ok":
+                # Every successful call passes here (nested and direct): the shapes of tools
+                # without an output schema are learnt from what their callers are given.
+                self.catalog.observe_result(server, tool, shown)
+            return shown
         except CallFailed as exc:
             if isinstance(exc, ApprovalRefused):
                 approval.append(exc.reason)
