@@ -28,6 +28,7 @@ from bridge_core.sessions import DEFAULT_SESSION, SessionStore, StoreSettings, v
 from bridge_core.sessions.manager import SessionManager
 from bridge_core.sessions.types import ExecutionListener, ExecutionResult, SessionConfig
 from bridge_protocol import ErrorInfo
+from mcp.types import Tool
 
 from mcp_code_execution_mode._image_supply import image_advice, require_image
 from mcp_code_execution_mode._logging import mask_logs
@@ -152,6 +153,8 @@ class OpenBridge:
         self.manager = manager
         self.gateway = gateway
         self.check = check
+        self._converted: dict[str, tuple[object, list[ToolDoc]]] = {}
+        """Each server's live list as docs, kept while the pool holds that same list object."""
 
     async def execute(
         self,
@@ -192,13 +195,26 @@ class OpenBridge:
         for server in catalog.visible_servers():
             live = self.gateway.pool.cached_tools(server)
             if live is not None:
-                tools[server] = [ToolDoc.from_tool(server, tool) for tool in live]
+                kept = self._converted.get(server)
+                if kept is None or kept[0] is not live:
+                    kept = self._converted[server] = (live, self._docs(server, live))
+                tools[server] = kept[1]
             else:
                 tools[server] = await catalog.known_tools(server) or None
         policy = catalog.policy
         return CheckCatalog(
             tools, list(catalog.servers), lambda server, tool: policy.check(server, tool).allowed
         )
+
+    @staticmethod
+    def _docs(server: str, live: list[Tool]) -> list[ToolDoc]:
+        docs = []
+        for tool in live:
+            try:
+                docs.append(ToolDoc.from_tool(server, tool))
+            except ValueError:
+                continue  # unusable (no name): the catalog skips it too
+        return docs
 
     def holds_sessions(self, client: str | None) -> bool:
         return self.manager.holds_sessions(client)
