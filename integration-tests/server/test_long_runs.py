@@ -6,6 +6,7 @@ protocol eras (back channel on 2025-11-25, ``input_required`` on 2026-07-28), an
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import secrets
 import sys
@@ -510,10 +511,8 @@ async def test_a_nested_call_to_a_tool_that_runs_only_as_a_task_is_awaited_throu
     # server-everything's simulate-research-query declares execution.taskSupport "required"
     # (2025-11-25 Tasks): a plain tools/call is refused; the bridge creates the task and waits
     # for its result.
-    everything = (
-        '{"everything": {"command": "%s", "args": ["stdio"]}}'
-        % (third_party["MCP_SERVER_EVERYTHING"])
-    )
+    command = third_party["MCP_SERVER_EVERYTHING"]
+    everything = json.dumps({"everything": {"command": command, "args": ["stdio"]}})
     code = (
         "from mcp import mcp_servers\n"
         "r = await mcp_servers['everything'].simulate_research_query(topic='tides')\n"
