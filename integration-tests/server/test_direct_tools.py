@@ -292,6 +292,33 @@ async def test_an_upstream_list_change_reaches_the_direct_client_as_list_changed
         assert "probe__fresh_tool" in await _names(bridge.session)
 
 
+async def test_a_2026_07_28_client_hears_an_upstream_change_on_its_listen_stream(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    config = tmp_path / "servers.json"
+    servers = {"probe": {"command": sys.executable, "args": [str(PROBE)]}}
+    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mcp_code_execution_mode", "serve", "--tools", "direct",
+              "--state-dir", str(tmp_path / "state")],
+        env=bridge_env({"MCP_BRIDGE_CONFIG": str(config)}),
+    )  # fmt: skip
+    with anyio.fail_after(CALL_TIMEOUT * 3):
+        async with Client(params) as client:
+            assert client.protocol_version == "2026-07-28"
+            before = [t.name for t in (await client.list_tools()).tools]
+            assert "probe__fresh_tool" not in before
+            async with client.listen(tools_list_changed=True) as events:
+                added = await client.call_tool("probe__add_tool", {"name": "fresh_tool"})
+                assert not added.is_error
+                with anyio.fail_after(10):
+                    async for _event in events:
+                        break
+            after = [t.name for t in (await client.list_tools()).tools]
+    assert "probe__fresh_tool" in after
+
+
 async def test_over_http_a_direct_client_declared_list_changed_and_hears_an_upstream_change(
     tmp_path: Path, sandbox_image: str
 ) -> None:

@@ -21,7 +21,10 @@ from bridge_core.sessions import visible_head
 from mcp.server import InitializationOptions, NotificationOptions, Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_code_execution_mode import __version__
 from mcp_code_execution_mode._apps import UI_SCHEME, list_ui_resources, read_ui_resource
@@ -331,6 +334,28 @@ def _connection_key(ctx: ServerRequestContext[BridgeState]) -> str | None:
     return None if session_id is None else "http:" + session_id
 
 
+class _ListenStreams:
+    """The 2026-07-28 clients' ``subscriptions/listen`` streams, as one listener of list changes:
+    that era has no standing stream per connection, so a change is published once, to every
+    stream that asked for tool list changes (the SDK's listen handler filters and stamps)."""
+
+    def __init__(self, bus: InMemorySubscriptionBus) -> None:
+        self._bus = bus
+
+    async def send_tool_list_changed(self) -> None:
+        await self._bus.publish(ToolsListChanged())
+
+
+def _listener(
+    ctx: ServerRequestContext[BridgeState], streams: _ListenStreams
+) -> tuple[Any, str | None]:
+    """Who to tell of this client's list changes, and its key: the 2026-07-28 listen streams,
+    or the connection the request came on (2025-11-25)."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return streams, "subscriptions/listen"
+    return ctx.session, _connection_key(ctx)
+
+
 def _client_of(ctx: ServerRequestContext[BridgeState]) -> str | None:
     if ctx.request is None:
         return None
@@ -359,6 +384,8 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
     """Build the MCP server. ``executor_factory`` is entered once, in the lifespan."""
 
     direct = DirectTools()
+    bus = InMemorySubscriptionBus()
+    streams = _ListenStreams(bus)
 
     async def attach_when_open(executor: Executor) -> None:
         # Code-mode clients may list before the bridge opens (stdio answers first): once it is
@@ -393,13 +420,13 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
             # listing neither waits for the bridge to open nor starts a server.
             await _open_gateway(ctx, direct, wait=False)
             return types.ListToolsResult(
-                tools=[tool, *await direct.app_tools(ctx.session, _connection_key(ctx))]
+                tools=[tool, *await direct.app_tools(*_listener(ctx, streams))]
             )
         await _open_gateway(ctx, direct)
         code_tools = [tool] if lists_code(chosen) else []
         reserved = [t.name for t in code_tools]
         return types.ListToolsResult(
-            tools=code_tools + await direct.tools(ctx.session, _connection_key(ctx), reserved)
+            tools=code_tools + await direct.tools(*_listener(ctx, streams), reserved)
         )
 
     run_python = RunPythonHandler(settings.max_timeout, mode)
@@ -490,6 +517,7 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
         on_read_resource=read_resource,
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
+        on_subscriptions_listen=ListenHandler(bus),
     )
     # The SDK's default OpenTelemetry middleware opens a span per message even with no exporter
     # installed; measured ~3 ms of a ~10 ms stdio round trip on a loaded 2-core host. The
