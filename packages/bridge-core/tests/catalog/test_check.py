@@ -197,3 +197,16 @@ def test_odd_strings_in_names_and_arguments_are_reported_bounded() -> None:
     assert finding.kind == "unknown_argument"
     assert len(finding.message) < 600
     assert kinds(f"await mcp_servers[{name!r}].x()") == ["unknown_server"]
+
+
+def test_a_tool_whose_schema_declares_no_argument_takes_any_unless_closed_explicitly() -> None:
+    # Tools with an empty input schema that read whatever they are given exist (the probe
+    # server's tools added at run time): an argument to one is not a finding.
+    empty = {"type": "object", "properties": {}}
+    open_ = ToolDoc.from_json("p", {"name": "x.echo", "inputSchema": empty})
+    shut = ToolDoc.from_json(
+        "p", {"name": "shut", "inputSchema": {**empty, "additionalProperties": False}}
+    )
+    catalog = CheckCatalog({"p": [open_, shut]}, ("p",))
+    assert kinds("await mcp_servers['p']['x.echo'](value='v')", catalog) == []
+    assert kinds("await mcp_servers['p'].shut(value='v')", catalog) == ["unknown_argument"]

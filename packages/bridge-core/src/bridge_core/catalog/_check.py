@@ -467,9 +467,12 @@ def _check_arguments(cell: _Cell, call: ast.Call, doc: ToolDoc) -> None:
     given, complete = found
     label = f"{doc.server}.{doc.name}()"
     missing = [n for n in _required(schema) if n not in given and n in properties]
+    # A schema that declares no argument at all says nothing about them, unless it closes the
+    # object explicitly: tools with an empty schema that read whatever they are given exist.
+    closed = _closed(schema) and (bool(properties) or schema.get("additionalProperties") is False)
     for name, value in given.items():
         if name not in properties:
-            if _closed(schema):
+            if closed:
                 # A name no declared one resembles, given where a required one is missing, is
                 # most likely that one under another name (``tz=`` for ``timezone``).
                 hints = closest_names(name, list(properties)) or missing[:1]
