@@ -53,7 +53,11 @@ BUILTIN_TOOLS = [
     types.Tool(
         name="sleep",
         description="Sleep for some seconds; returns start and end timestamps.",
-        input_schema=_schema(seconds="number"),
+        # `pad` (ignored) makes a call as large as a test needs.
+        input_schema={
+            **_schema(seconds="number"),
+            "properties": {"seconds": {"type": "number"}, "pad": {"type": "string"}},
+        },
     ),
     types.Tool(
         name="rendezvous",
