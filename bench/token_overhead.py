@@ -99,6 +99,65 @@ async def _tools_json(command: str, args: list[str], env: dict[str, str], quiet:
     return json.dumps(tools, separators=(",", ":"), ensure_ascii=False)
 
 
+CSV_ROWS = 500
+"""Rows of the task's sales CSV (date, region, product, units, price): a small export."""
+REGIONS = ("north", "south", "east", "west", "central")
+PRODUCTS = ("widget", "gadget", "gizmo", "doohickey")
+
+
+def _sales_csv() -> str:
+    """The task's CSV, deterministic (no random numbers: the figure must repeat)."""
+    lines = ["date,region,product,units,price"]
+    for i in range(CSV_ROWS):
+        day = f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}"
+        units = 1 + (i * 37) % 50
+        price = 5 + (i * 13) % 95
+        lines.append(f"{day},{REGIONS[i % 5]},{PRODUCTS[i % 4]},{units},{price}.00")
+    return "\n".join(lines) + "\n"
+
+
+def _summary(csv_text: str) -> str:
+    """The summary the task writes: revenue per region, as the model would compute it."""
+    revenue: dict[str, float] = {}
+    for line in csv_text.splitlines()[1:]:
+        _date, region, _product, units, price = line.split(",")
+        revenue[region] = revenue.get(region, 0.0) + int(units) * float(price)
+    return "\n".join(f"{r}: {v:,.2f}" for r, v in sorted(revenue.items()))
+
+
+BRIDGE_TASK_CODE = """\
+import pandas as pd, io
+from mcp import mcp_servers
+fs, memory = mcp_servers["filesystem"], mcp_servers["memory"]
+text = await fs.read_text_file(path=f"{DATA}/sales.csv")
+df = pd.read_csv(io.StringIO(text))
+df["revenue"] = df["units"] * df["price"]
+summary = "\\n".join(f"{r}: {v:,.2f}" for r, v in df.groupby("region")["revenue"].sum().items())
+await fs.write_file(path=f"{DATA}/summary.txt", content=summary)
+await memory.create_entities(entities=[{"name": "sales-2026", "entityType": "report",
+    "observations": ["summary in summary.txt"]}])
+print(summary)
+"""
+
+
+async def _call_direct(
+    spec: dict[str, Any], tool: str, arguments: dict[str, Any], quiet: TextIO
+) -> str:
+    """What a direct call puts into the model's context: its result's text."""
+    params = StdioServerParameters(
+        command=spec["command"], args=spec.get("args", []),
+        env={**os.environ, **spec.get("env", {})},
+    )  # fmt: skip
+    with anyio.fail_after(120):
+        async with (
+            stdio_client(params, errlog=quiet) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool(tool, arguments)
+    return "".join(c.text for c in result.content if c.type == "text")
+
+
 def _compact(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
@@ -224,6 +283,60 @@ async def main(quiet: TextIO, used: list[tuple[str, str]]) -> None:
             f"{bridge / deferred:.1%} for the task (the bridge {verb} {abs(saved):,} tokens); "
             f"deferred / all up front: {deferred / full:.1%} for the task"
         )
+        if used == _used(TASK):
+            await _csv_task(servers, work, bridge_env, count, task, quiet)
+
+
+async def _csv_task(
+    servers: dict[str, dict[str, Any]],
+    work: Path,
+    bridge_env: dict[str, str],
+    count: Any,
+    definitions: tuple[int, int, int],
+    quiet: TextIO,
+) -> None:
+    """The default task end to end, data included: a client calling the tools itself reads the
+    whole CSV into the context and writes the summary and the note as call arguments; through
+    the bridge the model writes the code and reads what it prints."""
+    data = work / "data"
+    csv_text = _sales_csv()
+    (data / "sales.csv").write_text(csv_text, encoding="utf-8")
+    summary = _summary(csv_text)
+    read = await _call_direct(
+        servers["filesystem"], "read_text_file", {"path": str(data / "sales.csv")}, quiet
+    )
+    calls = [
+        {"name": "read_text_file", "arguments": {"path": str(data / "sales.csv")}},
+        {"name": "write_file",
+         "arguments": {"path": str(data / "summary.txt"), "content": summary}},
+        {"name": "create_entities", "arguments": {"entities": [{
+            "name": "sales-2026", "entityType": "report",
+            "observations": ["summary in summary.txt"]}]}},
+    ]  # fmt: skip
+    direct_data = count(read) + sum(count(_compact(call)) for call in calls)
+    code = BRIDGE_TASK_CODE.replace("{DATA}", str(data))
+    # A client that calls write_file itself is not asked either: no approval question counted.
+    (work / "bridge.toml").write_text('[approval]\nmode = "off"\n', encoding="utf-8")
+    printed = await _run_python(bridge_env, code, quiet)
+    bridge_data = count(_compact({"code": code})) + count(printed)
+    full, deferred, bridge = definitions
+    print()
+    print(
+        f"the same task end to end ({CSV_ROWS}-row CSV, {len(csv_text):,} bytes): the tool "
+        "calls' arguments and results a client puts into the context, or the bridge's code "
+        "and what it printed, added to the definitions above"
+    )
+    columns = ("all up front", "deferred", "bridge")
+    print(f"{'':<26}" + "".join(f"{c:>14}" for c in columns))
+    rows = {
+        "definitions (above)": (full, deferred, bridge),
+        "data and calls": (direct_data, direct_data, bridge_data),
+        "task end to end": (full + direct_data, deferred + direct_data, bridge + bridge_data),
+    }
+    for label, row in rows.items():
+        print(f"{label:<26}" + "".join(f"{v:>14,}" for v in row))
+    share = (bridge + bridge_data) / (deferred + direct_data)
+    print(f"bridge / deferred, end to end: {share:.1%}")
 
 
 def _used(value: str) -> list[tuple[str, str]]:
