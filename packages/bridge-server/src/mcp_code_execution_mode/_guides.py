@@ -44,7 +44,10 @@ runtime.progress(done, total, "message")      # progress notifications to the cl
 ```
 
 Tool results come back as Python values (the text or structured content of the tool).
-A failing tool raises an exception you can catch and retry.
+A failing tool raises an exception you can catch and retry. Before a cell runs, its nested
+calls written with literal names are checked against the tools' schemas: a wrong server, tool,
+argument or result key stops the whole cell (`[error] CheckFailed: line N: … did you mean …`)
+before any line runs, so fix the call and run the cell again.
 
 ## Results
 
