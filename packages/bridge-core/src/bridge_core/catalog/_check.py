@@ -25,12 +25,20 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from bridge_protocol.names import ALIAS_PREFIX, python_forms
 
 from bridge_core.catalog._docs import ToolDoc
 from bridge_core.catalog._errors import UnknownServer, UnknownTool, closest_names
+from bridge_core.catalog._schema_facts import (
+    accepts,
+    closed_object,
+    literal_type,
+    properties_of,
+    required_of,
+    schema_at,
+)
 
 __all__ = [
     "MAX_CHECKED_CHARS",
@@ -58,8 +66,6 @@ _MAPPING_ATTRIBUTES = frozenset({"get", "keys", "items", "values"})
 """Attributes of ``mcp_servers`` that are the mapping's own, not servers."""
 _TOOL_KEYWORDS = frozenset({"raw"})
 """Keywords the sandbox's tool object takes for itself (``raw=True``), never sent."""
-_JSON_TYPES = ("string", "integer", "number", "boolean", "null", "array", "object")
-_SCHEMA_DEPTH = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,106 +338,6 @@ class _Cell:
 # --- arguments and results ---------------------------------------------------------------------
 
 
-def _schema_at(schema: object, root: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """``schema`` with a local ``$ref`` followed (a few steps), or None when it cannot be."""
-    for _ in range(_SCHEMA_DEPTH):
-        if not isinstance(schema, Mapping):
-            return None
-        ref = schema.get("$ref")
-        if not isinstance(ref, str):
-            return schema
-        schema = None
-        for prefix in ("#/$defs/", "#/definitions/"):
-            table = root.get(prefix[2:-1])
-            if ref.startswith(prefix) and isinstance(table, Mapping):
-                schema = table.get(ref[len(prefix) :])
-    return None
-
-
-def _literal_type(node: ast.AST) -> tuple[str, object] | None:
-    """The JSON type of a literal argument (and its value, for scalars), else None."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        node = node.operand
-        if not (isinstance(node, ast.Constant) and isinstance(node.value, int | float)):
-            return None
-    if isinstance(node, ast.Constant):
-        value = node.value
-        if isinstance(value, bool):
-            return "boolean", value
-        if value is None:
-            return "null", value
-        if isinstance(value, int):
-            return "integer", value
-        if isinstance(value, float):
-            return "number", value
-        if isinstance(value, str | bytes):  # bytes travel as base64 text
-            return "string", value
-        return None
-    if isinstance(node, ast.JoinedStr):
-        return "string", None
-    if isinstance(node, ast.List | ast.Tuple | ast.ListComp):
-        return "array", None
-    if isinstance(node, ast.Dict | ast.DictComp):
-        return "object", None
-    return None
-
-
-def _accepts(
-    schema: object, root: Mapping[str, Any], kind: str, value: object, depth: int = 0
-) -> bool:
-    """Whether a JSON value of ``kind`` may match ``schema``; True whenever unsure."""
-    resolved = _schema_at(schema, root)
-    if resolved is None or depth > _SCHEMA_DEPTH:
-        return True
-    for combiner in ("anyOf", "oneOf"):
-        members = resolved.get(combiner)
-        if (
-            isinstance(members, list)
-            and members
-            and not any(_accepts(m, root, kind, value, depth + 1) for m in members)
-        ):
-            return False
-    all_of = resolved.get("allOf")
-    if isinstance(all_of, list) and not all(
-        _accepts(m, root, kind, value, depth + 1) for m in all_of
-    ):
-        return False
-    declared = resolved.get("type")
-    types = [declared] if isinstance(declared, str) else declared
-    if not isinstance(types, list) or not types:
-        return True
-    if any(t not in _JSON_TYPES for t in types):
-        return True  # a type we do not know of: not ours to judge
-    if kind in types:
-        return True
-    if kind == "integer" and "number" in types:
-        return True
-    # 3.0 is an integer in JSON Schema (a number with a zero fractional part).
-    return (
-        kind == "number" and "integer" in types and isinstance(value, float) and value.is_integer()
-    )
-
-
-def _properties(schema: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    properties = schema.get("properties")
-    return properties if isinstance(properties, Mapping) else None
-
-
-def _required(schema: Mapping[str, Any]) -> list[str]:
-    value = schema.get("required")
-    return [r for r in value if isinstance(r, str)] if isinstance(value, list) else []
-
-
-def _closed(schema: Mapping[str, Any]) -> bool:
-    """Whether a key beyond the declared properties is a mistake: unless the schema lets more
-    in (``additionalProperties`` true or a schema, ``patternProperties``). An absent
-    ``additionalProperties`` allows any key in JSON Schema, but servers' schemas leave it out
-    while they drop (Zod, pydantic) or refuse an undeclared argument: a name the tool does not
-    declare is a mistake either way."""
-    extra = schema.get("additionalProperties")
-    return extra in (None, False) and "patternProperties" not in schema
-
-
 def _call_arguments(call: ast.Call) -> tuple[dict[str, ast.AST], bool] | None:
     """The arguments as ``{name: value}`` and whether they are all known (no ``**``, no
     non-literal dict); None when the call's form is not one a tool takes (left to run time)."""
@@ -460,16 +366,18 @@ def _call_arguments(call: ast.Call) -> tuple[dict[str, ast.AST], bool] | None:
 
 def _check_arguments(cell: _Cell, call: ast.Call, doc: ToolDoc) -> None:
     schema = doc.input_schema
-    properties = _properties(schema)
+    properties = properties_of(schema)
     found = _call_arguments(call)
     if found is None or properties is None:
         return
     given, complete = found
     label = f"{doc.server}.{doc.name}()"
-    missing = [n for n in _required(schema) if n not in given and n in properties]
+    missing = [n for n in required_of(schema) if n not in given and n in properties]
     # A schema that declares no argument at all says nothing about them, unless it closes the
     # object explicitly: tools with an empty schema that read whatever they are given exist.
-    closed = _closed(schema) and (bool(properties) or schema.get("additionalProperties") is False)
+    closed = closed_object(schema) and (
+        bool(properties) or schema.get("additionalProperties") is False
+    )
     for name, value in given.items():
         if name not in properties:
             if closed:
@@ -488,9 +396,9 @@ def _check_arguments(cell: _Cell, call: ast.Call, doc: ToolDoc) -> None:
                     hints,
                 )
             continue
-        literal = _literal_type(value)
-        if literal is not None and not _accepts(properties[name], schema, *literal):
-            wanted = _schema_at(properties[name], schema) or {}
+        literal = literal_type(value)
+        if literal is not None and not accepts(properties[name], schema, *literal):
+            wanted = schema_at(properties[name], schema) or {}
             declared = wanted.get("type", "another type")
             shown = declared if isinstance(declared, str) else " or ".join(map(str, declared))
             cell.report(
@@ -510,23 +418,23 @@ def _result_keys(doc: ToolDoc) -> tuple[str, ...] | str | None:
     output = doc.output_schema
     if output is None:
         return None
-    schema = _schema_at(output, output)
+    schema = schema_at(output, output)
     if schema is None or schema.get("type", "object") != "object":
         return None
-    properties = _properties(schema)
-    if not properties or not _closed(schema):
+    properties = properties_of(schema)
+    if not properties or not closed_object(schema):
         return None
     if any(schema.get(c) for c in ("anyOf", "oneOf", "allOf")):
         return None
     # A string field that may come alone is handed over as that string (the sandbox's rule,
     # as in the typed stubs): such a result may not be a dict at all.
-    required = [k for k in _required(schema) if k in properties]
+    required = [k for k in required_of(schema) if k in properties]
     alone = list(properties) if len(properties) == 1 else required if len(required) == 1 else []
     for key in alone:
-        subschema = _schema_at(properties[key], output) or {}
+        subschema = schema_at(properties[key], output) or {}
         if subschema.get("type") == "string" and len(properties) == 1 and key in required:
             return key
-        if _accepts(properties[key], output, "string", "") and not _accepts(
+        if accepts(properties[key], output, "string", "") and not accepts(
             properties[key], output, "object", None
         ):
             return None
