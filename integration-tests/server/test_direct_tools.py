@@ -171,6 +171,26 @@ async def test_a_2026_07_28_client_approves_a_direct_destructive_call_as_input_r
     assert erase_log.read_text(encoding="utf-8") == "/data/scratch\n"
 
 
+async def test_a_direct_result_over_the_output_cap_is_cut_to_head_and_tail_and_says_so(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    servers = {"probe": {"command": sys.executable, "args": [str(PROBE)]}}
+    big = "a" * 3000 + "b" * 20000 + "z" * 3000
+    async with open_bridge(
+        tmp_path,
+        servers=servers,
+        args=("--tools", "direct"),
+        env={"MCP_BRIDGE_OUTPUT_CAP": "4k"},
+    ) as bridge:
+        result = await _call(bridge.session, "probe__echo", {"text": big})
+    text = _text(result)
+    assert not result.is_error
+    assert "a" * 2000 in text
+    assert "z" * 1000 in text
+    assert "b" * 5000 not in text
+    assert "over the bridge's output cap of 4,096" in text
+
+
 async def test_a_destructive_tool_is_refused_when_the_client_cannot_be_asked(
     tmp_path: Path, sandbox_image: str
 ) -> None:

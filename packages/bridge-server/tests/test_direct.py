@@ -11,7 +11,13 @@ import mcp_types as types
 import pytest
 from bridge_core.policy import Policy
 from mcp_code_execution_mode import doctor
-from mcp_code_execution_mode._direct import DirectTools, direct_name, name_tools, split_name
+from mcp_code_execution_mode._direct import (
+    DirectTools,
+    capped,
+    direct_name,
+    name_tools,
+    split_name,
+)
 from mcp_code_execution_mode.settings import Settings
 
 
@@ -217,3 +223,25 @@ async def test_a_server_already_running_when_the_gateway_is_attached_is_looked_a
     gateway.pool.running = dict(gateway.lists)
     await direct.attach(gateway)  # type: ignore[arg-type]
     assert session.notified == 1
+
+
+def test_a_direct_result_over_the_output_cap_keeps_head_and_tail_and_says_so() -> None:
+    text = "h" * 6000 + "m" * 20000 + "t" * 6000
+    image = types.ImageContent(type="image", data="aGk=", mime_type="image/png")
+    result = types.CallToolResult(
+        content=[types.TextContent(type="text", text=text), image],
+        structured_content={"kept": True},
+    )
+    shown = capped(result, 8000)
+    first, second, notice = shown.content
+    assert isinstance(first, types.TextContent)
+    assert first.text.startswith("h" * 6000)
+    assert first.text.endswith("t" * 2000)
+    assert len(first.text) <= 8000 + 3
+    assert second == image
+    assert isinstance(notice, types.TextContent)
+    assert "32,000 characters" in notice.text
+    assert "MCP_BRIDGE_OUTPUT_CAP" in notice.text
+    assert shown.structured_content == {"kept": True}
+    small = types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
+    assert capped(small, 8000) is small

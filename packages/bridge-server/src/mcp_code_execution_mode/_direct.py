@@ -165,7 +165,10 @@ def listed_tool(name: str, server: str, tool: types.Tool) -> types.Tool:
 class DirectTools:
     """Lists and calls proxied tools directly, through one gateway; forwards list changes."""
 
-    def __init__(self) -> None:
+    def __init__(self, output_cap: int = 64 * 1024) -> None:
+        self._output_cap = output_cap
+        """Characters of a direct result's text kept (``MCP_BRIDGE_OUTPUT_CAP``, as for
+        ``run_python``): past it, head and tail."""
         self._gateway: ProxyGateway | None = None
         self._listed: dict[str, frozenset[str]] = {}
         """Per server, the allowed tools (as JSON) a client was last given: a new list that
@@ -280,7 +283,7 @@ class DirectTools:
         except CallFailed as exc:  # masked by the gateway
             return error_result(exc.message, kind=_kind(exc.code))
         try:
-            return types.CallToolResult.model_validate(answer)
+            return capped(types.CallToolResult.model_validate(answer), self._output_cap)
         except ValidationError as exc:  # the pool validated it already: a bug, said plainly
             return error_result(f"invalid result from {server}.{tool}: {exc.error_count()} "
                                 "errors", kind="TOOL_ERROR")  # fmt: skip
@@ -316,6 +319,37 @@ class DirectTools:
             return  # not shown to anyone, or a relisting that changed nothing visible
         shown[server] = now
         await sessions.notify()
+
+
+def capped(result: types.CallToolResult, cap: int) -> types.CallToolResult:
+    """``result`` with its text over ``cap`` characters (all text blocks together) cut to head
+    and tail, as ``run_python`` keeps its output, and a line saying how much was left out. No
+    session holds the rest of a direct call's result: the line says how to keep it whole."""
+    texts = [b for b in result.content if isinstance(b, types.TextContent)]
+    total = sum(len(b.text) for b in texts)
+    if total <= cap:
+        return result
+    budget = cap
+    content: list[Any] = []
+    for block in result.content:
+        if not isinstance(block, types.TextContent):
+            content.append(block)
+            continue
+        if len(block.text) <= budget // 2 or budget <= 0:
+            kept = block.text if budget > 0 else ""
+        else:
+            head, tail = budget * 3 // 4, budget // 4
+            kept = block.text[:head] + "\n…\n" + block.text[len(block.text) - tail :]
+        budget -= len(kept)
+        if kept:
+            content.append(block.model_copy(update={"text": kept}))
+    said = (
+        f"[notice] the result's text was {total:,} characters, over the bridge's output cap of "
+        f"{cap:,} (MCP_BRIDGE_OUTPUT_CAP): its head and tail are shown; call the tool from "
+        "run_python to keep the whole result in a session"
+    )
+    content.append(types.TextContent(type="text", text=said))
+    return result.model_copy(update={"content": content})
 
 
 def _seen(tools: Iterable[types.Tool]) -> frozenset[str]:

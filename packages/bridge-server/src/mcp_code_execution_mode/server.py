@@ -383,7 +383,7 @@ class _BridgeServer(Server[BridgeState]):
 def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Server[BridgeState]:
     """Build the MCP server. ``executor_factory`` is entered once, in the lifespan."""
 
-    direct = DirectTools()
+    direct = DirectTools(settings.output_cap)
     bus = InMemorySubscriptionBus()
     streams = _ListenStreams(bus)
 
