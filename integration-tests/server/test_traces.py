@@ -115,6 +115,36 @@ async def test_run_python_and_its_nested_calls_reach_a_real_otlp_receiver_withou
     assert HEADER_SECRET not in log
 
 
+async def test_a_direct_call_is_a_server_span_in_the_clients_trace_without_values(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    with otlp_receiver() as receiver:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "50"}
+        async with open_bridge(
+            tmp_path, servers=SERVERS, env=env, args=("--tools", "direct")
+        ) as bridge:
+            result = await bridge.session.call_tool(  # type: ignore[call-overload]
+                "probe__echo",
+                {"text": ARGUMENT},
+                read_timeout_seconds=120,
+                meta={"traceparent": f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"},
+            )
+            failed = await bridge.session.call_tool("probe__fail_is_error", {})
+            assert not result.is_error
+            assert failed.is_error
+            spans = await _wait_for_spans(receiver, "tools/call echo", "tools/call fail_is_error")
+    [echo] = _named(spans, "tools/call echo")
+    assert echo.kind == SPAN_KIND_SERVER
+    assert (echo.trace_id.hex(), echo.parent_span_id.hex()) == (CLIENT_TRACE, CLIENT_SPAN)
+    assert echo.attributes["mcp_bridge.server"] == "probe"
+    assert echo.attributes["mcp_bridge.call.direct"] is True
+    assert echo.attributes["mcp_bridge.call.status"] == "ok"
+    [fail] = _named(spans, "tools/call fail_is_error")
+    assert fail.attributes["mcp_bridge.call.status"] == "tool_error"
+    assert fail.status_code == STATUS_ERROR
+    assert ARGUMENT.encode() not in b"".join(receiver.bodies)
+
+
 RECORD = "alice.smith@example.org|diagnosis:F32.1|salary:84200"
 SMUGGLING = f"""
 from bridge_sandbox_client._calls import CallRegistry

@@ -203,6 +203,73 @@ async def traced_execution(
         span.end()
 
 
+async def traced_direct_call(
+    call: Awaitable[dict[str, Any]],
+    *,
+    server: str,
+    tool: str,
+    carrier: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Await a direct tool call (a client calling ``server__tool`` itself, no sandbox) inside a
+    SERVER span of its own, a child of the client's trace when ``carrier`` has one. The span is
+    named after the tool only once the names resolve to a configured server's tool, as a nested
+    call's; its status is ``ok``, ``tool_error``, the refusal's type or ``cancelled``."""
+    tracer = _tracer
+    if tracer is None:
+        return await call
+    from opentelemetry.trace import SpanKind
+
+    span = tracer.start_span(
+        f"tools/call {UNKNOWN}",
+        context=_remote_parent(carrier),
+        kind=SpanKind.SERVER,
+        attributes={
+            "mcp.method.name": "tools/call",
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": UNKNOWN,
+            "mcp_bridge.server": UNKNOWN,
+            "mcp_bridge.call.direct": True,
+        },
+    )
+    started = time.monotonic()
+    status = "cancelled"
+    try:
+        result = await call
+        status = "tool_error" if result.get("isError") is True else "ok"
+        return result
+    except anyio.get_cancelled_exc_class():
+        raise
+    except BaseException as exc:
+        status = _refusal(exc)
+        raise
+    finally:
+        attributes: dict[str, Any] = {
+            "mcp_bridge.call.duration_s": time.monotonic() - started,
+            "mcp_bridge.call.status": status,
+        }
+        if _resolves(server, tool):
+            attributes.update({"gen_ai.tool.name": _cut(tool), "mcp_bridge.server": _cut(server)})
+            span.update_name(f"tools/call {_cut(tool)}")
+        if status != "ok":
+            _failed(span, attributes, status)
+        span.set_attributes(attributes)
+        span.end()
+
+
+def _refusal(exc: BaseException) -> str:
+    """A failed direct call's status: the bridge's error code (``policy_denied``…), else the
+    exception's type as :func:`error_type` shows it."""
+    code = getattr(exc, "code", None)
+    if isinstance(code, int):
+        from bridge_protocol import ErrorCode
+
+        try:
+            return ErrorCode(code).name.lower()
+        except ValueError:
+            pass
+    return error_type(type(exc).__name__)
+
+
 MAX_TRACESTATE_CHARS = 512
 """The W3C recommendation for ``tracestate``; a longer one from the client is dropped."""
 

@@ -252,9 +252,12 @@ class DirectTools:
         *,
         client: ClientLink | None,
         client_key: str | None,
+        carrier: Mapping[str, Any] | None = None,
     ) -> types.CallToolResult:
-        """Call the tool ``name`` stands for, through the gateway; every failure a result."""
+        """Call the tool ``name`` stands for, through the gateway, in its own trace span
+        (``carrier``: the request's ``_meta``, the client's trace); every failure a result."""
         # Here, not at the top: serving stdio answers `initialize` before the bridge loads.
+        from bridge_core import tracing
         from bridge_core.gateway import CallContext, CallFailed
 
         gateway = self._gateway
@@ -279,7 +282,12 @@ class DirectTools:
             DIRECT_SESSION, uuid.uuid4().hex[:12], client=client, client_key=client_key
         )
         try:
-            answer = await gateway.call_tool(ctx, server, tool, dict(arguments or {}))
+            answer = await tracing.traced_direct_call(
+                gateway.call_tool(ctx, server, tool, dict(arguments or {})),
+                server=server,
+                tool=tool,
+                carrier=carrier,
+            )
         except CallFailed as exc:  # masked by the gateway
             return error_result(exc.message, kind=_kind(exc.code))
         try:

@@ -283,7 +283,9 @@ async def _direct_call(
 
             async def call(listener: ExecutionListener) -> types.CallToolResult:
                 link = getattr(listener, "client", None)
-                return await direct.call(name, arguments, client=link, client_key=client)
+                return await direct.call(
+                    name, arguments, client=link, client_key=client, carrier=params.meta
+                )
 
             run = runs.start(client, capabilities_of(ctx), call)
     except (UnknownRun, RunLimitExceeded, AnswerRefused) as exc:
