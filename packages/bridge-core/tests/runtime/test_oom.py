@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 from bridge_core.runtime._oom import (
@@ -59,3 +60,14 @@ def test_empty_parents_of_any_sandbox_are_swept_and_busy_ones_kept(tmp_path: Pat
     remove_empty_parents(root=tmp_path)
     assert not (tmp_path / "memory" / "mcp-bridge" / "gone").exists()
     assert busy.is_dir()
+
+
+def test_a_running_bridges_empty_parents_are_left_to_it(tmp_path: Path) -> None:
+    # The parent of a sandbox that just died holds its OOM evidence until its bridge read it.
+    mine = f"mcp-bridge-mcp-sandbox-{os.getpid()}-03c844-1-526963f4"
+    gone = "mcp-bridge-mcp-sandbox-999999999-03c844-1-526963f4"
+    for name in (mine, gone):
+        (tmp_path / "memory" / "mcp-bridge" / name).mkdir(parents=True)
+    remove_empty_parents(root=tmp_path)
+    assert (tmp_path / "memory" / "mcp-bridge" / mine).is_dir()
+    assert not (tmp_path / "memory" / "mcp-bridge" / gone).exists()

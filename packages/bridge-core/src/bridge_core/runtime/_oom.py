@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -134,14 +135,31 @@ def remove_cgroup_parent(name: str, *, root: Path = CGROUP_ROOT) -> None:
         time.sleep(_RETRY_INTERVAL)
 
 
-def remove_empty_parents(*, root: Path = CGROUP_ROOT) -> None:
-    """Remove every sandbox cgroup parent that no longer holds anything (any bridge's: a live
-    sandbox's parent holds its container's cgroup, so removing it fails harmlessly)."""
+_OWNER_PID = re.compile(r"mcp-sandbox-(\d+)-")
+"""The owner bridge's pid in a sandbox's name (``sessions._fleet`` names them so)."""
+
+
+def _owner_running(name: str, proc: str) -> bool:
+    """Whether the bridge that named sandbox ``name`` may still run (its pid exists: a reused
+    pid only keeps a parent longer)."""
+    found = _OWNER_PID.search(name)
+    return found is not None and os.path.exists(f"{proc}/{found.group(1)}")
+
+
+def remove_empty_parents(*, root: Path = CGROUP_ROOT, proc: str = "/proc") -> None:
+    """Remove the sandbox cgroup parents that no longer hold anything, of bridges that are gone
+    (a live sandbox's parent holds its container's cgroup, so removing it fails harmlessly).
+
+    A running bridge's are left to it: the parent of its sandbox that just died holds the
+    evidence of an OOM kill until that bridge has read it, and a sweep by another bridge
+    starting on the same host at that moment took it (the crash was then reported without its
+    cause)."""
     for hierarchy in _hierarchies(root):
         top = hierarchy / _PARENT_ROOT
         if top.is_dir():
             for child in top.iterdir():
-                _rmdir_tree(child)
+                if not _owner_running(child.name, proc):
+                    _rmdir_tree(child)
 
 
 _EVIDENCE_BYTES = 4096
