@@ -62,6 +62,18 @@ def _settings_file(work: Path, text: str) -> None:
     (work / "bridge.toml").write_text(text, encoding="utf-8")
 
 
+def _direct_bridge(work: Path, servers: dict[str, Any]) -> StdioServerParameters:
+    """The bridge in direct mode for ``mcp.Client`` (which speaks 2026-07-28 by default)."""
+    config = work / "servers.json"
+    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mcp_code_execution_mode", "serve", "--tools", "direct",
+              "--state-dir", str(work / "state")],
+        env=bridge_env({"MCP_BRIDGE_CONFIG": str(config)}),
+    )  # fmt: skip
+
+
 class User:
     """Answers the bridge's approval questions with ``answer``; keeps them."""
 
@@ -148,14 +160,7 @@ async def test_a_2026_07_28_client_approves_a_direct_destructive_call_as_input_r
 ) -> None:
     erase_log = tmp_path / "erased.txt"
     user = User("decline")
-    config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": _apps(erase_log)}), encoding="utf-8")
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "mcp_code_execution_mode", "serve", "--tools", "direct",
-              "--state-dir", str(tmp_path / "state")],
-        env=bridge_env({"MCP_BRIDGE_CONFIG": str(config)}),
-    )  # fmt: skip
+    params = _direct_bridge(tmp_path, _apps(erase_log))
     with anyio.fail_after(CALL_TIMEOUT * 3):
         async with Client(params, elicitation_callback=user) as client:
             assert client.protocol_version == "2026-07-28"  # no back channel: input_required
@@ -315,15 +320,7 @@ async def test_an_upstream_list_change_reaches_the_direct_client_as_list_changed
 async def test_a_2026_07_28_client_hears_an_upstream_change_on_its_listen_stream(
     tmp_path: Path, sandbox_image: str
 ) -> None:
-    config = tmp_path / "servers.json"
-    servers = {"probe": {"command": sys.executable, "args": [str(PROBE)]}}
-    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "mcp_code_execution_mode", "serve", "--tools", "direct",
-              "--state-dir", str(tmp_path / "state")],
-        env=bridge_env({"MCP_BRIDGE_CONFIG": str(config)}),
-    )  # fmt: skip
+    params = _direct_bridge(tmp_path, {"probe": {"command": sys.executable, "args": [str(PROBE)]}})
     with anyio.fail_after(CALL_TIMEOUT * 3):
         async with Client(params) as client:
             assert client.protocol_version == "2026-07-28"

@@ -113,24 +113,21 @@ def _code(code: str, max_timeout: float) -> str:
     return code
 
 
-def _timeout(timeout: float, max_timeout: float) -> float:
-    # Compared before any conversion: JSON integers have no bound, and one past a float's range
-    # overflows ``isfinite`` (or, past 4300 digits, ``repr``).
-    if not (0 < timeout <= max_timeout) or not math.isfinite(timeout):
-        shown = repr(timeout) if type(timeout) is float or abs(timeout) < 10**15 else "out of range"
-        raise InvalidArguments(
-            f"'timeout' is {shown}: allowed range is (0, {max_timeout:g}] seconds"
-        )
-    return float(timeout)
+def _seconds(field: str) -> Callable[[float, float], float]:
+    """The bounds of a number of seconds in ``(0, max_timeout]``, named ``field`` in errors."""
 
+    def bounds(seconds: float, max_timeout: float) -> float:
+        # Compared before any conversion: JSON integers have no bound, and one past a float's
+        # range overflows ``isfinite`` (or, past 4300 digits, ``repr``).
+        if not (0 < seconds <= max_timeout) or not math.isfinite(seconds):
+            big = type(seconds) is not float and abs(seconds) >= 10**15
+            shown = "out of range" if big else repr(seconds)
+            raise InvalidArguments(
+                f"'{field}' is {shown}: allowed range is (0, {max_timeout:g}] seconds"
+            )
+        return float(seconds)
 
-def _yield_after(seconds: float, max_timeout: float) -> float:
-    if not (0 < seconds <= max_timeout) or not math.isfinite(seconds):
-        shown = repr(seconds) if type(seconds) is float or abs(seconds) < 10**15 else "out of range"
-        raise InvalidArguments(
-            f"'yield_after' is {shown}: allowed range is (0, {max_timeout:g}] seconds"
-        )
-    return float(seconds)
+    return bounds
 
 
 def _run_id(run_id: str, max_timeout: float) -> str:
@@ -158,7 +155,7 @@ FIELDS: tuple[Field, ...] = (
         "number",
         "seconds",
         must="a number of seconds in (0, <max_timeout>]",
-        bounds=_timeout,
+        bounds=_seconds("timeout"),
     ),
     Field(
         "session",
@@ -173,7 +170,7 @@ FIELDS: tuple[Field, ...] = (
         "number",
         "",
         must="a number of seconds in (0, <max_timeout>]",
-        bounds=_yield_after,
+        bounds=_seconds("yield_after"),
     ),
     Field("resume", "string", "", must="a run_id", bounds=_run_id),
     Field("cancel", "string", "", must="a run_id", bounds=_run_id),
