@@ -136,3 +136,16 @@ def test_interrupt_during_a_large_send_never_leaves_half_a_frame(host: Any) -> N
         result = host.wait_for(Result)
         assert result.status == "interrupted"
         assert host.execute("'in sync'").result.value == "'in sync'"
+
+
+def test_an_interrupt_the_code_swallows_is_sent_again_until_it_stops(host: Any) -> None:
+    # One SIGINT can be lost (raised inside a finalizer, or caught by a bare except): the
+    # interrupt repeats while the execution runs, so a loop that swallows the first one stops.
+    code = (
+        "caught = 0\nprint('started')\nwhile True:\n    try:\n        while True:\n"
+        "            pass\n    except KeyboardInterrupt:\n        caught += 1\n"
+        "        if caught >= 3:\n            raise\n"
+    )
+    result = _interrupt_after_marker(host, code)
+    assert result.status == "interrupted"
+    assert host.execute("caught").result.value == "3"

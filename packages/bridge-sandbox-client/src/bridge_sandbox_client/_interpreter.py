@@ -4,7 +4,11 @@ Runs on the main thread, because only the main thread receives signals: an inter
 code is a SIGINT sent to it (``signal.pthread_kill``), which also breaks blocking calls such as
 ``time.sleep``. Code with top-level ``await`` runs as a task on the persistent loop and is
 interrupted by cancelling that task; if the task does not yield within
-:data:`ESCALATE_AFTER` (``while True: pass`` inside async code), SIGINT follows.
+:data:`ESCALATE_AFTER` (``while True: pass`` inside async code), SIGINT follows. One SIGINT
+can be lost — Python ignores an exception raised inside a finalizer (an ``open(...).write(...)``
+whose file is closed as the interrupt lands: about 1 in 100 interrupts of such a loop), and
+``except:`` swallows one — so it is sent again every :data:`RESIGNAL_EVERY` seconds until the
+execution ends (the host kills the sandbox once its grace is over).
 
 Plain code runs outside the loop, so ``asyncio.run(...)`` in user code works as in a script.
 """
@@ -28,11 +32,13 @@ from bridge_sandbox_client._channel import signals_allowed
 from bridge_sandbox_client._compile import CompiledCell, compile_cell, is_async
 from bridge_sandbox_client._traceback import error_info, interrupted_info, wire_text
 
-__all__ = ["ESCALATE_AFTER", "Interpreter", "Outcome"]
+__all__ = ["ESCALATE_AFTER", "RESIGNAL_EVERY", "Interpreter", "Outcome"]
 
 ESCALATE_AFTER = 0.25
 """Seconds a cancelled task gets to yield before SIGINT is sent: a cancellation is delivered only
 when the task next awaits, and CPU-bound async code may never do so."""
+RESIGNAL_EVERY = 0.2
+"""Seconds between the SIGINTs sent while an interrupted execution still runs."""
 _EARLY_INTERRUPTS_KEPT = 64
 """Interrupts of executions not running (not started yet, or over) that are remembered."""
 
@@ -228,11 +234,10 @@ class Interpreter:
             task = running.task
         if task is None:
             self._signal_main()
-            return True
-        self.loop.call_soon_threadsafe(task.cancel)
-        timer = threading.Timer(ESCALATE_AFTER, self._escalate, (running,))
-        timer.daemon = True
-        timer.start()
+            self._escalate_after(RESIGNAL_EVERY, running)
+        else:
+            self.loop.call_soon_threadsafe(task.cancel)
+            self._escalate_after(ESCALATE_AFTER, running)
         return True
 
     def stop(self) -> None:
@@ -243,11 +248,17 @@ class Interpreter:
         if running is not None:
             self.interrupt(running.execution_id)
 
+    def _escalate_after(self, delay: float, running: _Running) -> None:
+        timer = threading.Timer(delay, self._escalate, (running,))
+        timer.daemon = True
+        timer.start()
+
     def _escalate(self, running: _Running) -> None:
         with self._lock:
             still_running = self._running is running
         if still_running:
             self._signal_main()
+            self._escalate_after(RESIGNAL_EVERY, running)
 
     def _signal_main(self) -> None:
         if self._main_thread is not None:
