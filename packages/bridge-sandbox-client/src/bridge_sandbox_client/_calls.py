@@ -18,6 +18,7 @@ from typing import Any
 
 from bridge_protocol import Call, CancelCall, Message, Reply, Request
 
+from bridge_sandbox_client._channel import signals_deferred
 from bridge_sandbox_client.errors import BridgeDisconnected, ToolCancelled, error_from_fault
 
 __all__ = ["CallRegistry", "PendingCall"]
@@ -210,7 +211,10 @@ class CallRegistry:
     def _on_done(self, call_id: int, future: concurrent.futures.Future[Any]) -> None:
         if not future.cancelled():
             return
-        with self._lock:
-            still_pending = self._pending.pop(call_id, None) is not None
-        if still_pending:
-            self._send_cancel(call_id)
+        # An interrupt repeats until the code stops: one landing between taking the call out
+        # and sending its cancel would lose the cancel. Signals wait until it is out.
+        with signals_deferred():
+            with self._lock:
+                still_pending = self._pending.pop(call_id, None) is not None
+            if still_pending:
+                self._send_cancel(call_id)

@@ -44,6 +44,7 @@ from bridge_sandbox_client._channel import (
     signals_allowed,
     signals_deferred,
 )
+from bridge_sandbox_client._checkpoints import Checkpoints
 from bridge_sandbox_client._compile import CompiledCell
 from bridge_sandbox_client._display import Displayer, configure_matplotlib, set_active
 from bridge_sandbox_client._inbox import Inbox
@@ -54,6 +55,7 @@ from bridge_sandbox_client._proxies import Directory, RefusedServer
 from bridge_sandbox_client._restoring import restore_state, state_hint
 from bridge_sandbox_client._runtime import Runtime, build_runtime_module
 from bridge_sandbox_client._snapshot import SnapshotTaker, is_bridge_object
+from bridge_sandbox_client._workflows import Workflows
 from bridge_sandbox_client.errors import PolicyDenied, ToolError
 
 __all__ = ["SandboxClient"]
@@ -122,7 +124,9 @@ class SandboxClient:
         self.runtime = Runtime(
             self.directory, self.displayer, channel.send, self._current_execution, self._fork
         )
-        self.runtime_module = build_runtime_module(self.runtime)
+        self.workflows = Workflows(self.registry, lambda: self.interpreter.namespace)
+        self.checkpoints = Checkpoints(self.registry)
+        self.runtime_module = build_runtime_module(self.runtime, self.workflows, self.checkpoints)
         self.modules = install_mcp_modules(self.directory, self.runtime_module)
         self.interpreter = Interpreter(self._user_namespace())
 

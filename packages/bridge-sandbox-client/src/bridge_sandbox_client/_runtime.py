@@ -12,7 +12,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import Any, Protocol
 
 from bridge_protocol import Progress
 
@@ -288,10 +288,19 @@ _EXPORTED = (
 )
 
 
-def build_runtime_module(runtime: Runtime) -> types.ModuleType:
-    """The ``mcp.runtime`` module: the runtime's helpers as module functions."""
+class Helpers(Protocol):
+    """More helpers of ``mcp.runtime`` (workflows, checkpoints): the names in ``EXPORTED``."""
+
+    EXPORTED: tuple[str, ...]
+
+
+def build_runtime_module(runtime: Runtime, *more: Helpers) -> types.ModuleType:
+    """The ``mcp.runtime`` module: the runtime's helpers (and ``more``'s) as module functions."""
     module = types.ModuleType("mcp.runtime", "Discovery, docs and search of MCP tools; progress.")
-    for name in _EXPORTED:
-        setattr(module, name, getattr(runtime, name))
-    vars(module)["__all__"] = list(_EXPORTED)
+    exported: list[str] = []
+    for helpers, names in ((runtime, _EXPORTED), *((h, h.EXPORTED) for h in more)):
+        for name in names:
+            setattr(module, name, getattr(helpers, name))
+            exported.append(name)
+    vars(module)["__all__"] = exported
     return module
