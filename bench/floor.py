@@ -44,12 +44,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from bridge_core.sessions.types import OUTPUT_CAP  # the default MCP_BRIDGE_OUTPUT_CAP
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 REPO = Path(__file__).resolve().parents[1]
 SERVERS_ENV = Path(os.environ.get("MCP_TEST_SERVERS_DIR", REPO / ".cache" / "servers")) / "env"
-OUTPUT_CAP = 64 * 1024  # the bridge's default MCP_BRIDGE_OUTPUT_CAP
+
 BLOCK = 100  # calls per alternating block
 TICK = os.sysconf("SC_CLK_TCK")
 

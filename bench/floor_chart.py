@@ -20,8 +20,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from bridge_core.sessions.types import OUTPUT_CAP  # the default MCP_BRIDGE_OUTPUT_CAP
 
-OUTPUT_CAP = 64 * 1024
 FIGURES = (
     ("warm run_python('1+1')\nvs direct echo", "warm", 2.0),
     ("echo from sandbox code\nvs direct echo", "proxied", 1.3),

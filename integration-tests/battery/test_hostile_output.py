@@ -25,6 +25,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from bridge_core.sessions._execute import TRACEBACK_LIMIT, VALUE_LIMIT
+from bridge_core.sessions.types import OUTPUT_CAP
 from mcp.shared.exceptions import MCPError
 
 from .conftest import (
@@ -45,8 +47,6 @@ GRACE = 2.0
 MARGIN = 8.0
 """Slack for the MCP round trip and a loaded 2-core host; far below what the attacks gained on the
 unfixed bridge (30 s and more)."""
-OUTPUT_CAP = 64 * 1024
-"""The default output cap (``MCP_BRIDGE_OUTPUT_CAP``)."""
 
 
 def _blocks(result: types.CallToolResult) -> list[str]:
@@ -263,7 +263,8 @@ async def test_a_forged_result_frame_cannot_make_the_result_larger_than_its_boun
     size = _json_size(forged)
     print(f"result of a forged 12 MB result frame: {size:,} bytes of JSON")
     assert payload_of(forged)["status"] == "error"
-    assert size <= OUTPUT_CAP + 1024
+    # The value and the traceback at their own bounds, plus the type, the message's head and JSON.
+    assert size <= VALUE_LIMIT + TRACEBACK_LIMIT + 8 * 1024
 
 
 FLOOD = """

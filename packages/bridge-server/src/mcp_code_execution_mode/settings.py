@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bridge_core.runtime.detect import RuntimeTarget
+from bridge_core.sessions.types import OUTPUT_CAP
 from bridge_image.names import DEFAULT_IMAGE
 
 from mcp_code_execution_mode import _units as u
@@ -108,7 +109,7 @@ SETTINGS: tuple[Setting, ...] = (
        "Read the MCP client config files (Claude, Cursor, VS Code, ...) to find servers."),
     _s("output_mode", u.choice("compact", "toon"), "compact",
        "How run_python results are rendered: compact text, or TOON when it is smaller."),
-    _s("output_cap", u.parse_size, "64k",
+    _s("output_cap", u.parse_size, "24k",
        "Characters of stdout+stderr returned per call; past it, head and tail are kept."),
     _s("http_token_file", u.parse_path, None,
        "Bearer tokens serve --http accepts (add one with the token command); required to "
@@ -144,7 +145,7 @@ class Settings:
     config: Path | None = None
     discover: bool = True
     output_mode: str = "compact"
-    output_cap: int = 64 * 1024
+    output_cap: int = OUTPUT_CAP
     http_token_file: Path | None = None
     http_allowed_hosts: tuple[str, ...] = ()
     log_level: str = "warning"

@@ -11,6 +11,7 @@ from bridge_core.runtime.base import SandboxLimits
 from bridge_core.sessions._budget import MAX_CALL_BYTES, MAX_CALLS_IN_FLIGHT
 
 __all__ = [
+    "OUTPUT_CAP",
     "ExecutionListener",
     "ExecutionResult",
     "Image",
@@ -18,6 +19,14 @@ __all__ = [
     "SessionStats",
     "Status",
 ]
+
+OUTPUT_CAP = 24 * 1024
+"""Characters of stdout+stderr a result keeps by default (``MCP_BRIDGE_OUTPUT_CAP``); past it,
+head and tail, and the whole output in the session's spill file. Chosen by measurement
+(``bench/output_cap.py``): every output of its corpus a model reads in full fits (the largest,
+a 200-line file, is 19,000 characters), while a dump costs at most ~16k tokens instead of ~33k,
+below the 25,000 tokens at which Claude Code refuses a tool result even at one token per
+character."""
 
 Status = Literal["ok", "error", "interrupted", "timeout", "crashed", "unavailable"]
 """``crashed``: the container died (OOM, pids, killed). ``unavailable``: no runtime/sandbox could
@@ -96,7 +105,7 @@ class SessionConfig:
     max_timeout: float = 900.0
     interrupt_grace: float = 2.0
     """Seconds an interrupted execution gets to stop before its container is killed."""
-    output_cap: int = 64 * 1024
+    output_cap: int = OUTPUT_CAP
     """Characters of stdout+stderr kept per execution; past it head and tail are kept."""
     max_calls_in_flight: int = MAX_CALLS_IN_FLIGHT
     """Tool calls and requests one sandbox may have in flight; past it they are refused."""
