@@ -242,10 +242,12 @@ async def test_without_a_gateway_to_resolve_them_no_call_names_are_recorded(
 def test_the_known_methods_and_error_names_are_the_products_own() -> None:
     import bridge_sandbox_client.errors as sandbox_errors
     from bridge_core.proxy._resources import RESOURCE_METHODS
+    from bridge_core.sessions._checkpoints import METHODS as CHECKPOINT_METHODS
     from bridge_core.sessions._durable import FORK_METHOD
 
     catalog = {"discovered_servers", "list_tools", "query_tool_docs", "search_tool_docs"}
-    assert RESOURCE_METHODS | {FORK_METHOD} | catalog == tracing.KNOWN_METHODS
+    known = RESOURCE_METHODS | {FORK_METHOD} | CHECKPOINT_METHODS | catalog
+    assert known == tracing.KNOWN_METHODS
     for name, value in vars(sandbox_errors).items():
         if isinstance(value, type) and issubclass(value, Exception) and not name.startswith("_"):
             assert tracing.error_type(name) == name

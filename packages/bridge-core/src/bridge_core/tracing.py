@@ -80,6 +80,9 @@ KNOWN_METHODS = frozenset(
         "list_prompts",
         "get_prompt",
         "fork_session",
+        "checkpoint",
+        "restore_checkpoint",
+        "list_checkpoints",
     }
 )
 """The requests the bridge answers (a test checks this against the gateway and sessions)."""

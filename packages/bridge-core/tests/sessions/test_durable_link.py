@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 from bridge_core.sessions import SessionStore, StoreSettings
-from bridge_core.sessions._durable import FIRST_CHUNK, HELD_STATE, DurableLink
+from bridge_core.sessions._durable import HELD_STATE, DurableLink
+from bridge_core.sessions._restore_stream import FIRST_CHUNK
 from bridge_core.sessions._state_writer import StateWriter
 from bridge_core.sessions._store import READ_CHUNK
 from bridge_protocol import (

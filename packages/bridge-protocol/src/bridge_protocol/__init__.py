@@ -23,6 +23,7 @@ from bridge_protocol.errors import (
     UnsupportedVersion,
 )
 from bridge_protocol.messages import (
+    CHECKPOINT_RESTORE_PREFIX,
     FORK_SNAPSHOT_PREFIX,
     HOST_TO_SANDBOX,
     MESSAGE_TYPES,
@@ -71,6 +72,7 @@ __all__ = [
     "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_FRAME_SIZE",
     "DEFAULT_MAX_ITEMS",
+    "CHECKPOINT_RESTORE_PREFIX",
     "FORK_SNAPSHOT_PREFIX",
     "UNCHANGED_SNAPSHOT_PREFIX",
     "HEADER_SIZE",

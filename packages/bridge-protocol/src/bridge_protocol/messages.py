@@ -225,6 +225,10 @@ class Reply:
 FORK_SNAPSHOT_PREFIX = "fork-"
 """A ``Snapshot`` whose id starts with this is a fork's (``fork_session`` request), never the
 session's own saved state."""
+CHECKPOINT_RESTORE_PREFIX = "checkpoint-"
+"""A ``Restore`` whose id starts with this brings a checkpoint back into a running sandbox, while
+an execution runs (``restore_checkpoint`` request): the sandbox hands it to the code that asked,
+never loads it as the session's start."""
 UNCHANGED_SNAPSHOT_PREFIX = "same-"
 """A ``Snapshot`` whose id starts with this carries no data and says the session's state is byte
 for byte the one this sandbox sent last: the host keeps what it saved then (if it did)."""

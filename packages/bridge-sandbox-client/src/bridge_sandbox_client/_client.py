@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bridge_protocol import (
+    CHECKPOINT_RESTORE_PREFIX,
     ErrorInfo,
     Execute,
     Interrupt,
@@ -111,6 +112,11 @@ class SandboxClient:
         self._restoring_bytes = 0
         self._hinted = False
         """Whether the state being received has had its hint read (or has none)."""
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_receiving: tuple[str, list[bytes], int] | None = None
+        """A checkpoint's state being received (``runtime.restore``): its id, chunks, bytes."""
+        self._checkpoint_received: tuple[str, bytes] | None = None
+        """The last checkpoint state received whole, until the code that asked takes it."""
         self._durable = False
         """Set by the host's first ``Restore``: this sandbox serves a durable session, so its
         state is saved after each successful execution (pool and one-shot sandboxes never are)."""
@@ -125,7 +131,7 @@ class SandboxClient:
             self.directory, self.displayer, channel.send, self._current_execution, self._fork
         )
         self.workflows = Workflows(self.registry, lambda: self.interpreter.namespace)
-        self.checkpoints = Checkpoints(self.registry)
+        self.checkpoints = Checkpoints(self.registry, self._checkpoint, self._restore_checkpoint)
         self.runtime_module = build_runtime_module(self.runtime, self.workflows, self.checkpoints)
         self.modules = install_mcp_modules(self.directory, self.runtime_module)
         self.interpreter = Interpreter(self._user_namespace())
@@ -263,7 +269,10 @@ class SandboxClient:
         elif isinstance(message, (Execute, Shutdown, Resave)):
             self._inbox.put(message)  # in order: a resave applies to the next execution's state
         elif isinstance(message, Restore):
-            self._receive_restore(message)
+            if message.restore_id.startswith(CHECKPOINT_RESTORE_PREFIX):
+                self._receive_checkpoint(message)
+            else:
+                self._receive_restore(message)
         elif not isinstance(message, Pong):
             self.log(f"ignored unexpected {type(message).KIND!r} message")
 
@@ -290,6 +299,25 @@ class SandboxClient:
             self._restoring = None
             self._inbox.put(_RestoreJob(message.restore_id, b"".join(chunks)))
 
+    def _receive_checkpoint(self, message: Restore) -> None:
+        """A chunk of a checkpoint's state, for the code waiting in ``runtime.restore``: held
+        apart from the session's own restore (the main thread may be that code)."""
+        with self._checkpoint_lock:
+            receiving = self._checkpoint_receiving
+            if receiving is None or receiving[0] != message.restore_id:
+                receiving = (message.restore_id, [], 0)  # a new one drops one cut short
+            restore_id, chunks, size = receiving
+            size += len(message.data)
+            if size > MAX_RESTORE_BYTES:
+                raise ProtocolError(f"a saved state of more than {MAX_RESTORE_BYTES} bytes")
+            if message.data:
+                chunks.append(message.data)
+            if message.last:
+                self._checkpoint_receiving = None
+                self._checkpoint_received = (restore_id, b"".join(chunks))
+            else:
+                self._checkpoint_receiving = (restore_id, chunks, size)
+
     def _interrupt(self, execution_id: str) -> None:
         self.interpreter.interrupt(execution_id)
         self.registry.abandon(execution_id)
@@ -314,6 +342,24 @@ class SandboxClient:
         if self._durable:  # otherwise the host refuses, and says why
             self.snapshots.take(self.interpreter.namespace, self._skip_saving, snapshot_id)
         return pending
+
+    def _checkpoint(self, label: str) -> PendingCall:
+        """Ask the host for checkpoint ``label``, then save the namespace as it is now into it
+        (a fork's snapshot: the host reserves its slot before the frames come)."""
+        snapshot_id = self.snapshots.fork_id()
+        pending = self.registry.request("checkpoint", {"label": label, "snapshot_id": snapshot_id})
+        if self._durable:  # otherwise the host refuses, and says why
+            self.snapshots.take(self.interpreter.namespace, self._skip_saving, snapshot_id)
+        return pending
+
+    def _restore_checkpoint(self, restore_id: str) -> str:
+        """Replace the namespace and ``/tmp`` with the checkpoint state received as
+        ``restore_id`` (its frames came before the host's answer); "" or why not."""
+        with self._checkpoint_lock:
+            received, self._checkpoint_received = self._checkpoint_received, None
+        if received is None or received[0] != restore_id:
+            return "its state did not arrive"
+        return restore_state(received[1], self.interpreter.namespace, keep=self._skip_saving)
 
     def _skip_saving(self, name: str, value: Any) -> bool:
         # What the client injects is rebuilt in every sandbox, never saved.
@@ -354,6 +400,8 @@ class SandboxClient:
             self._send_result(result)
         finally:
             self.registry.end(execute.execution_id)
+            with self._checkpoint_lock:  # one its code did not take (interrupted): dropped
+                self._checkpoint_receiving = self._checkpoint_received = None
         if self._durable and outcome.status == "ok":
             # After the result: the host has its answer while the child saves in the background.
             self.snapshots.take(self.interpreter.namespace, self._skip_saving)

@@ -7,9 +7,12 @@ is returned (the host then deletes the state and the session starts fresh). Form
 
 from __future__ import annotations
 
+import contextlib
 import io
 import pickle
+import shutil
 import tarfile
+from collections.abc import Callable
 from typing import Any
 
 from bridge_protocol.hints import HINT_LENGTH as _HINT_LENGTH
@@ -40,13 +43,21 @@ def _pickle_start(data: bytes | bytearray) -> int | str:
     return len(MAGIC) + _HINT_LENGTH.size + hint
 
 
-def restore_state(data: bytes | bytearray, namespace: dict[str, Any]) -> str:
+def restore_state(
+    data: bytes | bytearray,
+    namespace: dict[str, Any],
+    keep: Callable[[str, Any], bool] | None = None,
+) -> str:
     """Load a saved state into ``namespace`` and ``/tmp``; return "" or why it was refused.
 
-    All or nothing for the namespace: on any error it is left exactly as it was.
+    All or nothing for the namespace: on any error it is left exactly as it was. With ``keep``
+    (a checkpoint brought back into a running sandbox), the state *replaces* the namespace and
+    ``/tmp``: every name but the dunders and those ``keep`` accepts (what a state never holds:
+    ``runtime``, ``mcp_servers``) is removed, in place (functions of the session keep it as their
+    globals), and so is every file of ``/tmp``, once the state has loaded.
     """
     if not data:
-        return ""
+        return "" if keep is None else "it is empty"
     at = _pickle_start(data)
     if isinstance(at, str):
         return at
@@ -69,6 +80,10 @@ def restore_state(data: bytes | bytearray, namespace: dict[str, Any]) -> str:
             raise pickle.UnpicklingError(f"expected a dict of names, got {type(values).__name__}")
         if stream.tell() != start + length:
             raise pickle.UnpicklingError("the pickle does not end where its length says")
+        if keep is not None:
+            for name in [n for n, v in namespace.items() if not _kept(n, v, keep)]:
+                del namespace[name]
+            _empty_tmp()
         namespace.update(values)
         stream.seek(buffers[1])
         with tarfile.open(fileobj=stream, mode="r|") as tar:
@@ -78,6 +93,19 @@ def restore_state(data: bytes | bytearray, namespace: dict[str, Any]) -> str:
         namespace.update(before)
         return f"it could not be loaded ({type(exc).__name__}: {str(exc)[:300]})"
     return ""
+
+
+def _kept(name: str, value: Any, keep: Callable[[str, Any], bool]) -> bool:
+    return (name.startswith("__") and name.endswith("__")) or keep(name, value)
+
+
+def _empty_tmp() -> None:
+    for entry in _tmpfiles.TMP.iterdir():
+        with contextlib.suppress(OSError):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
 
 
 def _buffers(data: bytes | bytearray, at: int) -> tuple[list[bytearray], int] | str:

@@ -30,11 +30,12 @@ from bridge_protocol import (
 )
 
 from bridge_core.channel import Channel, ChannelClosed
+from bridge_core.sessions._checkpoints import Checkpoints
 from bridge_core.sessions._fork import FORK_METHOD, ForkNames, Forks, PendingFork
+from bridge_core.sessions._restore_stream import stream_state
 from bridge_core.sessions._state_files import MAX_UNSAVED_CHARS
 from bridge_core.sessions._state_writer import COPY_STEP, CommittedState, StateWriter
 from bridge_core.sessions._store import (
-    READ_CHUNK,
     SavedState,
     SessionStore,
 )
@@ -51,10 +52,6 @@ MAX_UNSAVED_SHOWN = 10
 """Unsaved names quoted in one notice (the rest are counted)."""
 KEEP_EVERY = 3600.0
 """Seconds between two refreshes of an unchanged saved state's retention clock (at most)."""
-FIRST_CHUNK = 64 * 1024
-"""Bytes of the first ``Restore`` frame: the head of a state names the modules the sandbox
-imports while the rest arrives, so it goes ahead of the 4 MiB frames (the host never reads it:
-only the frame is smaller)."""
 
 
 class RestoreOutcome:
@@ -107,6 +104,8 @@ class DurableLink:
         self.name = name
         self.forks = Forks(store, client, name, forks)
         """Its session's forks, asked for by its code."""
+        self.checkpoints = Checkpoints(store, client, name, self.forks)
+        """Its session's checkpoints (their snapshots take the forks' one place)."""
         self.epoch = store.epoch(client, name)
         """What this sandbox's states are valid for: none lands after a reset of the session
         (renewed by :meth:`forgotten` when its state is deleted before it ran anything)."""
@@ -399,15 +398,7 @@ class DurableLink:
                     return RestoreOutcome(
                         state, "it is larger than [sessions] state_max in bridge.toml"
                     )
-                # Streamed: the bridge holds one frame of it at a time.
-                handle = await anyio.to_thread.run_sync(state.path.open, "rb")
-                try:
-                    size = FIRST_CHUNK
-                    while chunk := await anyio.to_thread.run_sync(handle.read, size):
-                        await channel.send(Restore(restore_id, data=chunk))
-                        size = READ_CHUNK
-                finally:
-                    handle.close()
+                await stream_state(channel, restore_id, state, last=False)
                 await anyio.to_thread.run_sync(self.store.touch, state)
             await channel.send(Restore(restore_id, last=True))
             await done.wait()

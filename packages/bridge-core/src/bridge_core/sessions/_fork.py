@@ -10,11 +10,16 @@ The :class:`~._durable.DurableLink` of the forking sandbox owns its :class:`Fork
 reserves the name (:meth:`Forks.begin`) before the snapshot's frames that follow, and the call
 waits for them to be saved (:meth:`Forks.finish`). The name must be free, which only the
 manager's table of sessions and the store can tell (:class:`ForkNames`).
+
+A checkpoint (``runtime.checkpoint(label)``, see :mod:`._checkpoints`) is the same kind of
+snapshot, written into one of the session's checkpoint slots instead of a new session: it takes
+the same one place (one fork or checkpoint at a time per sandbox) and replaces the slot's state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Protocol
 
 import anyio
@@ -44,14 +49,19 @@ class ForkNames(Protocol):
 class PendingFork:
     """A fork being written: its name is reserved until :meth:`Forks.finish` returns."""
 
-    __slots__ = ("done", "epoch", "error", "name", "snapshot_id", "writer")
+    __slots__ = ("checkpoint", "done", "epoch", "error", "name", "size", "snapshot_id", "writer")
 
-    def __init__(self, snapshot_id: str, name: str, epoch: Epoch) -> None:
+    def __init__(self, snapshot_id: str, name: str, epoch: Epoch, checkpoint: str = "") -> None:
         self.snapshot_id = snapshot_id
         self.name = name
+        """The new session's name; for a checkpoint, its slot's name in the store."""
         self.epoch = epoch
+        self.checkpoint = checkpoint
+        """The label of the checkpoint this snapshot is ("" for a fork)."""
         self.writer: StateWriter | None = None
         self.error = ""
+        self.size = 0
+        """Bytes of the state once saved."""
         self.done = anyio.Event()
 
 
@@ -79,29 +89,50 @@ class Forks:
             name = validate_session_name(untrusted_name)
         except ValueError as exc:
             raise CallFailed(ErrorCode.INVALID_ARGUMENTS, str(exc)) from None
-        if (
-            not isinstance(untrusted_id, str)
-            or not untrusted_id.startswith(FORK_SNAPSHOT_PREFIX)
-            or len(untrusted_id) > MAX_SNAPSHOT_ID
-        ):
-            raise CallFailed(ErrorCode.INVALID_ARGUMENTS, "a fork needs its snapshot's id")
+        snapshot_id = self._snapshot_id(untrusted_id)
         names = self._names
         assert names is not None, "a durable link of the manager always has its names"
-        if self._fork is not None:
-            raise CallFailed(
-                ErrorCode.INVALID_ARGUMENTS,
-                f"session {self.name!r} is already forking into {self._fork.name!r}: "
-                "one fork at a time",
-            )
+        self._one_at_a_time()
         if names.name_taken(self.client, name) or (self.client, name) in names.forks_pending:
             raise CallFailed(
                 ErrorCode.INVALID_ARGUMENTS,
                 f"session {name!r} already exists (open, hibernated or saved): a fork never "
                 "replaces a session; choose another name, or reset that session first",
             )
-        fork = self._fork = PendingFork(untrusted_id, name, self.store.epoch(self.client, name))
+        fork = self._fork = PendingFork(snapshot_id, name, self.store.epoch(self.client, name))
         names.forks_pending[(self.client, name)] = anyio.Event()
         return fork
+
+    def begin_checkpoint(self, untrusted_id: object, slot: str, label: str) -> PendingFork:
+        """Take the one place for a checkpoint's snapshot into the store's ``slot`` (a valid
+        ``label`` chosen by :mod:`._checkpoints`); raises :class:`CallFailed` as :meth:`begin`."""
+        snapshot_id = self._snapshot_id(untrusted_id)
+        self._one_at_a_time()
+        epoch = self.store.epoch(self.client, slot)
+        fork = self._fork = PendingFork(snapshot_id, slot, epoch, checkpoint=label)
+        return fork
+
+    @staticmethod
+    def _snapshot_id(untrusted_id: object) -> str:
+        if (
+            not isinstance(untrusted_id, str)
+            or not untrusted_id.startswith(FORK_SNAPSHOT_PREFIX)
+            or len(untrusted_id) > MAX_SNAPSHOT_ID
+        ):
+            raise CallFailed(ErrorCode.INVALID_ARGUMENTS, "a fork needs its snapshot's id")
+        return untrusted_id
+
+    def _one_at_a_time(self) -> None:
+        if (fork := self._fork) is not None:
+            doing = (
+                f"saving checkpoint {fork.checkpoint!r}"
+                if fork.checkpoint
+                else f"forking into {fork.name!r}"
+            )
+            raise CallFailed(
+                ErrorCode.INVALID_ARGUMENTS,
+                f"session {self.name!r} is already {doing}: one fork or checkpoint at a time",
+            )
 
     async def finish(self, fork: PendingFork) -> str:
         """Wait until ``fork`` is saved; return its new name. Releases its reservation."""
@@ -110,9 +141,12 @@ class Forks:
         finally:
             self._end(fork)
         if fork.error:
-            raise CallFailed(
-                ErrorCode.TOOL_ERROR, f"session {fork.name!r} was not created: {fork.error}"
+            what = (
+                f"checkpoint {fork.checkpoint!r} was not saved"
+                if fork.checkpoint
+                else f"session {fork.name!r} was not created"
             )
+            raise CallFailed(ErrorCode.TOOL_ERROR, f"{what}: {fork.error}")
         return fork.name
 
     def _end(self, fork: PendingFork) -> None:
@@ -142,7 +176,15 @@ class Forks:
             return
         fork.writer = None
         error = message.error[:500]
-        if writer is not None and not error:
+        if writer is not None and not error and fork.checkpoint:
+            try:
+                error = await anyio.to_thread.run_sync(
+                    partial(writer.commit, message.unsaved, checkpoint=fork.checkpoint)
+                )
+            except OSError as exc:
+                writer.abort()
+                error = f"the state could not be written: {exc.strerror or exc}"
+        elif writer is not None and not error:
             assert self._names is not None
             if self._names.name_taken(self.client, fork.name):
                 # A session of that name was opened meanwhile: it is the user's, not the fork's.
@@ -159,6 +201,7 @@ class Forks:
         elif writer is not None:
             writer.abort()
         fork.error = error or fork.error or ""
+        fork.size = 0 if writer is None else writer.size
         fork.done.set()
 
     def refuse_copy(self, message: SnapshotCopy) -> None:
@@ -166,7 +209,7 @@ class Forks:
         fork is refused."""
         fork = self._fork
         if fork is not None and fork.snapshot_id == message.snapshot_id and not fork.error:
-            fork.error = "a fork's state must be sent whole"
+            fork.error = "a fork's or checkpoint's state must be sent whole"
             if fork.writer is not None:
                 fork.writer.abort()
                 fork.writer = None
@@ -174,5 +217,5 @@ class Forks:
     def end(self) -> None:
         """The sandbox is gone: a fork still being written is refused."""
         if (fork := self._fork) is not None and not fork.done.is_set():
-            fork.error = "the sandbox ended before the fork was saved"
+            fork.error = "the sandbox ended before the state was saved"
             fork.done.set()

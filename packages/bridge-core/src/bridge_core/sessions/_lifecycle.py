@@ -20,6 +20,7 @@ from typing import Final
 
 import anyio
 
+from bridge_core.sessions._checkpoints import slot_names
 from bridge_core.sessions._durable import DurableLink
 from bridge_core.sessions._hibernation import next_to_hibernate
 from bridge_core.sessions._sandbox import LiveSandbox
@@ -152,7 +153,7 @@ class DurableSessions:
         if not outcome.error:
             return None
         logger.warning("saved state of session %r refused: %s", sess.name, outcome.error)
-        await self.forget(sess.client, sess.name)
+        await self.forget(sess.client, sess.name, checkpoints=False)
         link.forgotten()
         if not live.alive:  # loading it killed the sandbox (e.g. out of memory): start afresh
             self._replace(sess, live, kill=True)
@@ -233,10 +234,18 @@ class DurableSessions:
             sess.users -= 1
             self._forget_if_empty(sess)
 
-    async def forget(self, client: str | None, name: str) -> None:
-        """Delete the saved state of ``client``'s session ``name`` (a reset)."""
+    async def forget(self, client: str | None, name: str, *, checkpoints: bool = True) -> None:
+        """Delete the saved state of ``client``'s session ``name`` (a reset), and its
+        checkpoints unless ``checkpoints`` is false (a state that could not be loaded)."""
         if self._store is not None and self._store.usable:
-            await anyio.to_thread.run_sync(self._store.delete, client, name)
+            store = self._store
+            names = [name, *(slot_names(name) if checkpoints else ())]
+
+            def delete() -> None:
+                for each in names:
+                    store.delete(client, each)
+
+            await anyio.to_thread.run_sync(delete)
 
     async def forget_client(self, client: str | None) -> None:
         """Delete every saved state of ``client`` (it is gone: nobody can address them again)."""

@@ -51,6 +51,8 @@ from bridge_core.channel import Channel, ChannelClosed, UnexpectedMessage
 from bridge_core.gateway import CallContext, CallFailed, Gateway
 from bridge_core.runtime.base import Sandbox
 from bridge_core.sessions._budget import CallBudget, CallLimits
+from bridge_core.sessions._checkpoints import CHECKPOINT_METHOD, RESTORE_METHOD
+from bridge_core.sessions._checkpoints import METHODS as CHECKPOINT_METHODS
 from bridge_core.sessions._durable import DurableLink
 from bridge_core.sessions._execution import Execution, bounded_result
 from bridge_core.sessions._fork import FORK_METHOD, PendingFork
@@ -253,10 +255,14 @@ class LiveSandbox:
             return
         assert self._calls is not None
         fork: PendingFork | None = None
-        if isinstance(message, Request) and message.method == FORK_METHOD:
-            # Reserved here, on the reader, before the fork's snapshot frames that follow.
+        replaces = ""
+        if isinstance(message, Request) and message.method in (FORK_METHOD, CHECKPOINT_METHOD):
+            # Reserved here, on the reader, before the snapshot frames that follow.
             try:
-                fork = self._begin_fork(message)
+                if message.method == FORK_METHOD:
+                    fork = self._begin_fork(message)
+                else:
+                    fork, replaces = await self._link(message).checkpoints.begin(message.params)
             except CallFailed as exc:
                 fault = Fault(int(exc.code), exc.message)
                 await self.channel.send(Reply(message.call_id, fault=fault))
@@ -264,7 +270,17 @@ class LiveSandbox:
         self.budget.take(size)
         scope = anyio.CancelScope()
         execution.calls[message.call_id] = scope
-        self._calls.start_soon(self._run_call, execution, message, scope, size, fork)
+        self._calls.start_soon(self._run_call, execution, message, scope, size, fork, replaces)
+
+    def _link(self, message: Request) -> DurableLink:
+        """The durable link a checkpoint request needs; refused when the session has none."""
+        if self.durable is None:
+            raise CallFailed(
+                ErrorCode.TOOL_ERROR,
+                f"session {self.session!r} has no checkpoints: {self.not_durable} "
+                "(checkpoints are saved states of a saved session)",
+            )
+        return self.durable
 
     def _begin_fork(self, message: Request) -> PendingFork:
         if self.durable is None:
@@ -282,6 +298,7 @@ class LiveSandbox:
         scope: anyio.CancelScope,
         size: int,
         fork: PendingFork | None = None,
+        replaces: str = "",
     ) -> None:
         held = size
         span = tracing.nested_call(execution.trace, message, size)
@@ -289,7 +306,9 @@ class LiveSandbox:
             reply: Reply | None = None
             with scope:
                 if fork is not None and self.durable is not None:
-                    reply = await self._answer_fork(message.call_id, self.durable, fork)
+                    reply = await self._answer_fork(message.call_id, self.durable, fork, replaces)
+                elif isinstance(message, Request) and message.method in CHECKPOINT_METHODS:
+                    reply = await self._answer_checkpoint(message)
                 else:
                     reply = await self._answer(execution, message)
             execution.calls.pop(message.call_id, None)
@@ -322,12 +341,28 @@ class LiveSandbox:
             self.budget.release(held)
 
     @staticmethod
-    async def _answer_fork(call_id: int, link: DurableLink, fork: PendingFork) -> Reply:
+    async def _answer_fork(
+        call_id: int, link: DurableLink, fork: PendingFork, replaces: str = ""
+    ) -> Reply:
         try:
+            if fork.checkpoint:
+                return Reply(call_id, value=await link.checkpoints.finish(fork, replaces))
             name = await link.forks.finish(fork)
         except CallFailed as exc:
             return Reply(call_id, fault=Fault(int(exc.code), exc.message))
         return Reply(call_id, value={"session": name})
+
+    async def _answer_checkpoint(self, message: Request) -> Reply:
+        """``restore_checkpoint`` and ``list_checkpoints`` (a checkpoint itself is a fork's)."""
+        try:
+            link = self._link(message)
+            if message.method == RESTORE_METHOD:
+                value = await link.checkpoints.restore(message.params, self.channel)
+            else:
+                value = await link.checkpoints.listing()
+        except CallFailed as exc:
+            return Reply(message.call_id, fault=Fault(int(exc.code), exc.message))
+        return Reply(message.call_id, value=value)
 
     async def _answer(self, execution: Execution, message: Call | Request) -> Reply:
         ctx = CallContext(

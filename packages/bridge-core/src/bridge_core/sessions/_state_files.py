@@ -120,7 +120,9 @@ class StateLedger(Protocol):
         ...
 
 
-def write_meta(base: Path, unsaved: tuple[str, ...], forked_from: str = "") -> None:
+def write_meta(
+    base: Path, unsaved: tuple[str, ...], forked_from: str = "", checkpoint: str = ""
+) -> None:
     # Written by the host only; a state the session saves itself has no origin any more. When
     # the state was saved is the metadata's mtime (every commit writes or dates it), not the
     # state's: using a state refreshes the state's mtime (retention counts from its last use).
@@ -131,6 +133,8 @@ def write_meta(base: Path, unsaved: tuple[str, ...], forked_from: str = "") -> N
         meta: dict[str, object] = {"unsaved": listed}
         if forked_from:
             meta["forked_from"] = forked_from
+        if checkpoint:
+            meta["checkpoint"] = checkpoint
         encoded = json.dumps(meta).encode()
         # The names are the sandbox's: escaped, 50 of them could take ~90 KB per state.
         if len(encoded) <= MAX_META_BYTES or not names:
@@ -150,6 +154,8 @@ class SavedState:
     unsaved: tuple[str, ...]
     forked_from: str = ""
     """The session this state was forked from, until the fork saves a state of its own."""
+    checkpoint: str = ""
+    """The label of the checkpoint this state is ("" for a session's own state)."""
 
 
 def read_state(base: Path) -> SavedState | None:
@@ -160,7 +166,7 @@ def read_state(base: Path) -> SavedState | None:
     except OSError:
         return None
     unsaved: tuple[str, ...] = ()
-    forked_from = ""
+    forked_from = checkpoint = ""
     at = info.st_mtime  # a state without metadata (older versions)
     with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
         meta_path = base.with_suffix(META_SUFFIX)
@@ -168,9 +174,10 @@ def read_state(base: Path) -> SavedState | None:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         unsaved = tuple(str(item)[:MAX_UNSAVED_CHARS] for item in meta["unsaved"])
         forked_from = str(meta.get("forked_from") or "")[:MAX_ORIGIN_CHARS]
+        checkpoint = str(meta.get("checkpoint") or "")[:MAX_ORIGIN_CHARS]
         if math.isfinite(when := float(meta.get("saved_at", at))):
             at = when  # written into it by earlier versions
-    return SavedState(path, info.st_size, at, unsaved[:MAX_UNSAVED_LISTED], forked_from)
+    return SavedState(path, info.st_size, at, unsaved[:MAX_UNSAVED_LISTED], forked_from, checkpoint)
 
 
 # The hint rules live with the state format in bridge_protocol, imported on first use: the

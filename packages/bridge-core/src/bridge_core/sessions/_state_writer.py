@@ -185,12 +185,15 @@ class StateWriter:
                 os.close(self._source[1])
         self._source = None
 
-    def commit(self, unsaved: tuple[str, ...], *, same_meta: bool = False) -> str:
+    def commit(
+        self, unsaved: tuple[str, ...], *, same_meta: bool = False, checkpoint: str = ""
+    ) -> str:
         """Replace the saved state atomically; return "" or why it was not kept.
 
         ``same_meta``: the session's metadata on disk was written by the caller's last commit
         with these ``unsaved`` names: it is only marked as of now, not written again (replacing a
         file by a rename costs ext4 a flush of the new file's data, ~0.4 ms here).
+        ``checkpoint``: the label of the checkpoint this state is, kept in its metadata.
         """
         if error := self._finish():
             return error
@@ -206,7 +209,7 @@ class StateWriter:
         if refused:
             return refused
         if not (same_meta and self._touch_meta()):
-            self._write_meta(unsaved)
+            write_meta(self._base, unsaved, checkpoint=checkpoint)
         return ""
 
     def commit_new(self, unsaved: tuple[str, ...], forked_from: str) -> str:
