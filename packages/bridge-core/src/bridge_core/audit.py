@@ -46,6 +46,7 @@ __all__ = [
     "MAX_RECORD_BYTES",
     "AuditLog",
     "CallRecord",
+    "WorkflowRecord",
     "argument_sizes",
 ]
 
@@ -144,6 +145,39 @@ class CallRecord:
         return _UNSAFE.sub(_escaped, json.dumps(record, ensure_ascii=False))
 
 
+@dataclass(frozen=True, kw_only=True)
+class WorkflowRecord:
+    """A workflow saved or deleted (``event``: ``workflow_saved``, ``workflow_deleted``): who
+    (``principal``: ``stdio``, ``token:NAME`` or ``anonymous``), from which session, and when.
+    The source is never recorded; its size is."""
+
+    event: str
+    principal: str
+    session: str
+    workflow: str
+    versions: tuple[int, ...]
+    execution_id: str | None = None
+    source_bytes: int | None = None
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def line(self) -> str:
+        """The JSON line :meth:`AuditLog.record` writes, every field bounded."""
+        record: dict[str, Any] = {
+            "time": self.at.isoformat(timespec="milliseconds"),
+            "event": self.event,
+            "principal": _cut(self.principal, MAX_NAME_CHARS),
+            "session": _cut(self.session, MAX_NAME_CHARS),
+            "execution": None
+            if self.execution_id is None
+            else _cut(self.execution_id, MAX_NAME_CHARS),
+            "workflow": _cut(self.workflow, MAX_NAME_CHARS),
+            "versions": list(self.versions[:MAX_ARGUMENTS]),
+        }
+        if self.source_bytes is not None:
+            record["source_bytes"] = self.source_bytes
+        return _UNSAFE.sub(_escaped, json.dumps(record, ensure_ascii=False))
+
+
 class AuditLog:
     """Appends JSON lines to ``path``; with ``path=None`` it records nothing.
 
@@ -161,7 +195,7 @@ class AuditLog:
         """False when no path was configured."""
         return self.path is not None
 
-    async def record(self, call: CallRecord) -> None:
+    async def record(self, call: CallRecord | WorkflowRecord) -> None:
         """Append ``call``'s line (in a worker thread: measuring a large argument, JSON-encoding
         it, is CPU work, and the file write is blocking I/O)."""
         if self.path is None:

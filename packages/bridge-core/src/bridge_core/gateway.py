@@ -19,6 +19,12 @@ Request methods (``Request.method`` → ``params`` → reply value):
 In these two requests a server or tool may be named by its Python form (``mcp_my_server``,
 ``get_user_info``; :mod:`bridge_protocol.names`); calls name them exactly.
 - ``search_tool_docs`` ``{query, limit}`` → ``[{"server", "tool", "description", "score"}, ...]``
+  (``"kind": "tool"``), merged by score with the caller's matching workflows
+  (``{"kind": "workflow", "name", "version", "description", "score"}``) when the gateway has a
+  :class:`WorkflowRequests`
+- :data:`WORKFLOW_METHODS` (``save_workflow``, ``list_workflows``, ``search_workflows``,
+  ``get_workflow``, ``delete_workflow``): answered by the gateway's :class:`WorkflowRequests`
+  (:mod:`bridge_core.workflows`), for the principal of ``CallContext.client_key``
 """
 
 from __future__ import annotations
@@ -32,7 +38,19 @@ from bridge_protocol import ErrorCode, JSONValue
 if TYPE_CHECKING:
     from bridge_core.client_link import ClientLink
 
-__all__ = ["CallContext", "CallFailed", "Gateway", "NullGateway"]
+__all__ = [
+    "WORKFLOW_METHODS",
+    "CallContext",
+    "CallFailed",
+    "Gateway",
+    "NullGateway",
+    "WorkflowRequests",
+    "no_workflows",
+]
+
+WORKFLOW_METHODS = frozenset(
+    {"save_workflow", "list_workflows", "search_workflows", "get_workflow", "delete_workflow"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +96,31 @@ class Gateway(Protocol):
         ...
 
 
+class WorkflowRequests(Protocol):
+    """The workflows of each principal, as a gateway answers for them (one route: every
+    gateway hands :data:`WORKFLOW_METHODS` and search results to it)."""
+
+    async def request(self, ctx: CallContext, method: str, params: Mapping[str, Any]) -> JSONValue:
+        """Answer one of :data:`WORKFLOW_METHODS` for ``ctx.client_key``'s workflows."""
+        ...
+
+    async def add_to_search(
+        self, ctx: CallContext, params: Mapping[str, Any], hits: JSONValue
+    ) -> JSONValue:
+        """``search_tool_docs``'s tool ``hits`` with the caller's matching workflows merged."""
+        ...
+
+
+def no_workflows() -> CallFailed:
+    """What a workflow request gets from a gateway that keeps none."""
+    return CallFailed(ErrorCode.UNKNOWN_METHOD, "workflows are not kept by this bridge")
+
+
 class NullGateway:
-    """A gateway with no servers configured."""
+    """A gateway with no servers configured (workflows still work when given)."""
+
+    def __init__(self, workflows: WorkflowRequests | None = None) -> None:
+        self.workflows = workflows
 
     async def call_tool(
         self, ctx: CallContext, server: str, tool: str, arguments: Mapping[str, Any]
@@ -89,7 +130,17 @@ class NullGateway:
         )
 
     async def request(self, ctx: CallContext, method: str, params: Mapping[str, Any]) -> JSONValue:
-        if method in ("discovered_servers", "search_tool_docs"):
+        if method in WORKFLOW_METHODS:
+            if self.workflows is None:
+                raise no_workflows()
+            return await self.workflows.request(ctx, method, params)
+        if method == "search_tool_docs":
+            return (
+                []
+                if self.workflows is None
+                else await self.workflows.add_to_search(ctx, params, [])
+            )
+        if method == "discovered_servers":
             return []
         if method in ("list_tools", "query_tool_docs"):
             raise CallFailed(

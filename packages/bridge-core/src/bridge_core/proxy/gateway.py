@@ -32,7 +32,13 @@ from bridge_core.approval import ApprovalGate, ApprovalRefused, ApprovalRules
 from bridge_core.audit import AuditLog, CallRecord
 from bridge_core.catalog import Catalog, ToolCache, ToolDoc, resolve_tool
 from bridge_core.errors import UpstreamError
-from bridge_core.gateway import CallContext, CallFailed
+from bridge_core.gateway import (
+    WORKFLOW_METHODS,
+    CallContext,
+    CallFailed,
+    WorkflowRequests,
+    no_workflows,
+)
 from bridge_core.policy import Policy
 from bridge_core.proxy._resources import RESOURCE_METHODS, audit_name
 from bridge_core.proxy.errors import (
@@ -77,6 +83,8 @@ class ProxyGateway:
         self.approvals = ApprovalGate(approvals or ApprovalRules(), self.redactor)
         self.tool_listeners: list[ToolsChanged] = []
         """Called after the catalog took a new tool list (direct tools forward it to clients)."""
+        self.workflows: WorkflowRequests | None = None
+        """Answers the workflow requests and adds workflows to searches (set by the server)."""
 
     @classmethod
     def for_pool(
@@ -234,13 +242,19 @@ class ProxyGateway:
         request from the upstream server (:mod:`bridge_core.proxy._resources`)."""
         if method in RESOURCE_METHODS:
             return await self._resource_request(ctx, method, params)
+        if method in WORKFLOW_METHODS:
+            if self.workflows is None:
+                raise no_workflows()
+            return await self.workflows.request(ctx, method, params)
         try:
             with self.pool.serving_all(ctx.client):
                 answer = await self.catalog.handle_request(method, params)
             masked: JSONValue = self.redactor.value(answer)
-            return masked
         except CallFailed as exc:
             raise self._masked(exc) from None
+        if method == "search_tool_docs" and self.workflows is not None:
+            return await self.workflows.add_to_search(ctx, params, masked)
+        return masked
 
     async def _resource_request(
         self, ctx: CallContext, method: str, params: Mapping[str, Any]
