@@ -55,21 +55,18 @@ from bridge_core.runtime._ownership import (
     select_leftovers,
 )
 from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
+from bridge_core.runtime._podman_connect import can_track_oom, find_engine, seccomp_profile
 from bridge_core.runtime._podman_create import ImageEnvs, create_verified
 from bridge_core.runtime._podman_events import ContainerEvents
 from bridge_core.runtime._podman_service import PrivateService
 from bridge_core.runtime._podman_stdio import (
     open_attach,
-    open_ssh_engine,
-    upload_profile,
     wait_spoken,
 )
 from bridge_core.runtime._sandbox import ContainerSandbox
 from bridge_core.runtime._seccomp import (
     SeccompProfile,
-    SeccompUnavailable,
     describe_filter,
-    write_profile,
 )
 from bridge_core.runtime._ssh import SshLink
 from bridge_core.runtime.base import (
@@ -191,30 +188,21 @@ class PodmanBackend:
         await anyio.to_thread.run_sync(private_dir, state_dir)
         # An older version made it 0755; the owner dirs inside are private, it must be too.
         await anyio.to_thread.run_sync(private_dir, state_dir / "sandboxes")
-        urls = [url] if url else api.socket_candidates(os.environ, os.geteuid())
-        if urls[0].startswith("ssh://"):
-            client, link = await open_ssh_engine(urls[0], identity, known_hosts)
-            backend = cls(client, url=link.url, state_dir=state_dir, link=link)
-            urls = []
-        for candidate in urls:
-            client = await _run(api.connect, candidate)
-            if client is not None:
-                backend = cls(client, url=candidate, state_dir=state_dir, channel=channel)
-                break
-        else:
-            binary = shutil.which("podman")
-            if not urls:
-                pass  # connected over ssh
-            elif url or not start_service or binary is None:
-                raise RuntimeUnavailable(
-                    f"no podman API service answers at {', '.join(urls)}"
-                    + ("" if binary else " and no `podman` binary is on PATH")
-                    + "; install podman (scripts/prepare-host does it on Debian/Ubuntu) or "
-                    "start its service: podman system service --time=0 unix:///run/podman/"
-                    "podman.sock"
-                )
-            else:
-                backend = await cls._with_private_service(binary, state_dir, urls, channel)
+        engine = await find_engine(
+            state_dir=state_dir,
+            url=url,
+            start_service=start_service,
+            identity=identity,
+            known_hosts=known_hosts,
+        )
+        backend = cls(
+            engine.client,
+            url=engine.url,
+            state_dir=state_dir,
+            service=engine.service,
+            link=engine.link,
+            channel=channel,
+        )
         try:
             data: dict[str, Any] = await _run(backend._client.info)
             # Before anything else touches host paths: a runtime in a VM cannot use them. The
@@ -223,8 +211,8 @@ class PodmanBackend:
             problem = kernel_problem("podman", backend.url, kernel)
             if problem and backend.channel == "socket":
                 raise RuntimeUnavailable(problem)
-            backend.track_oom = backend._can_track_oom(data)
-            await backend._write_seccomp_profile(state_dir)
+            backend.track_oom = can_track_oom(engine, data)
+            backend.seccomp, backend.seccomp_problem = await seccomp_profile(engine, state_dir)
             await backend.remove_leftovers()
         except api.FAILURES as exc:
             await backend.aclose()
@@ -233,50 +221,6 @@ class PodmanBackend:
             await backend.aclose()
             raise
         return backend
-
-    @classmethod
-    async def _with_private_service(
-        cls, binary: str, state_dir: Path, tried: list[str], channel: Channel
-    ) -> PodmanBackend:
-        # Per process: two bridges sharing a state dir must not replace each other's service.
-        service = await PrivateService.start(binary, state_dir / f"podman-{os.getpid()}.sock")
-        client = await _run(api.connect, service.url)
-        if client is None:
-            await service.aclose()
-            raise RuntimeUnavailable(
-                f"no podman API service answers at {', '.join(tried)}, and the private service "
-                f"started at {service.url} does not answer either: {service.log_tail()}"
-            )
-        return cls(client, url=service.url, state_dir=state_dir, service=service, channel=channel)
-
-    async def _write_seccomp_profile(self, state_dir: Path) -> None:
-        if self._link is not None:
-            try:
-                local = await _run(write_profile, state_dir)
-                self.seccomp = await upload_profile(self._link, local)
-            except (SeccompUnavailable, RuntimeUnavailable) as exc:
-                self.seccomp_problem = str(exc)
-            return
-        if not self.url.startswith("unix://"):
-            self.seccomp_problem = (
-                f"the podman service at {self.url} is not on this machine and cannot read the "
-                "bridge's seccomp profile; name a profile on that machine with "
-                "MCP_BRIDGE_SECURITY_OPT=seccomp=PATH"
-            )
-            return
-        try:
-            self.seccomp = await _run(write_profile, state_dir)
-        except SeccompUnavailable as exc:
-            self.seccomp_problem = str(exc)
-
-    def _can_track_oom(self, data: dict[str, Any]) -> bool:
-        if not self.url.startswith("unix://"):
-            return False
-        if not self.remote and os.geteuid() != 0:
-            return False  # the engine runs as root (rootful), we could not read its cgroups
-        host = data.get("host", {})
-        rootless = bool(host.get("security", {}).get("rootless", False))
-        return not rootless and host.get("cgroupManager") == "cgroupfs"
 
     async def info(self) -> RuntimeInfo:
         """Version, rootless or not, and whether this host enforces resource limits."""
