@@ -27,6 +27,7 @@ from bridge_core.runtime.detect import detect_runtime
 from bridge_core.sessions import DEFAULT_SESSION, SessionStore, StoreSettings, validate_session_name
 from bridge_core.sessions.manager import SessionManager
 from bridge_core.sessions.types import ExecutionListener, ExecutionResult, SessionConfig
+from bridge_core.workflows import WorkflowService, WorkflowStore
 from bridge_protocol import ErrorInfo
 from mcp.types import Tool
 
@@ -39,6 +40,7 @@ from mcp_code_execution_mode.settings import Settings, runtime_target
 __all__ = [
     "discover_servers",
     "executor_factory",
+    "open_workflows",
     "private_state_dir",
     "proxy_options",
     "session_config",
@@ -149,10 +151,18 @@ class OpenBridge:
     ([check] mode ``nested``) is made here, on the host, before any frame reaches a sandbox.
     """
 
-    def __init__(self, manager: SessionManager, gateway: ProxyGateway, *, check: str = "nested"):
+    def __init__(
+        self,
+        manager: SessionManager,
+        gateway: ProxyGateway,
+        *,
+        check: str = "nested",
+        workflows: WorkflowStore | None = None,
+    ):
         self.manager = manager
         self.gateway = gateway
         self.check = check
+        self.workflows = workflows
         self._converted: dict[str, tuple[object, list[ToolDoc]]] = {}
         """Each server's live list as docs, kept while the pool holds that same list object."""
 
@@ -220,7 +230,28 @@ class OpenBridge:
         return self.manager.holds_sessions(client)
 
     async def close_client(self, client: str | None) -> list[str]:
+        if self.workflows is not None:  # an anonymous client's workflows end with it
+            await anyio.to_thread.run_sync(self.workflows.forget, client)
         return await self.manager.close_client(client)
+
+    async def check_workflow(self, source: str) -> str | None:
+        """The check before running, on a workflow's source as it is loaded: its nested calls
+        are judged like a cell's (``[check] mode nested``)."""
+        known = await self.check_catalog()
+        findings = await anyio.to_thread.run_sync(check_cell, source, known)
+        return describe_findings(findings) if findings else None
+
+
+@asynccontextmanager
+async def open_workflows(state_dir: Path) -> AsyncIterator[WorkflowStore]:
+    """The workflow store under ``state_dir / "workflows"`` for one bridge lifetime."""
+    store = WorkflowStore(state_dir / "workflows")
+    await anyio.to_thread.run_sync(store.open)
+    try:
+        yield store
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(store.close)
 
 
 def executor_factory(settings: Settings, *, single_client: bool = False) -> ExecutorFactory:
@@ -286,7 +317,11 @@ def executor_factory(settings: Settings, *, single_client: bool = False) -> Exec
                 state_dir=state_dir / "sessions",
                 store=session_store(settings, state_dir / "sessions"),
             ) as manager,
+            open_workflows(state_dir) as workflows,
         ):
-            yield OpenBridge(manager, gateway, check=settings.check)
+            bridge = OpenBridge(manager, gateway, check=settings.check, workflows=workflows)
+            check = bridge.check_workflow if settings.check == "nested" else None
+            gateway.workflows = WorkflowService(workflows, gateway.audit, check)
+            yield bridge
 
     return open_executor

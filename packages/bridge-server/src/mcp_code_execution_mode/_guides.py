@@ -41,6 +41,7 @@ await mcp_servers["server"].tool(arg=...)     # call a tool
 from mcp import mcp_server_name               # attribute style
 from mcp.servers.server_name import tool      # module style
 runtime.progress(done, total, "message")      # progress notifications to the client
+runtime.save_workflow(fn)                     # keep a def; runtime.workflow(name) in later sessions
 ```
 
 Tool results come back as Python values (the text or structured content of the tool).

@@ -31,15 +31,16 @@ TOOL_NAME = "run_python"
 
 
 TOOL_DESCRIPTION = """\
-Run Python in a persistent sandbox (no network, writable /tmp, top-level await, state per \
-session). Call your other MCP servers from the code; discover first:
+Run Python in a persistent sandbox (no network, writable /tmp, top-level await). Call your \
+other MCP servers from it; discover first:
 from mcp import runtime, mcp_servers
 await runtime.discovered_servers()
 await runtime.search_tool_docs("query")
 await runtime.query_tool_docs("server")
 await mcp_servers["server"].tool(arg=...)
-Loop, filter, retry in Python; print only what you need. Has numpy, pandas, scipy, sklearn, \
-matplotlib, jq. yield_after=S: output so far and a run_id to resume or cancel."""
+runtime.save_workflow(fn)/workflow(name): reuse code later.
+Print only what you need. Has numpy, pandas, scipy, sklearn, matplotlib, jq. yield_after=S: \
+output so far, a run_id to resume or cancel."""
 
 
 class InvalidArguments(ValueError):
