@@ -14,7 +14,6 @@ value that ``await`` also accepts (as ``discovered_servers`` does).
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -42,9 +41,11 @@ class AwaitableDict(dict[str, Any]):
 class Checkpoints:
     """The checkpoint helpers of ``mcp.runtime`` (their names in :attr:`EXPORTED`).
 
-    ``take(label)`` sends the ``checkpoint`` request and takes the snapshot that follows it;
-    ``apply(restore_id)`` loads the checkpoint state received under that id into the namespace
-    and ``/tmp`` ("" or why not).
+    The sandbox client gives them its channel's side: ``take(label)`` sends the ``checkpoint``
+    request and takes the snapshot that follows it; ``ask(label)`` sends a
+    ``restore_checkpoint`` request under a new restore id whose frames it will keep;
+    ``received(restore_id)`` hands over (and forgets) the state kept for that id;
+    ``apply(state)`` replaces the namespace and ``/tmp`` with it ("" or why not).
     """
 
     EXPORTED: tuple[str, ...] = ("checkpoint", "restore", "list_checkpoints")
@@ -52,14 +53,17 @@ class Checkpoints:
     def __init__(
         self,
         registry: CallRegistry,
+        *,
         take: Callable[[str], PendingCall],
-        apply: Callable[[str], str],
+        ask: Callable[[str], tuple[str, PendingCall]],
+        received: Callable[[str], bytes | None],
+        apply: Callable[[bytes], str],
     ) -> None:
         self._registry = registry
         self._take = take
+        self._ask = ask
+        self._received = received
         self._apply = apply
-        self._restoring = threading.Lock()
-        """One restore at a time: the state received is the one the caller asked for."""
 
     def checkpoint(self, label: str) -> AwaitableDict:
         """Save this session's namespace and ``/tmp`` files, as they are now, as checkpoint
@@ -76,19 +80,16 @@ class Checkpoints:
         once, in this execution (names made since are gone; ``runtime`` and ``mcp_servers``
         stay). Returns ``{"label", "saved_at", "size"}``; works with or without ``await``.
         Raises :class:`~mcp.InvalidArguments` for a label this session has no checkpoint of."""
-        label = _label(label)
-        with self._restoring:
-            pending = self._registry.request("restore_checkpoint", {"label": label})
+        restore_id, pending = self._ask(_label(label))
+        try:
             value = CallRegistry.wait_sync(pending)
-            untrusted_id = value.get("restore_id") if isinstance(value, dict) else None
-            if not isinstance(untrusted_id, str):
-                raise ToolError("the bridge did not send the checkpoint", code=ErrorCode.INTERNAL)
-            if error := self._apply(untrusted_id):
-                raise ToolError(
-                    f"checkpoint {label!r} could not be restored: {error}",
-                    code=ErrorCode.TOOL_ERROR,
-                )
-        return AwaitableDict({k: v for k, v in value.items() if k != "restore_id"})
+        finally:
+            state = self._received(restore_id)  # its frames came before the answer
+        if state is None:
+            raise ToolError(f"the state of checkpoint {label!r} did not arrive")
+        if error := self._apply(state):
+            raise ToolError(f"checkpoint {label!r} could not be restored: {error}")
+        return AwaitableDict(value if isinstance(value, dict) else {})
 
     def list_checkpoints(self) -> AwaitableList:
         """This session's checkpoints, oldest first: ``[{"label", "saved_at", "size"}]``;

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import builtins
+import itertools
 import os
 import sys
 import threading
@@ -113,10 +114,10 @@ class SandboxClient:
         self._hinted = False
         """Whether the state being received has had its hint read (or has none)."""
         self._checkpoint_lock = threading.Lock()
-        self._checkpoint_receiving: tuple[str, list[bytes], int] | None = None
-        """A checkpoint's state being received (``runtime.restore``): its id, chunks, bytes."""
-        self._checkpoint_received: tuple[str, bytes] | None = None
-        """The last checkpoint state received whole, until the code that asked takes it."""
+        self._restore_ids = itertools.count(1)
+        self._checkpoints: dict[str, list[bytes]] = {}
+        """Checkpoint states asked for (``runtime.restore``), by restore id: their chunks as
+        they come, until the code that asked takes them. Frames of any other id are dropped."""
         self._durable = False
         """Set by the host's first ``Restore``: this sandbox serves a durable session, so its
         state is saved after each successful execution (pool and one-shot sandboxes never are)."""
@@ -131,7 +132,13 @@ class SandboxClient:
             self.directory, self.displayer, channel.send, self._current_execution, self._fork
         )
         self.workflows = Workflows(self.registry, lambda: self.interpreter.namespace)
-        self.checkpoints = Checkpoints(self.registry, self._checkpoint, self._restore_checkpoint)
+        self.checkpoints = Checkpoints(
+            self.registry,
+            take=self._checkpoint,
+            ask=self._ask_restore,
+            received=self._restored_checkpoint,
+            apply=self._apply_checkpoint,
+        )
         self.runtime_module = build_runtime_module(self.runtime, self.workflows, self.checkpoints)
         self.modules = install_mcp_modules(self.directory, self.runtime_module)
         self.interpreter = Interpreter(self._user_namespace())
@@ -303,20 +310,12 @@ class SandboxClient:
         """A chunk of a checkpoint's state, for the code waiting in ``runtime.restore``: held
         apart from the session's own restore (the main thread may be that code)."""
         with self._checkpoint_lock:
-            receiving = self._checkpoint_receiving
-            if receiving is None or receiving[0] != message.restore_id:
-                receiving = (message.restore_id, [], 0)  # a new one drops one cut short
-            restore_id, chunks, size = receiving
-            size += len(message.data)
-            if size > MAX_RESTORE_BYTES:
+            chunks = self._checkpoints.get(message.restore_id)
+            if chunks is None or not message.data:
+                return  # not asked for (or no longer): dropped
+            if sum(map(len, chunks)) + len(message.data) > MAX_RESTORE_BYTES:
                 raise ProtocolError(f"a saved state of more than {MAX_RESTORE_BYTES} bytes")
-            if message.data:
-                chunks.append(message.data)
-            if message.last:
-                self._checkpoint_receiving = None
-                self._checkpoint_received = (restore_id, b"".join(chunks))
-            else:
-                self._checkpoint_receiving = (restore_id, chunks, size)
+            chunks.append(message.data)
 
     def _interrupt(self, execution_id: str) -> None:
         self.interpreter.interrupt(execution_id)
@@ -352,14 +351,27 @@ class SandboxClient:
             self.snapshots.take(self.interpreter.namespace, self._skip_saving, snapshot_id)
         return pending
 
-    def _restore_checkpoint(self, restore_id: str) -> str:
-        """Replace the namespace and ``/tmp`` with the checkpoint state received as
-        ``restore_id`` (its frames came before the host's answer); "" or why not."""
+    def _ask_restore(self, label: str) -> tuple[str, PendingCall]:
+        """Ask the host for checkpoint ``label``'s state, sent under a restore id of ours."""
+        restore_id = f"{CHECKPOINT_RESTORE_PREFIX}{os.getpid()}-{next(self._restore_ids)}"
         with self._checkpoint_lock:
-            received, self._checkpoint_received = self._checkpoint_received, None
-        if received is None or received[0] != restore_id:
-            return "its state did not arrive"
-        return restore_state(received[1], self.interpreter.namespace, keep=self._skip_saving)
+            self._checkpoints[restore_id] = []
+        try:
+            params = {"label": label, "restore_id": restore_id}
+            return restore_id, self.registry.request("restore_checkpoint", params)
+        except BaseException:
+            self._restored_checkpoint(restore_id)
+            raise
+
+    def _restored_checkpoint(self, restore_id: str) -> bytes | None:
+        """The state received for ``restore_id`` (None: none came); forgotten from now on."""
+        with self._checkpoint_lock:
+            chunks = self._checkpoints.pop(restore_id, None)
+        return b"".join(chunks) if chunks else None
+
+    def _apply_checkpoint(self, state: bytes) -> str:
+        """Replace the namespace and ``/tmp`` with a checkpoint's state; "" or why not."""
+        return restore_state(state, self.interpreter.namespace, keep=self._skip_saving)
 
     def _skip_saving(self, name: str, value: Any) -> bool:
         # What the client injects is rebuilt in every sandbox, never saved.
@@ -400,8 +412,6 @@ class SandboxClient:
             self._send_result(result)
         finally:
             self.registry.end(execute.execution_id)
-            with self._checkpoint_lock:  # one its code did not take (interrupted): dropped
-                self._checkpoint_receiving = self._checkpoint_received = None
         if self._durable and outcome.status == "ok":
             # After the result: the host has its answer while the child saves in the background.
             self.snapshots.take(self.interpreter.namespace, self._skip_saving)

@@ -11,8 +11,9 @@ metadata; a checkpoint of a label that exists replaces it, and when every slot i
 oldest checkpoint is replaced (the answer names it).
 
 ``runtime.restore(label)`` is a ``restore_checkpoint`` request: the host streams the slot's state
-to the sandbox as ``Restore`` frames whose id starts with
-:data:`~bridge_protocol.CHECKPOINT_RESTORE_PREFIX`, then answers; the sandbox replaces its
+to the sandbox as ``Restore`` frames under the id the request names (it starts with
+:data:`~bridge_protocol.CHECKPOINT_RESTORE_PREFIX`, so the sandbox keeps them apart from its own
+session's restore and drops those it did not ask for), then answers; the sandbox replaces its
 namespace and ``/tmp`` with it in the running execution. What the session saves after that
 execution (as after any) is the restored state, so its durable state stays its own.
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,6 +58,8 @@ MAX_CHECKPOINTS = 8
 """Checkpoints one session keeps: past it, a new label replaces the oldest."""
 LABEL = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 """What a checkpoint's label may be (a session name's rule)."""
+MAX_RESTORE_ID = 128
+"""Characters of the id a sandbox names its checkpoint restore by (its own are about 30)."""
 SHOWN_LABEL = 80
 """Characters of a refused label quoted back (escaped)."""
 
@@ -168,7 +170,13 @@ class Checkpoints:
                     ErrorCode.TOOL_ERROR,
                     f"checkpoint {label!r} is larger than [sessions] state_max in bridge.toml",
                 )
-            restore_id = f"{CHECKPOINT_RESTORE_PREFIX}{uuid.uuid4().hex}"
+            restore_id = params.get("restore_id")
+            if (
+                not isinstance(restore_id, str)
+                or not restore_id.startswith(CHECKPOINT_RESTORE_PREFIX)
+                or len(restore_id) > MAX_RESTORE_ID
+            ):
+                raise CallFailed(ErrorCode.INVALID_ARGUMENTS, "a restore needs its restore id")
             try:
                 await stream_state(channel, restore_id, state)
             except OSError as exc:
@@ -181,6 +189,6 @@ class Checkpoints:
                     ErrorCode.TOOL_ERROR, f"the sandbox's channel failed: {exc}"
                 ) from None
             await anyio.to_thread.run_sync(self.store.touch, state)
-            return {"restore_id": restore_id, **describe(state)}
+            return describe(state)
         finally:
             self._restoring = False
