@@ -42,7 +42,7 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 
 logger = logging.getLogger(__name__)
 
-COMMANDS = ("serve", "doctor", "demo", "setup", "token", "kube-spec", "image")
+COMMANDS = ("serve", "doctor", "demo", "setup", "token", "workflows", "kube-spec", "image")
 
 # Settings holding paths: written into a client's config by `setup`, they must not depend on the
 # directory `setup` ran in.
@@ -174,6 +174,21 @@ def build_parser() -> argparse.ArgumentParser:
         "the token to stdout",
     )
     token.add_argument("name", metavar="NAME", help="who the token is for (the principal)")
+    workflows = commands.add_parser(
+        "workflows",
+        parents=[parent],
+        help="export a principal's saved workflows as .py files to review and commit, or "
+        "import such files",
+    )
+    workflows.add_argument("action", choices=("export", "import"), help="export or import")
+    workflows.add_argument("directory", metavar="DIR", help="where the .py files are")
+    workflows.add_argument(
+        "--principal",
+        metavar="NAME",
+        default=None,
+        help="an HTTP token's principal, by its name in the token file (default: the stdio "
+        "client's workflows)",
+    )
     kube = commands.add_parser(
         "kube-spec",
         parents=[parent],
@@ -286,6 +301,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _setup(args, settings)
     if args.command == "token":
         return _token(settings, args.name)
+    if args.command == "workflows":
+        from mcp_code_execution_mode._workflow_files import run_workflows
+
+        return run_workflows(settings, args.action, args.directory, args.principal)
     if args.command == "kube-spec":
         from mcp_code_execution_mode._kube_spec import run_kube_spec
 
