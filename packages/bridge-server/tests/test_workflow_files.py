@@ -50,7 +50,7 @@ def test_export_then_import_for_a_token_principal(
         "tally.v1.py: imported as tally version 1",
     ]
     store.open()
-    (imported,) = store.list(principal_key("alice"))
+    (imported,) = store.latest(principal_key("alice"))
     assert (imported.source, imported.description) == (SOURCE, "Count the rows")
     store.close()
 

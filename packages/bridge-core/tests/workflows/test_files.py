@@ -82,7 +82,7 @@ def test_a_bad_file_is_refused_naming_the_file_and_the_reason(
     assert outcome.refused == 1
     (line,) = [line for line in outcome.lines if line.startswith("bad.py: refused: ")]
     assert reason in line
-    assert [w.name for w in store.list(None)] == ["good"]
+    assert [w.name for w in store.latest(None)] == ["good"]
 
 
 def test_a_header_cannot_forge_a_second_key_or_code(store: WorkflowStore, tmp_path: Path) -> None:
@@ -90,5 +90,5 @@ def test_a_header_cannot_forge_a_second_key_or_code(store: WorkflowStore, tmp_pa
     (exported,) = export_workflows(store, None, tmp_path / "out")
     assert exported.read_text().count("\n# name: ") == 1
     import_workflows(store, "principal:y", tmp_path / "out")
-    (imported,) = store.list("principal:y")
+    (imported,) = store.latest("principal:y")
     assert (imported.name, imported.source) == ("greet", SOURCE)

@@ -80,14 +80,14 @@ def test_saving_again_makes_a_new_version_and_older_ones_stay(store: WorkflowSto
 
 def test_principals_see_only_their_own_workflows(store: WorkflowStore) -> None:
     store.save(ALICE, "report", SOURCE)
-    assert store.list(BOB) == []
-    assert store.list(None) == []
+    assert store.latest(BOB) == []
+    assert store.latest(None) == []
     with pytest.raises(WorkflowError) as unknown:
         store.get(BOB, "report")
     assert unknown.value.code == ErrorCode.UNKNOWN_TOOL
     with pytest.raises(WorkflowError):
         store.delete(BOB, "report")
-    assert [w.name for w in store.list(ALICE)] == ["report"]
+    assert [w.name for w in store.latest(ALICE)] == ["report"]
 
 
 @pytest.mark.parametrize(
@@ -106,7 +106,7 @@ def test_no_file_or_directory_name_comes_from_a_workflow_name(store: WorkflowSto
     store.save(ALICE, "report", SOURCE)
     names = [p.name for p in store.root.rglob("*")]
     assert not [n for n in names if "report" in n.lower() or "alice" in n]
-    assert len(store.list(ALICE)) == 2  # apart even where the disk ignores case
+    assert len(store.latest(ALICE)) == 2  # apart even where the disk ignores case
 
 
 def test_files_and_directories_are_private(store: WorkflowStore) -> None:
@@ -146,7 +146,7 @@ def test_ten_thousand_saves_stay_within_the_bounds(tmp_path: Path) -> None:
             store.save(None, f"w{n % 150}", f"def w{n % 150}():\n    return {n}\n")
         except WorkflowError:
             refused += 1
-    assert len(store.list(None)) == 100
+    assert len(store.latest(None)) == 100
     assert all(len(v) <= 20 for _, v in store.list_with_versions(None))
     assert refused == 10_000 - 100 * 20
     store.close()
@@ -161,7 +161,7 @@ def test_deleting_one_version_keeps_the_others_and_deleting_all_removes_it(
     assert [v for _, v in store.list_with_versions(None)] == [[1, 3]]
     assert store.save(None, "report", SOURCE).version == 4  # numbers are never reused
     assert store.delete(None, "report") == [1, 3, 4]
-    assert store.list(None) == []
+    assert store.latest(None) == []
 
 
 def test_a_file_damaged_on_disk_is_skipped(store: WorkflowStore) -> None:
@@ -169,7 +169,7 @@ def test_a_file_damaged_on_disk_is_skipped(store: WorkflowStore) -> None:
     store.save(None, "other", "def other():\n    pass\n")
     (victim,) = [p for p in store.root.rglob("*.json") if "report" in p.read_text()]
     victim.write_text(json.dumps({"name": "../../etc", "versions": []}))
-    assert [w.name for w in store.list(None)] == ["other"]
+    assert [w.name for w in store.latest(None)] == ["other"]
 
 
 def test_anonymous_clients_workflows_end_with_them_and_with_the_bridge(
@@ -178,10 +178,10 @@ def test_anonymous_clients_workflows_end_with_them_and_with_the_bridge(
     anonymous, other = "mcp-session:" + "a" * 32, "mcp-session:" + "b" * 32
     store.save(anonymous, "report", SOURCE)
     store.save(other, "report", SOURCE)
-    assert store.list(None) == []
+    assert store.latest(None) == []
     store.forget(anonymous)
-    assert store.list(anonymous) == []
-    assert len(store.list(other)) == 1
+    assert store.latest(anonymous) == []
+    assert len(store.latest(other)) == 1
     store.close()
     assert not [p for p in store.root.iterdir() if p.name.startswith(".anonymous-")]
 
@@ -203,7 +203,7 @@ def test_a_dead_bridges_anonymous_workflows_are_swept_at_the_next_start(tmp_path
     later = WorkflowStore(root)
     later.open()  # sweeps the dead bridge's, keeps the running one's
     assert len([p for p in root.iterdir() if p.name.startswith(".anonymous-")]) == 1
-    assert len(running.list("mcp-session:y")) == 1
+    assert len(running.latest("mcp-session:y")) == 1
     running.close()
     later.close()
     assert os.listdir(root) == []

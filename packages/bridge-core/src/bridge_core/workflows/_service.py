@@ -147,7 +147,7 @@ class WorkflowService:
             )
 
     async def _search(self, client: str | None, query: str, limit: int) -> list[dict[str, Any]]:
-        workflows = await self._run(self.store.list, client)
+        workflows = await self._run(self.store.latest, client)
         if not workflows:
             return []
         return cast(

@@ -233,7 +233,7 @@ class WorkflowStore:
         owner = self._owner(client, create=False)
         return [] if owner is None else sorted(owner.glob("*.json"))
 
-    def list(self, client: str | None) -> list[WorkflowVersion]:
+    def latest(self, client: str | None) -> list[WorkflowVersion]:
         """The latest version of each of ``client``'s workflows, by name."""
         latest = []
         for path in self._files(client):
