@@ -30,6 +30,7 @@ from bridge_protocol import (
     Fault,
     Hello,
     Interrupt,
+    JSONValue,
     Message,
     Output,
     Ping,
@@ -356,6 +357,7 @@ class LiveSandbox:
         """``restore_checkpoint`` and ``list_checkpoints`` (a checkpoint itself is a fork's)."""
         try:
             link = self._link(message)
+            value: JSONValue
             if message.method == RESTORE_METHOD:
                 value = await link.checkpoints.restore(message.params, self.channel)
             else:
