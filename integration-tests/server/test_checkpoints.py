@@ -4,6 +4,7 @@ across a restart, bounded per session, and only ever its own session's."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from typing import Any
 
@@ -219,3 +220,24 @@ async def test_restores_raced_against_each_other_and_other_calls_leave_a_working
     assert _ok(raced) == "(1, [], False)"  # restored; every fired restore answered
     assert _ok(after) == "(1, ['a', 'b'])"
     assert _ok(again) == "2"
+
+
+async def test_ten_thousand_checkpoints_in_a_loop_keep_eight_and_the_session_goes_on(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # Each one is a real snapshot: the loop runs until its timeout, whatever it reaches; the
+    # bridge never holds more than the bound, and the session is usable after the interrupt.
+    code = "for i in range(10_000):\n    n = i\n    runtime.checkpoint(f'c{i}')\n"
+    async with open_bridge(tmp_path) as bridge:
+        await bridge.run("n = -1")
+        looped = await bridge.run(code, timeout=20)
+        files = _checkpoint_files(bridge.state_dir)
+        listed = await bridge.run("[c['label'] for c in runtime.list_checkpoints()]")
+        labels = ast.literal_eval(_ok(listed))
+        back = await bridge.run(f"runtime.restore({labels[-1]!r})\nn")
+    assert looped.structured_content["status"] in ("ok", "timeout")
+    assert files <= 8 + 1
+    numbers = [int(label[1:]) for label in labels]
+    assert 1 <= len(numbers) <= 8
+    assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))  # the newest, in order
+    assert _ok(back) == str(numbers[-1])
