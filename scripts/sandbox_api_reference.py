@@ -30,10 +30,12 @@ for _src in ("bridge-protocol", "bridge-sandbox-client"):
 from bridge_protocol import ErrorCode  # noqa: E402
 from bridge_sandbox_client import errors  # noqa: E402
 from bridge_sandbox_client._calls import CallRegistry  # noqa: E402
+from bridge_sandbox_client._checkpoints import Checkpoints  # noqa: E402
 from bridge_sandbox_client._display import Displayer  # noqa: E402
 from bridge_sandbox_client._modules import McpModules  # noqa: E402
 from bridge_sandbox_client._proxies import Directory, ServerModule, ServersMapping, Tool  # noqa: E402
 from bridge_sandbox_client._runtime import Runtime, build_runtime_module  # noqa: E402
+from bridge_sandbox_client._workflows import Workflows  # noqa: E402
 
 __all__ = ["main", "render"]
 
@@ -60,7 +62,10 @@ def _modules() -> McpModules:
     registry = CallRegistry(send)
     directory = Directory(registry)
     runtime = Runtime(directory, Displayer(send, lambda: "docs"), send, lambda: "docs")
-    return McpModules(directory, build_runtime_module(runtime))
+    unused: Any = send
+    checkpoints = Checkpoints(registry, take=unused, ask=unused, received=unused, apply=unused)
+    workflows = Workflows(registry, dict)
+    return McpModules(directory, build_runtime_module(runtime, workflows, checkpoints))
 
 
 def _annotation(annotation: Any) -> str:
