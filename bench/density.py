@@ -179,7 +179,7 @@ def draw(figures: dict[str, Any], out: Path) -> None:
 
     growth = figures["growth"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), width_ratios=(3, 2))
-    counts = [g["sessions"] for g in growth]
+    counts = [g["sandboxes"] for g in growth]
     left.plot(counts, [g["total_mib"] for g in growth], marker="o", color="#2f6db5",
               label="bridge growth + cgroups + conmons")  # fmt: skip
     left.plot(counts, [12 * c for c in counts], linestyle="dashed", color="#c0392b",
