@@ -93,6 +93,20 @@ async def test_tool_hits_keep_their_keys_and_are_marked_as_tools(service: Workfl
     assert [h["kind"] for h in merged] == ["tool", "workflow"]  # type: ignore[index]
 
 
+async def test_tool_hits_come_first_even_when_a_workflow_scores_higher(
+    service: WorkflowService,
+) -> None:
+    # Code written for tool hits reads matches[0]["server"]: a workflow never takes that place.
+    await save(NullGateway(service), REPORT, "monthly_sales_report")
+    tools = [{"server": "time", "tool": "now", "description": "d", "score": 1.0}]
+    merged = await service.add_to_search(
+        ctx(), {"query": "monthly sales report", "limit": 1}, tools
+    )
+    assert isinstance(merged, list)
+    assert merged[0]["server"] == "time"  # type: ignore[index]
+    assert [h["kind"] for h in merged] == ["tool", "workflow"]  # type: ignore[index]
+
+
 async def test_another_principal_finds_loads_and_deletes_nothing(service: WorkflowService) -> None:
     gateway = NullGateway(service)
     await save(gateway, REPORT, "monthly_sales_report", ALICE)

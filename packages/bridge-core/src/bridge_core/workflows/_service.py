@@ -157,8 +157,9 @@ class WorkflowService:
     async def add_to_search(
         self, ctx: CallContext, params: Mapping[str, Any], hits: JSONValue
     ) -> JSONValue:
-        """Tool ``hits`` (each marked ``"kind": "tool"``) and the caller's matching workflows,
-        best first, at most ``limit``."""
+        """Tool ``hits`` (each marked ``"kind": "tool"``) first, as a search always answered,
+        then the caller's matching workflows (at most ``limit`` of each): code written for tool
+        hits (``matches[0]["server"]``) keeps working when a workflow matches better."""
         query, limit = _query(params), _limit(params)
         tools = [
             {**hit, "kind": "tool"}
@@ -166,13 +167,7 @@ class WorkflowService:
             if isinstance(hit, dict)
         ]
         found = await self._search(ctx.client_key, query, limit)
-        if not found:
-            return cast(JSONValue, tools)
-        merged = sorted(
-            [*tools, *found],
-            key=lambda hit: -float(hit.get("score", 0)),  # stable: ties keep tools first
-        )
-        return cast(JSONValue, merged[:limit])
+        return cast(JSONValue, [*tools, *found])
 
     async def _record(
         self,
