@@ -207,8 +207,9 @@ def draw(figures: dict[str, Any], out: Path) -> None:
     cycle = figures["hibernation"]
     if cycle:
         right.set_title(
-            f"hibernate {cycle['new_past_max_s']['p50'] * 1000:.0f} ms, "
-            f"restore {cycle['restore_s']['p50'] * 1000:.0f} ms (p50)",
+            f"p50: new past the max (one hibernates) {cycle['new_past_max_s']['p50'] * 1000:.0f} "
+            f"ms,\nrestore {cycle['restore_s']['p50'] * 1000:.0f} ms; all gone "
+            f"{figures['shutdown']['containers_gone_s'] or 0:.1f} s after close",
             fontsize=10,
         )
     cond = figures["conditions"]
