@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from .conftest import bridge_pids, bridge_text, code_text, open_bridge, owned_containers
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+PROBE = Path(__file__).resolve().parents[1] / "servers" / "probe_server.py"
 wait_until_removed = importlib.import_module("integration-tests.conftest").wait_until_removed
 
 STATE = (
@@ -322,3 +324,28 @@ async def test_a_state_refused_for_disk_budget_is_saved_once_room_is_made(
     async with open_bridge(tmp_path, env=env) as bridge:
         back = await bridge.run("len(blob)", session="b")
     assert _value(back) == "2097152"
+
+
+async def test_functions_that_use_servers_and_tools_are_saved_and_call_them_after_a_restart(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # A function is saved with the globals it names: the servers mapping, a server, a tool held
+    # in a variable. They hold the sandbox's channel, so they are saved as references to the
+    # running sandbox's own objects (before, every such function was left unsaved).
+    servers = {"probe": {"command": sys.executable, "args": [str(PROBE)]}}
+    code = (
+        "def by_mapping(t):\n    return mcp_servers['probe'].echo.sync(text=t)\n"
+        "server = mcp_servers['probe']\n"
+        "def by_server():\n    return server\n"
+        "tool = server.echo\n"
+        "def by_tool(t):\n    return tool.sync(text=t)\n"
+        "def by_alias(t):\n    return mcp_probe.echo.sync(text=t)\n"
+    )
+    async with open_bridge(tmp_path, servers=servers) as bridge:
+        defined = await bridge.run(code)
+        await bridge.run("1")  # answered once the state of the definitions is saved
+    async with open_bridge(tmp_path, servers=servers) as bridge:
+        back = await bridge.run("[by_mapping('a'), repr(by_server()), by_tool('b'), by_alias('c')]")
+    assert "could not be saved" not in _notices(defined)
+    assert "could not be saved" not in _notices(back)
+    assert _value(back) == "['a', \"<MCP server 'probe'>\", 'b', 'c']"

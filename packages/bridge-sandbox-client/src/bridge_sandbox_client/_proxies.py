@@ -14,6 +14,7 @@ canonical name, or a fault: ``PolicyDenied`` naming the rule and the setting, or
 
 from __future__ import annotations
 
+import sys
 import threading
 import types
 from collections.abc import Coroutine, Iterator, Mapping
@@ -63,6 +64,9 @@ class Directory:
         self._servers: list[str] | None = None
         self._modules: dict[str, ServerModule] = {}
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_live_directory, ())
+
     def remember_servers(self, names: list[str]) -> None:
         """Update the cache from a ``discovered_servers`` answer obtained elsewhere."""
         with self._lock:
@@ -102,11 +106,15 @@ class Directory:
 
     def server(self, name: str) -> ServerModule:
         """The module object of server ``name`` (see :meth:`lookup` for the errors)."""
-        resolved = self.lookup(name)
+        return self.module(self.lookup(name))
+
+    def module(self, server: str) -> ServerModule:
+        """The module object of the server named exactly ``server`` (no lookup: using a server
+        that is gone fails as a call)."""
         with self._lock:
-            module = self._modules.get(resolved)
+            module = self._modules.get(server)
             if module is None:
-                module = self._modules[resolved] = ServerModule(resolved, self)
+                module = self._modules[server] = ServerModule(server, self)
         return module
 
 
@@ -124,6 +132,9 @@ class Tool:
         self.__name__ = identifier_for(name)
         self.__qualname__ = f"{alias_for(server)}.{self.__name__}"
         self.__doc__ = f"MCP tool {name!r} of server {server!r}."
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_live_tool, (self.server, self.name))
 
     def _arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         if len(args) > 1 or (args and not isinstance(args[0], Mapping)):
@@ -174,6 +185,9 @@ class ServerModule(types.ModuleType):
         self._directory = directory
         self._tool_names: list[str] | None = None
         self._tools: dict[str, Tool] = {}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_live_server, (self._server,))
 
     def _names(self) -> list[str]:
         names = self._tool_names
@@ -254,6 +268,9 @@ class ServersMapping(Mapping[str, ServerModule]):
     def __init__(self, directory: Directory) -> None:
         self._directory = directory
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_live_servers, ())
+
     def __getitem__(self, name: str) -> ServerModule:
         if not isinstance(name, str):
             raise KeyError(name)
@@ -275,3 +292,26 @@ class ServersMapping(Mapping[str, ServerModule]):
 
     def __repr__(self) -> str:
         return f"mcp_servers({self._directory.server_names(refresh=True)!r})"
+
+
+# A saved session holds references to these objects where its functions and values name them (a
+# function that calls ``mcp_servers[...]`` is saved with its globals): they are saved as what
+# they are and loaded as the running sandbox's own, never by value (they hold its channel).
+
+
+def _live_servers() -> ServersMapping:
+    """The running sandbox's ``mcp_servers``."""
+    servers: ServersMapping = sys.modules["mcp"].mcp_servers
+    return servers
+
+
+def _live_directory() -> Directory:
+    return _live_servers()._directory
+
+
+def _live_server(server: str) -> ServerModule:
+    return _live_directory().module(server)
+
+
+def _live_tool(server: str, name: str) -> Tool:
+    return Tool(server, name, _live_directory().registry)
