@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 from bridge_protocol import ErrorCode, Request
 
-from .conftest import FakeHost, HostFault
+from .conftest import (  # type: ignore[import-not-found]  # pytest (importlib mode) resolves it
+    FakeHost,
+    HostFault,
+)
 
 
 class Kept:
@@ -19,7 +22,7 @@ class Kept:
     def __init__(self, host: FakeHost) -> None:
         self.saved: dict[str, list[dict[str, Any]]] = {}
         self._fallback = host._request
-        host._request = self.request  # type: ignore[method-assign]
+        host._request = self.request
 
     def request(self, method: str, params: dict[str, Any]) -> Any:
         if method == "save_workflow":
@@ -38,7 +41,7 @@ class Kept:
             versions.append(entry)
             return {"name": params["name"], "version": entry["version"]}
         if method == "get_workflow":
-            versions = self.saved.get(params["name"])
+            versions = self.saved.get(params["name"], [])
             if not versions:
                 raise HostFault(ErrorCode.UNKNOWN_TOOL, f"no workflow named {params['name']!r}")
             wanted = params["version"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ SOURCE = "def greet(name):\n    '''Say hello.'''\n    return mcp_servers['time']
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> WorkflowStore:
+def store(tmp_path: Path) -> Iterator[WorkflowStore]:
     opened = WorkflowStore(tmp_path / "workflows")
     opened.open()
     yield opened

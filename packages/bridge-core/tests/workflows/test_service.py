@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ def ctx(client: str | None = None) -> CallContext:
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> WorkflowService:
+def service(tmp_path: Path) -> Iterator[WorkflowService]:
     store = WorkflowStore(tmp_path / "workflows")
     store.open()
     yield WorkflowService(store, AuditLog(tmp_path / "audit.jsonl"))
@@ -48,7 +49,7 @@ async def test_a_gateway_with_no_servers_saves_lists_loads_and_deletes(
         "name": "monthly_sales_report",
         "version": 1,
     }
-    (listed,) = await gateway.request(ctx(), "list_workflows", {})  # type: ignore[misc]
+    (listed,) = await gateway.request(ctx(), "list_workflows", {})
     assert listed["tools"] == ["filesystem.read_text_file"]
     assert listed["signature"] == "monthly_sales_report(month)"
     loaded = await gateway.request(ctx(), "get_workflow", {"name": "monthly_sales_report"})
@@ -75,13 +76,13 @@ async def test_a_paraphrased_query_finds_the_workflow_and_search_tool_docs_marks
         ctx(), "search_workflows", {"query": "summary of revenue per month", "limit": 5}
     )
     assert isinstance(hits, list)
-    assert [h["name"] for h in hits][:1] == ["monthly_sales_report"]  # type: ignore[index]
+    assert [h["name"] for h in hits][:1] == ["monthly_sales_report"]
     merged = await gateway.request(
         ctx(), "search_tool_docs", {"query": "monthly revenue summary", "limit": 3}
     )
     assert isinstance(merged, list)
-    assert merged[0]["kind"] == "workflow"  # type: ignore[index]
-    assert merged[0]["name"] == "monthly_sales_report"  # type: ignore[index]
+    assert merged[0]["kind"] == "workflow"
+    assert merged[0]["name"] == "monthly_sales_report"
 
 
 async def test_tool_hits_keep_their_keys_and_are_marked_as_tools(service: WorkflowService) -> None:
@@ -90,7 +91,7 @@ async def test_tool_hits_keep_their_keys_and_are_marked_as_tools(service: Workfl
     merged = await service.add_to_search(ctx(), {"query": "sales month", "limit": 5}, tools)
     assert isinstance(merged, list)
     assert merged[0] == {**tools[0], "kind": "tool"}
-    assert [h["kind"] for h in merged] == ["tool", "workflow"]  # type: ignore[index]
+    assert [h["kind"] for h in merged] == ["tool", "workflow"]
 
 
 async def test_tool_hits_come_first_even_when_a_workflow_scores_higher(
@@ -103,8 +104,8 @@ async def test_tool_hits_come_first_even_when_a_workflow_scores_higher(
         ctx(), {"query": "monthly sales report", "limit": 1}, tools
     )
     assert isinstance(merged, list)
-    assert merged[0]["server"] == "time"  # type: ignore[index]
-    assert [h["kind"] for h in merged] == ["tool", "workflow"]  # type: ignore[index]
+    assert merged[0]["server"] == "time"
+    assert [h["kind"] for h in merged] == ["tool", "workflow"]
 
 
 async def test_another_principal_finds_loads_and_deletes_nothing(service: WorkflowService) -> None:

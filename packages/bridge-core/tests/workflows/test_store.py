@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ BOB = 'principal:["bob", null, "bob"]'
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> WorkflowStore:
+def store(tmp_path: Path) -> Iterator[WorkflowStore]:
     opened = WorkflowStore(tmp_path / "workflows")
     opened.open()
     yield opened
