@@ -312,6 +312,15 @@ def test_a_forgotten_await_in_a_statement_warns_without_the_clients_file_path(
     assert run.calls == []
 
 
+def test_a_forgotten_await_of_a_runtime_helper_names_its_blocking_twin(host: Any) -> None:
+    run = host.execute("runtime.search_tool_docs('files')")
+    assert "never awaited" in (run.result.value or "")
+    assert "runtime.search_tool_docs_sync(...)" in (run.result.value or "")
+    warned = host.execute("runtime.list_tools('media')\nimport gc\ngc.collect()")
+    assert "runtime.list_tools_sync(...)" in warned.stderr
+    assert ".sync(...)" not in warned.stderr.replace("_sync(...)", "")
+
+
 def test_an_uncaught_tool_error_is_named_as_user_code_imports_it(host: Any) -> None:
     run = host.execute("from mcp import ToolError\nraise ToolError('boom')")
     assert run.result.error is not None

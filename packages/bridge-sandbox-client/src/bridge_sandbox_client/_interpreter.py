@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 import signal
 import sys
 import threading
@@ -68,14 +69,23 @@ def render_value(value: Any, limit: int) -> str | None:
     except Exception as exc:  # user __repr__ may raise anything
         text = f"<{type(value).__name__} object; repr() failed: {type(exc).__name__}: {exc}>"
     if inspect.iscoroutine(value):
-        text += f"  (never awaited: {_UNAWAITED_HINT})"
+        text += f"  (never awaited: {_unawaited_hint(value.__qualname__)})"
     if len(text) > limit:
         marker = f"... [{len(text) - limit} more characters]"
         text = text[: max(0, limit - len(marker))] + marker
     return wire_text(text)
 
 
-_UNAWAITED_HINT = "write `await` before the call, or use `.sync(...)`"
+def _unawaited_hint(qualname: str) -> str:
+    """What to write instead of a call whose coroutine was never awaited: a ``runtime`` helper's
+    blocking twin is ``runtime.<name>_sync``, a tool's is ``.sync(...)``."""
+    owner, _, name = qualname.rpartition(".")
+    if owner == "Runtime":
+        return f"write `await` before the call, or call runtime.{name}_sync(...)"
+    return "write `await` before the call, or use `.sync(...)`"
+
+
+_NEVER_AWAITED = re.compile(r"coroutine '([\w.]+)' was never awaited")
 
 
 def _show_warning(
@@ -91,7 +101,9 @@ def _show_warning(
     if issubclass(category, RuntimeWarning) and "was never awaited" in str(message):
         stream = sys.stderr if file is None else file
         try:
-            stream.write(f"RuntimeWarning: {message}: {_UNAWAITED_HINT}\n")
+            named = _NEVER_AWAITED.search(str(message))
+            hint = _unawaited_hint(named.group(1) if named else "")
+            stream.write(f"RuntimeWarning: {message}: {hint}\n")
         except (OSError, ValueError, AttributeError):
             pass  # like warnings' own writer: no stderr, no warning
         return
