@@ -59,17 +59,27 @@ def bridge_env(config: Path, **extra: str) -> dict[str, str]:
     }
 
 
+def sources(checkout: Path) -> str:
+    """A PYTHONPATH that runs the packages of ``checkout``."""
+    return os.pathsep.join(str(p) for p in sorted(checkout.glob("packages/*/src")))
+
+
 @asynccontextmanager
 async def stdio_bridge(
-    work: Path, settings: str, servers: Mapping[str, Any] | None = None
+    work: Path,
+    settings: str,
+    servers: Mapping[str, Any] | None = None,
+    code: Path | None = None,
 ) -> AsyncIterator[tuple[ClientSession, int]]:
-    """The real bridge through the SDK's stdio client; yields the session and the bridge's pid."""
+    """The real bridge through the SDK's stdio client; yields the session and the bridge's pid.
+    ``code``: run the packages of that checkout instead (the code before a change)."""
     config = write_config(work, servers or {}, settings)
     state = work / "state"
+    extra = {} if code is None else {"PYTHONPATH": sources(code)}
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "mcp_code_execution_mode", "--state-dir", str(state)],
-        env=bridge_env(config),
+        env=bridge_env(config, **extra),
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()

@@ -1,6 +1,7 @@
 """Time to first output of a new session: a new session name -> its first ``print`` returned.
 
-    hatch run tests:python bench/first_output.py [--iterations 100] [--pool N] [--gap S] [--quick]
+    hatch run tests:python bench/first_output.py [--iterations 100] [--pool N] [--gap S]
+        [--baseline CHECKOUT] [--quick]
 
 Side by side in one run, in alternating blocks of ``--block`` iterations (so the machine's load
 moves every column alike):
@@ -9,7 +10,9 @@ moves every column alike):
   image's entrypoint replaced by ``python3``), timed around the process;
 * ``pool default``: the real bridge (SDK stdio client) with ``[sandbox] pool_size`` unset (1);
 * ``no pool``: the same with ``pool_size = 0``;
-* ``pool N`` (``--pool N``, default 4): the same with ``pool_size = N``.
+* ``pool N`` (``--pool N``, default 4; 0: no such column): the same with ``pool_size = N``;
+* ``pool default, before`` (``--baseline CHECKOUT``): the bridge of another checkout's packages
+  (the code before a change) with the pool at its default.
 
 Each bridge iteration is ``run_python(code="print(1)", session="n<i>")`` with a name never used
 before, ``--gap`` seconds after the previous answer (0: back to back). ``[sessions] max`` is set
@@ -119,10 +122,10 @@ def draw(figures: dict[str, Any], out: Path) -> None:
 
 async def main(opts: argparse.Namespace) -> None:
     sessions_max = opts.iterations + opts.pool + 8
-    modes: dict[str, str] = {
-        "pool default": "",
-        "no pool": "[sandbox]\npool_size = 0\n",
-    }
+    modes: dict[str, str] = {"pool default": ""}
+    if opts.baseline is not None:
+        modes["pool default, before"] = ""
+    modes["no pool"] = "[sandbox]\npool_size = 0\n"
     if opts.pool:
         modes[f"pool {opts.pool}"] = f"[sandbox]\npool_size = {opts.pool}\n"
     samples: dict[str, list[float]] = {"podman run": [], **{name: [] for name in modes}}
@@ -137,6 +140,7 @@ async def main(opts: argparse.Namespace) -> None:
                         stdio_bridge(
                             Path(tmp) / f"b{index}",
                             f"{settings}[sessions]\nmax = {sessions_max}\n",
+                            code=opts.baseline if name.endswith(", before") else None,
                         )
                     )
                     bridges[name] = session
@@ -216,6 +220,12 @@ if __name__ == "__main__":
     parser.add_argument("--gap", type=float, default=0.0, help="seconds between new sessions")
     parser.add_argument(
         "--settle", type=float, default=3.0, help="seconds for the pools to refill between blocks"
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of the code before a change: one more column, its bridge with the pool "
+        "at its default, in the same alternating blocks",
     )
     parser.add_argument("--quick", action="store_true", help="20 iterations")
     parser.add_argument("--without-chart", action="store_true")
