@@ -17,7 +17,8 @@ client count, in the same run, one after the other:
 Before them, one client alone for ``--idle-seconds``: the bridge's CPU per call when idle.
 Figures per column: calls/s, p50/p99 of all calls, errors (exceptions and error results), and
 for the bridge the CPU seconds of the bridge process (user + system from /proc; the upstream
-server, the sandboxes and the clients are not counted) per call. Writes
+server, the sandboxes and the clients are not counted) per call, and the same of the plain
+server's process in its column. Writes
 ``bench/results/team.json`` and ``docs/team-load.svg``.
 """
 
@@ -77,6 +78,7 @@ class Column:
             "p99_ms": q.get("p99", 0) * 1000,
             "errors": len(self.errors),
             "error_examples": sorted(set(self.errors))[:5],
+            # The bridge's process, or the plain SDK server's in its column.
             "bridge_cpu_ms_per_call": self.cpu * 1000 / calls if self.cpu and calls else None,
         }
 
@@ -228,10 +230,10 @@ async def http_bridge(work: Path, clients: int, upstream: str) -> AsyncIterator[
 
 
 @asynccontextmanager
-async def plain_server() -> AsyncIterator[str]:
+async def plain_server() -> AsyncIterator[tuple[str, int]]:
     port = free_port()
     argv = [sys.executable, "-u", str(REPO / "bench" / "_plain_http_server.py"), str(port)]
-    async with process(argv, dict(os.environ), ""):
+    async with process(argv, dict(os.environ), "") as (proc, _):
         with anyio.fail_after(60):
             while True:
                 try:
@@ -241,7 +243,7 @@ async def plain_server() -> AsyncIterator[str]:
                     continue
                 await stream.aclose()
                 break
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp", proc.pid
 
 
 def draw(figures: dict[str, Any], out: Path) -> None:
@@ -318,11 +320,11 @@ async def main(opts: argparse.Namespace) -> None:
                 column = await drive(opens, bridge_call, opts.seconds, pid)
                 runs[str(count)] = {"bridge": column.figures()}
                 progress(f"  {runs[str(count)]['bridge']}")
-        async with plain_server() as plain_url:
+        async with plain_server() as (plain_url, plain_pid):
             for count in counts:
                 progress(f"{count} clients on a plain SDK server for {opts.seconds:g} s")
                 opens = [lambda i=i: http_session(plain_url, tokens[i]) for i in range(count)]
-                column = await drive(opens, bridge_call, opts.seconds, None)
+                column = await drive(opens, bridge_call, opts.seconds, plain_pid)
                 runs[str(count)]["plain SDK"] = column.figures()
                 progress(f"  {runs[str(count)]['plain SDK']}")
         for count in counts:
@@ -350,7 +352,7 @@ async def main(opts: argparse.Namespace) -> None:
                 f"p50 {c['p50_ms']:6.1f}"
                 f"  p99 {c['p99_ms']:6.1f}  errors {c['errors']}"
                 + (
-                    f"  {cpu:.2f} ms CPU ({cpu / idle['bridge_cpu_ms_per_call']:.2f}x idle)"
+                    f"  {cpu:.2f} ms CPU ({cpu / idle['bridge_cpu_ms_per_call']:.2f}x bridge idle)"
                     if cpu
                     else ""
                 )
