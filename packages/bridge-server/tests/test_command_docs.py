@@ -82,6 +82,8 @@ def _line_of(text: str, offset: int) -> int:
 def _commands_in(text: str, offset: int, page: str, complete: bool) -> list[Shown]:
     found = []
     for match in _PROGRAM.finditer(text):
+        if "#" in text[text.rfind("\n", 0, match.start()) + 1 : match.start()]:
+            continue  # a comment (a file's header shown by `cat`), not a line to type
         words = _WORDS.match(text, match.end())
         assert words is not None  # the pattern matches the empty string
         program = "bridge-image" if match.group("program") == "bridge-image" else "cli"
@@ -179,6 +181,8 @@ def _problem(shown: Shown) -> str | None:
     words = _filled(shown.words, shown.complete)
     if shown.program == "cli" and (not words or words[0].startswith("-")):
         words = ["serve", *words]  # what `main` runs for a bare command (client configs)
+    if not shown.complete and len(words) == 1 and words[0] in COMMANDS:
+        return None  # a command named in the prose (`workflows`), not a line to type
     image = shown.program == "bridge-image" or words[0] == "image"
     argv = words[1:] if image and shown.program == "cli" else words
     if image and not argv:

@@ -10,6 +10,7 @@ import anyio
 import mcp_types as types
 import pytest
 from bridge_core.policy import Policy
+from bridge_core.sessions.types import OUTPUT_CAP
 from mcp_code_execution_mode import doctor
 from mcp_code_execution_mode._direct import (
     DirectTools,
@@ -116,7 +117,7 @@ async def _listed(policy: Policy | None = None) -> tuple[_Gateway, DirectTools, 
     gateway = _Gateway(
         {"fs": [_tool("read"), _tool("delete")], "time": [_tool("now")]}, policy or Policy()
     )
-    direct = DirectTools()
+    direct = DirectTools(OUTPUT_CAP)
     await direct.attach(gateway)  # type: ignore[arg-type]
     await direct.attach(gateway)  # type: ignore[arg-type]  # once per gateway
     session = _Session()
@@ -158,7 +159,7 @@ async def test_a_change_to_a_denied_tool_only_is_not_forwarded() -> None:
 
 async def test_a_server_no_client_was_shown_is_not_announced() -> None:
     gateway = _Gateway({"fs": [_tool("read")]}, Policy())
-    direct = DirectTools()
+    direct = DirectTools(OUTPUT_CAP)
     await direct.attach(gateway)  # type: ignore[arg-type]
     await gateway.changed("fs", [_tool("read"), _tool("write")])  # nobody listed yet: no error
     session = _Session()
@@ -200,7 +201,7 @@ APP_META = {"ui": {"resourceUri": "ui://apps/chart.html"}}
 
 async def test_code_mode_lists_app_tools_of_running_servers_only_and_hears_a_new_one() -> None:
     gateway = _Gateway({"apps": [_tool("chart", meta=APP_META), _tool("erase")]}, Policy())
-    direct = DirectTools()
+    direct = DirectTools(OUTPUT_CAP)
     await direct.attach(gateway)  # type: ignore[arg-type]
     session = _Session()
     assert (
@@ -217,7 +218,7 @@ async def test_code_mode_lists_app_tools_of_running_servers_only_and_hears_a_new
 
 async def test_a_server_already_running_when_the_gateway_is_attached_is_looked_at() -> None:
     gateway = _Gateway({"apps": [_tool("chart", meta=APP_META)]}, Policy())
-    direct = DirectTools()
+    direct = DirectTools(OUTPUT_CAP)
     session = _Session()
     assert await direct.app_tools(session, "one") == []  # the bridge not open yet
     gateway.pool.running = dict(gateway.lists)

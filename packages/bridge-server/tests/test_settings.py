@@ -31,6 +31,13 @@ def test_defaults_apply_when_nothing_is_set() -> None:
     assert settings == Settings(settings_file=NOWHERE / "mcp-code-execution-mode" / "bridge.toml")
 
 
+def test_the_default_output_cap_is_the_session_managers() -> None:
+    # The settings do not import the session types (they load after the server answers).
+    from bridge_core.sessions.types import OUTPUT_CAP, SessionConfig
+
+    assert load_settings({}, {}).output_cap == OUTPUT_CAP == SessionConfig(image="i").output_cap
+
+
 @pytest.mark.parametrize(
     ("raw", "seconds"), [("30", 30.0), ("30s", 30.0), ("2m", 120.0), ("10m", 600.0), ("500ms", 0.5)]
 )

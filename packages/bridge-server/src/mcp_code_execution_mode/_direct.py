@@ -31,7 +31,6 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
-from bridge_core.sessions.types import OUTPUT_CAP
 from pydantic import ValidationError
 
 from mcp_code_execution_mode.rendering import error_result
@@ -166,7 +165,7 @@ def listed_tool(name: str, server: str, tool: types.Tool) -> types.Tool:
 class DirectTools:
     """Lists and calls proxied tools directly, through one gateway; forwards list changes."""
 
-    def __init__(self, output_cap: int = OUTPUT_CAP) -> None:
+    def __init__(self, output_cap: int) -> None:
         self._output_cap = output_cap
         """Characters of a direct result's text kept (``MCP_BRIDGE_OUTPUT_CAP``, as for
         ``run_python``): past it, head and tail."""

@@ -29,7 +29,7 @@ from mcp_code_execution_mode._runs import Run, UnknownRun, shown_keys
 from mcp_code_execution_mode.rendering import OutputMode
 
 if TYPE_CHECKING:
-    from mcp_code_execution_mode.server import BridgeState
+    from mcp_code_execution_mode._executor import BridgeState
 
 __all__ = ["MISSING_CLIENT_CAPABILITY", "serve_tasks"]
 

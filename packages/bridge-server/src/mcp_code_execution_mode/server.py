@@ -8,10 +8,9 @@ keeps an upstream client's task group out of a request handler's cancel scope.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -31,6 +30,7 @@ from mcp_code_execution_mode._apps import UI_SCHEME, list_ui_resources, read_ui_
 from mcp_code_execution_mode._client_link import RequestLink
 from mcp_code_execution_mode._clients import request_client
 from mcp_code_execution_mode._direct import MODES, DirectTools, lists_code, lists_direct
+from mcp_code_execution_mode._executor import BridgeState, Executor, ExecutorFactory
 from mcp_code_execution_mode._guides import (
     CAPABILITIES_TEXT,
     CAPABILITIES_URI,
@@ -79,53 +79,6 @@ MAX_PROGRESS_MESSAGE = 500
 """Characters of one stdout line kept in a progress message."""
 REQUEST_STATE_TTL = 900.0
 """Seconds a sealed ``requestState`` stays valid (longer than an approval question waits)."""
-
-
-class Executor(Protocol):
-    """Runs code in sessions: :class:`bridge_core.sessions.SessionManager` is the real one."""
-
-    async def execute(
-        self,
-        code: str,
-        *,
-        session: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 - the session manager's contract
-        reset: bool = False,
-        listener: ExecutionListener | None = None,
-        client: str | None = None,
-    ) -> ExecutionResult:
-        """Run ``code`` in ``client``'s session; sandbox failures are results, invalid arguments
-        raise ValueError."""
-        ...
-
-    def holds_sessions(self, client: str | None) -> bool:
-        """Whether ``client`` has sessions (state that would be lost with it)."""
-        ...
-
-    async def close_client(self, client: str | None) -> list[str]:
-        """Stop every session of a client that is gone; return their names."""
-        ...
-
-
-class OpeningExecutor(Protocol):
-    """An executor that opens after the server started answering (see ``_background``)."""
-
-    async def wait_open(self) -> None:
-        """Return once it is open or failed to open (its calls then say why)."""
-        ...
-
-
-ExecutorFactory = Callable[[], AbstractAsyncContextManager[Executor]]
-"""Opens the executor (and everything it owns) for the server's whole lifetime."""
-
-
-@dataclass(frozen=True, slots=True)
-class BridgeState:
-    """What the lifespan yields to every handler."""
-
-    executor: Executor
-    settings: Settings
-    runs: Runs
 
 
 def _shown(text: str, limit: int) -> str:

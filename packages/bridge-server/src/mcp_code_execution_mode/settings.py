@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bridge_core.runtime.detect import RuntimeTarget
-from bridge_core.sessions.types import OUTPUT_CAP
 from bridge_image.names import DEFAULT_IMAGE
 
 from mcp_code_execution_mode import _units as u
@@ -145,7 +144,7 @@ class Settings:
     config: Path | None = None
     discover: bool = True
     output_mode: str = "compact"
-    output_cap: int = OUTPUT_CAP
+    output_cap: int = 24 * 1024  # bridge_core.sessions.types.OUTPUT_CAP (not imported: startup)
     http_token_file: Path | None = None
     http_allowed_hosts: tuple[str, ...] = ()
     log_level: str = "warning"
