@@ -25,6 +25,12 @@ from bridge_core.catalog._search import (
     normalise,
 )
 from bridge_core.catalog._stubs import python_name, render_stub, schema_type
+from bridge_core.catalog._typecheck import (
+    TypeCheck,
+    checker_missing_advice,
+    find_type_checker,
+    type_check,
+)
 
 __all__ = [
     "Catalog",
@@ -34,6 +40,10 @@ __all__ = [
     "MAX_CHECKED_CHARS",
     "check_cell",
     "describe_findings",
+    "TypeCheck",
+    "checker_missing_advice",
+    "find_type_checker",
+    "type_check",
     "ToolLister",
     "MAX_SEARCH_LIMIT",
     "ToolDoc",

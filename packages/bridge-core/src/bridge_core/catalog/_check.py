@@ -60,6 +60,7 @@ FindingKind = Literal[
     "missing_argument",
     "wrong_type",
     "unknown_result_key",
+    "type_error",
 ]
 
 _MAPPING_ATTRIBUTES = frozenset({"get", "keys", "items", "values"})
