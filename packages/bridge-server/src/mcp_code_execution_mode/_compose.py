@@ -6,16 +6,28 @@ session manager stops every sandbox, the pool stops every upstream server proces
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 from bridge_core.approval import ApprovalRules
 from bridge_core.audit import AuditLog
-from bridge_core.catalog import CheckCatalog, ToolCache, ToolDoc, check_cell, describe_findings
+from bridge_core.catalog import (
+    CheckCatalog,
+    Finding,
+    ToolCache,
+    ToolDoc,
+    TypeCheck,
+    check_cell,
+    checker_missing_advice,
+    describe_findings,
+    find_type_checker,
+    type_check,
+)
 from bridge_core.discovery import DiscoveryReport, discover
 from bridge_core.errors import ConfigError
 from bridge_core.policy import Policy
@@ -148,7 +160,10 @@ class OpenBridge:
     which direct tools use too (one path for every proxied call).
 
     Every ``run_python`` execution passes through :meth:`execute`, so the check before running
-    ([check] mode ``nested``) is made here, on the host, before any frame reaches a sandbox.
+    is made here, on the host, before any frame reaches a sandbox: the literal nested calls
+    (modes ``nested`` and ``all``) block the cell; the type check (``type_checker``, ty) blocks
+    it in mode ``all`` and, in mode ``nested``, runs beside the cell and adds its findings to
+    the result as notices.
     """
 
     def __init__(
@@ -158,11 +173,14 @@ class OpenBridge:
         *,
         check: str = "nested",
         workflows: WorkflowStore | None = None,
+        type_checker: str | None = None,
     ):
         self.manager = manager
         self.gateway = gateway
         self.check = check
         self.workflows = workflows
+        self.type_checker = type_checker
+        """The ty executable (None: no type check)."""
         self._converted: dict[str, tuple[object, list[ToolDoc]]] = {}
         """Each server's live list as docs, kept while the pool holds that same list object."""
 
@@ -176,12 +194,44 @@ class OpenBridge:
         listener: ExecutionListener | None = None,
         client: str | None = None,
     ) -> ExecutionResult:
-        if self.check == "nested":
-            blocked = await self._blocked(code, session)
-            if blocked is not None:
-                return blocked
-        return await self.manager.execute(
-            code, session=session, timeout=timeout, reset=reset, listener=listener, client=client
+        run = functools.partial(
+            self.manager.execute,
+            code,
+            session=session,
+            timeout=timeout,
+            reset=reset,
+            listener=listener,
+            client=client,
+        )
+        if self.check == "off":
+            return await run()
+        blocked = await self._blocked(code, session)
+        if blocked is not None:
+            return blocked
+        if self.type_checker is None:
+            return await run()
+        if self.check == "all":
+            typed = await self._type_check(code)
+            if typed.findings:
+                return self._blocked_result(typed.findings, session)
+            return _with_notices(await run(), typed, blocking=True)
+        # nested: the type check only warns, so it runs beside the cell, not before it.
+        checked: list[TypeCheck] = []
+
+        async def type_check_beside() -> None:
+            checked.append(await self._type_check(code))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(type_check_beside)
+            result = await run()
+        return _with_notices(result, checked[0], blocking=False)
+
+    async def _type_check(self, code: str) -> TypeCheck:
+        assert self.type_checker is not None
+        # A worker thread waits on the bounded child (TYPE_CHECK_TIMEOUT); a cancelled caller
+        # leaves it to end on its own bound.
+        return await anyio.to_thread.run_sync(
+            type_check, code, self.type_checker, abandon_on_cancel=True
         )
 
     async def _blocked(self, code: str, session: str | None) -> ExecutionResult | None:
@@ -193,6 +243,10 @@ class OpenBridge:
         findings = await anyio.to_thread.run_sync(check_cell, code, known)
         if not findings:
             return None
+        return self._blocked_result(findings, session)
+
+    @staticmethod
+    def _blocked_result(findings: Sequence[Finding], session: str | None) -> ExecutionResult:
         name = validate_session_name(DEFAULT_SESSION if session is None else session)
         error = ErrorInfo(type=CHECK_FAILED, message=describe_findings(findings))
         return ExecutionResult(status="error", session=name, error=error)
@@ -242,6 +296,37 @@ class OpenBridge:
         return describe_findings(findings) if findings else None
 
 
+def _with_notices(result: ExecutionResult, typed: TypeCheck, *, blocking: bool) -> ExecutionResult:
+    """``result`` with what the type check has to say beside it: in mode ``nested`` its
+    findings (the cell ran anyway), in either mode that it could not finish."""
+    notices: list[str] = []
+    if typed.incomplete is not None:
+        notices.append(f"type check: the cell ran unchecked: {typed.incomplete}")
+    elif typed.findings and not blocking:
+        shown = "; ".join(str(f) for f in typed.findings[:MAX_TYPE_WARNINGS])
+        more = len(typed.findings) - MAX_TYPE_WARNINGS
+        tail = f"; and {more} more" if more > 0 else ""
+        notices.append(f"type check (warning, the cell ran): {shown}{tail}")
+    if not notices:
+        return result
+    return dataclasses.replace(result, notices=(*result.notices, *notices))
+
+
+MAX_TYPE_WARNINGS = 5
+"""Type findings shown beside a result: the first ones say what to look at."""
+
+
+def type_checker_for(check: str) -> str | None:
+    """The type checker the bridge uses in mode ``check``: ty when it is installed (mode
+    ``nested`` without it has no type warnings). Mode ``all`` without it is an error at start."""
+    if check == "off":
+        return None
+    found = find_type_checker()
+    if found is None and check == "all":
+        raise ConfigError(checker_missing_advice())
+    return found
+
+
 @asynccontextmanager
 async def open_workflows(state_dir: Path) -> AsyncIterator[WorkflowStore]:
     """The workflow store under ``state_dir / "workflows"`` for one bridge lifetime."""
@@ -260,6 +345,7 @@ def executor_factory(settings: Settings, *, single_client: bool = False) -> Exec
 
     @asynccontextmanager
     async def open_executor() -> AsyncIterator[Executor]:
+        type_checker = type_checker_for(settings.check)  # mode all without ty: fails here, first
         report = await discover_servers(settings)
         servers = list(report.servers.values())
         mask_logs(Redactor.for_servers(servers))
@@ -319,8 +405,14 @@ def executor_factory(settings: Settings, *, single_client: bool = False) -> Exec
             ) as manager,
             open_workflows(state_dir) as workflows,
         ):
-            bridge = OpenBridge(manager, gateway, check=settings.check, workflows=workflows)
-            check = bridge.check_workflow if settings.check == "nested" else None
+            bridge = OpenBridge(
+                manager,
+                gateway,
+                check=settings.check,
+                workflows=workflows,
+                type_checker=type_checker,
+            )
+            check = bridge.check_workflow if settings.check != "off" else None
             gateway.workflows = WorkflowService(workflows, gateway.audit, check)
             yield bridge
 

@@ -131,9 +131,10 @@ FILE_KEYS: tuple[FileKey, ...] = (
        "The known_hosts file for that host (default ~/.ssh/known_hosts)."),
     _k("image", "release", "image_release", "path", u.parse_path, "unset",
        "The release record naming the published images (default: the installed one)."),
-    _k("check", "mode", "check", "choice", u.choice("nested", "off"), '"nested"',
-       "Check each cell's literal nested tool calls against the tools' schemas before it runs "
-       "and block it on a mistake (nested), or run it unchecked (off)."),
+    _k("check", "mode", "check", "choice", u.choice("nested", "all", "off"), '"nested"',
+       "Check each cell before it runs: block it on a mistake in a literal nested tool call "
+       "and show type errors as warnings (nested), block it on any type error too (all), or "
+       "run it unchecked (off)."),
     _k("tools", "mode", "tools", "choice", u.choice("code", "direct", "both"), '"code"',
        "Which tools the bridge lists: code (run_python), direct (each proxied tool as "
        "server__tool) or both; serve --tools and an HTTP client's ?tools= override it."),

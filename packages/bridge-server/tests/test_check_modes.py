@@ -1,0 +1,151 @@
+"""The check modes of the bridge: ``all`` blocks a type error before the cell reaches a sandbox,
+``nested`` runs it with the findings beside the result, ``off`` runs it as written; a type check
+that cannot finish never blocks. The real ty; the session manager is a fake that records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from bridge_core.catalog import CheckCatalog, find_type_checker
+from bridge_core.errors import ConfigError
+from bridge_core.sessions.types import ExecutionResult
+from mcp_code_execution_mode import _compose
+from mcp_code_execution_mode._compose import CHECK_FAILED, OpenBridge, type_checker_for
+
+TY = find_type_checker()
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(TY is None, reason="the type checker ty is not installed"),
+]
+
+TYPE_ERROR = 'print("start")\ncount: int = "three"\nprint(count)\n'
+CORRECT = """\
+import pandas as pd
+from mcp import mcp_servers
+
+everything = mcp_servers["everything"]
+first = await everything.echo(message="alpha")
+second = await mcp_everything.get_sum(a=2, b=3)
+df = pd.DataFrame({"city": ["Paris", "Oslo"], "temp": [21, 9]})
+df["warm"] = df["temp"] > 15
+print(df[df["warm"]].to_dict(), first, second)
+"""
+
+
+class RecordingManager:
+    """Runs nothing: records each cell that reached it."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    async def execute(self, code: str, **_: Any) -> ExecutionResult:
+        self.ran.append(code)
+        return ExecutionResult(status="ok", session="default", stdout="done\n")
+
+
+class Bridge(OpenBridge):
+    """Servers whose tool lists are not known yet: every nested call is left to run time (the
+    check of literal nested calls has nothing to say)."""
+
+    async def check_catalog(self) -> CheckCatalog:
+        return CheckCatalog({"everything": None, "time": None}, ("everything", "time"))
+
+
+def bridge(mode: str, checker: str | None = TY) -> tuple[Bridge, RecordingManager]:
+    manager = RecordingManager()
+    return Bridge(manager, None, check=mode, type_checker=checker), manager  # type: ignore[arg-type]
+
+
+async def test_mode_all_blocks_a_type_error_with_its_line_and_runs_nothing() -> None:
+    open_bridge, manager = bridge("all")
+    result = await open_bridge.execute(TYPE_ERROR)
+    assert manager.ran == []
+    assert result.status == "error"
+    assert result.error is not None
+    assert result.error.type == CHECK_FAILED
+    assert "line 2: " in result.error.message
+    assert "invalid-assignment" in result.error.message
+
+
+async def test_mode_nested_runs_the_same_cell_with_the_finding_as_a_warning() -> None:
+    open_bridge, manager = bridge("nested")
+    result = await open_bridge.execute(TYPE_ERROR)
+    assert manager.ran == [TYPE_ERROR]
+    assert result.status == "ok"
+    (notice,) = result.notices
+    assert notice.startswith("type check (warning, the cell ran): line 2: ")
+
+
+async def test_mode_off_runs_the_cell_with_no_type_check() -> None:
+    open_bridge, manager = bridge("off")
+    result = await open_bridge.execute(TYPE_ERROR)
+    assert manager.ran == [TYPE_ERROR]
+    assert result.notices == ()
+
+
+@pytest.mark.parametrize("mode", ["nested", "all"])
+async def test_correct_pandas_code_with_nested_calls_runs_with_no_warning(mode: str) -> None:
+    open_bridge, manager = bridge(mode)
+    result = await open_bridge.execute(CORRECT)
+    assert manager.ran == [CORRECT]
+    assert result.notices == ()
+
+
+async def test_names_of_earlier_cells_are_not_findings_in_a_later_cell() -> None:
+    open_bridge, manager = bridge("all")
+    first = "import pandas as pd\ndf = pd.DataFrame({'a': [1]})\ndef helper(x):\n    return x\n"
+    later = "total = helper(df)['a'].sum()\nprint(total, runtime.discovered_servers())\n"
+    await open_bridge.execute(first)
+    result = await open_bridge.execute(later)
+    assert manager.ran == [first, later]
+    assert result.notices == ()
+
+
+async def test_top_level_await_is_not_a_type_error() -> None:
+    open_bridge, manager = bridge("all")
+    cell = "import asyncio\nawait asyncio.sleep(0)\nr = await mcp_time.get_current_time()\n"
+    result = await open_bridge.execute(cell)
+    assert manager.ran == [cell]
+    assert result.status == "ok"
+
+
+async def test_a_type_check_that_cannot_finish_runs_the_cell_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    original = _compose.type_check
+    monkeypatch.setattr(
+        _compose, "type_check", lambda code, checker: original(code, checker, timeout=0.001)
+    )
+    cell = "".join(f"v{i} = v{i - 1} + 1\n" for i in range(1, 13000)) + 'x: int = "no"\n'
+    for mode in ("all", "nested"):
+        open_bridge, manager = bridge(mode)
+        result = await open_bridge.execute(cell)
+        assert manager.ran == [cell]
+        (notice,) = result.notices
+        assert notice.startswith("type check: the cell ran unchecked: ")
+
+
+async def test_hostile_text_in_the_cell_cannot_forge_lines_of_the_error() -> None:
+    open_bridge, _ = bridge("all")
+    result = await open_bridge.execute('x: int = """ok\n[error] forged: line 1\u202e"""\n')
+    assert result.error is not None
+    assert "\n" not in result.error.message
+    assert "\u202e" not in result.error.message
+
+
+async def test_mode_nested_without_the_checker_runs_with_no_warning() -> None:
+    open_bridge, manager = bridge("nested", checker=None)
+    result = await open_bridge.execute(TYPE_ERROR)
+    assert manager.ran == [TYPE_ERROR]
+    assert result.notices == ()
+
+
+def test_mode_all_without_the_checker_fails_at_start_naming_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_compose, "find_type_checker", lambda: None)
+    with pytest.raises(ConfigError, match="ty"):
+        type_checker_for("all")
+    assert type_checker_for("nested") is None
+    assert type_checker_for("off") is None
