@@ -118,7 +118,7 @@ def test_files_and_directories_are_private(store: WorkflowStore) -> None:
 
 
 def test_bounds_are_named_in_their_errors(tmp_path: Path) -> None:
-    limits = WorkflowLimits(max_names=3, max_versions=2, max_source_bytes=400, max_total_bytes=1000)
+    limits = WorkflowLimits(max_names=3, max_versions=2, max_source_bytes=400, max_total_bytes=1400)
     store = WorkflowStore(tmp_path, limits)
     store.open()
     store.save(None, "a", "def a():\n    pass\n")
@@ -133,7 +133,7 @@ def test_bounds_are_named_in_their_errors(tmp_path: Path) -> None:
         store.save(None, "a", "def a():\n    return '" + "x" * 400 + "'\n")
     store.delete(None, "a")
     store.save(None, "big", "def big():\n    return '" + "x" * 350 + "'\n")
-    with pytest.raises(WorkflowError, match="at most 1000 bytes"):
+    with pytest.raises(WorkflowError, match="at most 1400 bytes"):
         store.save(None, "big", "def big():\n    return '" + "y" * 350 + "'\n")
     store.close()
 

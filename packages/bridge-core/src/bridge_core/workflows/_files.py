@@ -24,11 +24,10 @@ a version already has the same source), and its tools are read from the source a
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bridge_core.private_files import make_dirs
+from bridge_core.private_files import make_dirs, write_private
 from bridge_core.workflows._limits import validate_name
 from bridge_core.workflows._source import WorkflowError
 from bridge_core.workflows._store import WorkflowStore, WorkflowVersion
@@ -61,10 +60,9 @@ def export_workflows(store: WorkflowStore, client: str | None, directory: Path) 
     written = []
     for workflow in store.all_versions(client):
         path = directory / f"{validate_name(workflow.name)}.v{workflow.version}.py"
-        data = render_file(workflow).encode("utf-8", "surrogatepass")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        # A new file renamed over the name: a symlink or FIFO already there (a folder someone
+        # else prepared) is replaced, never followed nor opened.
+        write_private(path, render_file(workflow).encode("utf-8", "surrogatepass"))
         written.append(path)
     return written
 
