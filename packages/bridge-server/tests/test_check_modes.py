@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from bridge_core.catalog import CheckCatalog, find_type_checker
+from bridge_core.catalog import CheckCatalog, find_type_checker, type_check
 from bridge_core.errors import ConfigError
 from bridge_core.sessions.types import ExecutionResult
 from mcp_code_execution_mode import _compose
@@ -113,9 +113,8 @@ async def test_top_level_await_is_not_a_type_error() -> None:
 async def test_a_type_check_that_cannot_finish_runs_the_cell_with_a_warning(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = _compose.type_check
     monkeypatch.setattr(
-        _compose, "type_check", lambda code, checker: original(code, checker, timeout=0.001)
+        _compose, "type_check", lambda code, checker: type_check(code, checker, timeout=0.001)
     )
     cell = "".join(f"v{i} = v{i - 1} + 1\n" for i in range(1, 13000)) + 'x: int = "no"\n'
     for mode in ("all", "nested"):
