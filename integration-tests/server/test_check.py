@@ -79,3 +79,36 @@ async def test_check_mode_off_runs_the_cell_as_written(
     assert _error(typo).get("type") != "CheckFailed"
     assert "before" in code_text(typo)
     assert code_text(graph) == "['early']"
+
+
+TYPE_ERROR = "print('before')\ncount: int = 'three'\nprint(count)\n"
+
+
+def _notices(result: Any) -> list[str]:
+    return list((result.structured_content or {}).get("notices", []))
+
+
+async def test_check_mode_all_blocks_a_type_error_and_nested_runs_it_with_a_warning(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    servers = real_servers(third_party, tmp_path)
+    (tmp_path / "bridge.toml").write_text('[check]\nmode = "all"\n', encoding="utf-8")
+    async with open_bridge(tmp_path, servers=servers) as bridge:
+        await bridge.run(KNOW_LISTS)
+        blocked = await bridge.run(TYPE_ERROR)
+        earlier = await bridge.run("def helper(x):\n    return x\n")
+        correct = await bridge.run(CORRECT.replace("print(", "print(helper(1), "))
+    assert blocked.is_error is True
+    assert _error(blocked)["type"] == "CheckFailed"
+    assert "line 2: " in _error(blocked)["message"]
+    assert "before" not in code_text(blocked)  # no line ran
+    assert earlier.is_error is False
+    assert correct.is_error is False, bridge_text(correct)  # pandas, nested calls, helper
+    assert _notices(correct) == []
+    (tmp_path / "bridge.toml").write_text('[check]\nmode = "nested"\n', encoding="utf-8")
+    async with open_bridge(tmp_path, servers=servers) as bridge:
+        warned = await bridge.run(TYPE_ERROR)
+    assert warned.is_error is False
+    assert "before" in code_text(warned)
+    assert [n for n in _notices(warned) if n.startswith("type check (warning")]
+    assert "[notice] type check (warning, the cell ran): line 2: " in bridge_text(warned)
