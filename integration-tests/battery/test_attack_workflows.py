@@ -6,7 +6,9 @@ real bridge (the official MCP SDK client over stdio), real podman and the real C
   shell profile, with the workflow's text), and a FIFO there does not hang it;
 * sandbox code that fills its 4 MiB of workflows with the slowest source to parse cannot make
   each ``list_workflows`` and search cost the host that parse again (before: 25 s of the
-  bridge's CPU per listing, in a worker thread shared by every client).
+  bridge's CPU per listing, in a worker thread shared by every client);
+* ``workflows import`` of a file whose header names a key twice is refused: the name a
+  reviewer reads first is the one it would be saved under (before: the second silently won).
 """
 
 from __future__ import annotations
@@ -119,3 +121,26 @@ async def test_listing_and_searching_workflows_never_parses_their_sources_again(
     # Parsing every version again cost about 11 s of CPU per listing and search (35 s for the
     # three); reading the facts kept at the save costs a fraction of a second.
     assert spent < 10, f"three listings and searches cost the bridge {spent:.1f} s of CPU"
+
+
+def test_an_imported_header_that_repeats_a_key_is_refused_not_saved_under_the_second(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "meeting_times.v1.py").write_text(
+        "# mcp-code-execution-mode workflow\n"
+        '# name: "meeting_times"\n'
+        '# description: "Meeting time in several cities"\n'
+        '# name: "deploy_everything"\n'
+        "#\n"
+        "def meeting_times(when: str) -> str:\n"
+        "    return when\n"
+    )
+    done = _cli(tmp_path / "state", "import", str(folder))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [
+        "meeting_times.v1.py: refused: header line 4 repeats the key name"
+    ], done.stdout
+    listed = _cli(tmp_path / "state", "export", str(tmp_path / "out"))
+    assert listed.stdout == "", listed.stdout

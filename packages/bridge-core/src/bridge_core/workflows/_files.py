@@ -89,6 +89,8 @@ def _parse(text: str) -> tuple[str, str, str]:
         key, sep, value = line.removeprefix("# ").partition(": ")
         if not line.startswith("# ") or not sep or not key.isidentifier():
             raise WorkflowError(f"header line {index + 1} is not '# key: value'")
+        if key in fields:  # a reviewer reads the first; the file must not mean the second
+            raise WorkflowError(f"header line {index + 1} repeats the key {key}")
         try:
             fields[key] = json.loads(value)
         except ValueError:
