@@ -1,9 +1,10 @@
 """What the check before running adds to a warm ``run_python``, end to end, side by side.
 
-Two bridges (``[check] mode = "nested"`` and ``"off"``) with the real server-everything, one real
-MCP stdio client each; the same ordinary cell (20 lines: pandas, two nested calls) is called
-warm on both, alternately, N times. Prints p50/p99 of each and the difference of the p50s (the
-goal: the check adds at most 150 ms).
+Three bridges (``[check] mode = "off"``, ``"nested"`` and ``"all"``) with the real
+server-everything, one real MCP stdio client each; the same ordinary cell (20 lines: pandas, two
+nested calls) is called warm on each, in turn, N times. Prints p50/p99 of each and what each
+check adds to the p50 of ``off`` (the goal: at most 150 ms). ``nested`` runs the type check (ty)
+beside the cell, ``all`` before it.
 
     hatch run tests:python bench/check_cost.py [--calls 40]
 
@@ -103,23 +104,33 @@ def _ms(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered) * 1000, p99 * 1000
 
 
+MODES = ("off", "nested", "all")
+"""off: no check; nested: the literal nested calls block, ty runs beside the cell (warnings);
+all: the literal nested calls and ty both run before the cell, and a type error blocks it."""
+
+
 async def main(calls: int) -> None:
     with tempfile.TemporaryDirectory(prefix="check-cost-") as scratch:
         root = Path(scratch)
-        async with bridge(root / "on", "nested") as on, bridge(root / "off", "off") as off:
-            for session in (on, off):  # warm: sandbox, imports, the server's tool list
+        async with (
+            bridge(root / "off", "off") as off,
+            bridge(root / "nested", "nested") as nested,
+            bridge(root / "all", "all") as every,
+        ):
+            sessions = {"off": off, "nested": nested, "all": every}
+            for session in sessions.values():  # warm: sandbox, imports, the server's tool list
                 for _ in range(3):
                     await call(session)
-            times: dict[str, list[float]] = {"nested": [], "off": []}
-            for _ in range(calls):
-                times["nested"].append(await call(on))
-                times["off"].append(await call(off))
-    on_p50, on_p99 = _ms(times["nested"])
-    off_p50, off_p99 = _ms(times["off"])
+            times: dict[str, list[float]] = {mode: [] for mode in MODES}
+            for _ in range(calls):  # alternately, so that load beside the bench hits all alike
+                for mode in MODES:
+                    times[mode].append(await call(sessions[mode]))
     print(f"warm run_python, 20-line pandas cell with two nested calls, {calls} calls each:")
-    print(f"  check nested: p50 {on_p50:.1f} ms, p99 {on_p99:.1f} ms")
-    print(f"  check off:    p50 {off_p50:.1f} ms, p99 {off_p99:.1f} ms")
-    print(f"  the check adds {on_p50 - off_p50:+.1f} ms at p50 (goal: at most 150 ms)")
+    off_p50, _ = _ms(times["off"])
+    for mode in MODES:
+        p50, p99 = _ms(times[mode])
+        added = "" if mode == "off" else f", adds {p50 - off_p50:+.1f} ms at p50 (goal: <= 150)"
+        print(f"  check {mode + ':':7} p50 {p50:.1f} ms, p99 {p99:.1f} ms{added}")
 
 
 if __name__ == "__main__":
