@@ -38,9 +38,11 @@
             name = distNameOf dir;
             value = buildMember dir;
           }) memberDirs);
+          # A dependency nixpkgs ships as a program rather than a python package (ty, the type
+          # checker, which the core runs as a child process found on PATH) comes from pkgs.
           dependencyOf = requirement:
             let name = requirementName requirement;
-            in members.${name} or py.${name};
+            in members.${name} or py.${name} or pkgs.${name};
           buildMember = dir:
             let project = projectOf dir;
             in py.buildPythonPackage {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,3 +94,21 @@ def test_a_header_cannot_forge_a_second_key_or_code(store: WorkflowStore, tmp_pa
     import_workflows(store, "principal:y", tmp_path / "out")
     (imported,) = store.latest("principal:y")
     assert (imported.name, imported.source) == ("greet", SOURCE)
+
+
+def test_a_fifo_or_a_symlink_among_the_files_is_refused_without_being_opened_through(
+    store: WorkflowStore, tmp_path: Path
+) -> None:
+    # Decided on the file opened, not on a check before it: a name swapped for a FIFO after a
+    # check would block the import, and a link leads wherever its maker chose.
+    directory = tmp_path / "in"
+    directory.mkdir()
+    os.mkfifo(directory / "fifo.py")
+    target = tmp_path / "elsewhere.py"
+    target.write_text('# mcp-code-execution-mode workflow\n# name: "linked"\n#\n' + SOURCE)
+    (directory / "linked.py").symlink_to(target)
+    outcome = import_workflows(store, None, directory)
+    assert outcome.refused == 2
+    assert any(line.startswith("fifo.py: refused: not a regular file") for line in outcome.lines)
+    assert any(line.startswith("linked.py: refused: a symbolic link") for line in outcome.lines)
+    assert store.latest(None) == []

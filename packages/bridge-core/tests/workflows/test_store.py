@@ -69,6 +69,27 @@ def test_anything_but_one_plain_function_is_refused(source: str) -> None:
     assert refused.value.code == ErrorCode.INVALID_ARGUMENTS
 
 
+@pytest.mark.parametrize(
+    ("source", "shown"),
+    [
+        # `cat` prints the comment over the call: what a reviewer reads is not what runs.
+        ("def f():\n    evil()\r# a long comment that hides the call\n", "\\r on line 2"),
+        ("def f():\n    x = 1  # \u202e)(live\n    return x\n", "\\u202e on line 2"),
+        ("def f():\n    return 1\u200b\n", "\\u200b on line 2"),
+        ("def f():\n    return '\x1b[2K'\n", "\\x1b on line 2"),
+    ],
+)
+def test_a_source_that_displays_other_than_it_runs_is_refused(source: str, shown: str) -> None:
+    with pytest.raises(WorkflowError) as refused:
+        read_function(source)
+    assert shown in refused.value.message
+
+
+def test_crlf_lines_tabs_and_emoji_in_strings_are_fine() -> None:
+    facts = read_function("def f():\r\n\treturn '\U0001f44d\u200d'\r\n")
+    assert facts.function == "f"
+
+
 def test_saving_again_makes_a_new_version_and_older_ones_stay(store: WorkflowStore) -> None:
     first = store.save(None, "report", SOURCE, "v1", session="s")
     second = store.save(None, "report", SOURCE.replace("summarised", "in short"), "v2")

@@ -23,7 +23,10 @@ a version already has the same source), and its tools are read from the source a
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,6 +109,21 @@ def _parse(text: str) -> tuple[str, str, str]:
     return name, description, source
 
 
+def _read_regular(path: Path, most: int) -> bytes:
+    """At most ``most`` bytes of ``path`` if it is a regular file (not a symlink), decided on the
+    file opened (a name swapped for a FIFO or a device after a check could block or never end)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise WorkflowError("a symbolic link, not a regular file") from None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise WorkflowError("not a regular file")
+        return handle.read(most)
+
+
 def import_workflows(store: WorkflowStore, client: str | None, directory: Path) -> ImportOutcome:
     """Save every ``*.py`` workflow file of ``directory`` for ``client`` (in name and version
     order); a bad file is refused with its reason, the others still imported."""
@@ -114,10 +132,7 @@ def import_workflows(store: WorkflowStore, client: str | None, directory: Path) 
     parsed: list[tuple[str, int, Path, str, str, str]] = []
     for path in sorted(directory.glob("*.py")):
         try:
-            if not path.is_file():
-                raise WorkflowError("not a regular file")
-            with path.open("rb") as handle:
-                data = handle.read(limit + 1)
+            data = _read_regular(path, limit + 1)
             if len(data) > limit:
                 raise WorkflowError(f"larger than {limit} bytes")
             try:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from bridge_protocol import ErrorCode
 
+from bridge_core._visible import visible
 from bridge_core.gateway import CallFailed
 
 __all__ = ["FunctionFacts", "WorkflowError", "read_function"]
@@ -55,9 +56,25 @@ def _nodes(tree: ast.AST) -> Iterator[ast.AST]:
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
+def _refuse_hidden(source: str) -> None:
+    """A workflow is reviewed as text (``list_workflows``, an exported file) before it runs: a
+    character that shows other than it runs (a lone carriage return that lets a terminal print a
+    comment over ``evil()``, bidi and zero-width controls, other control characters) is refused."""
+    shown = visible(source)
+    if shown == source:
+        return
+    at = next(i for i, (a, b) in enumerate(zip(source, shown, strict=False)) if a != b)
+    line = source.count("\n", 0, at) + 1
+    raise WorkflowError(
+        f"the source holds a character that displays other than it runs ({visible(source[at])} "
+        f"on line {line}): a workflow is reviewed as text, write it as an escape in a string"
+    )
+
+
 def read_function(source: str) -> FunctionFacts:
     """The facts of ``source``, which must be exactly one top-level function definition
     (``def`` or ``async def``, no decorators), optionally after comments and blank lines."""
+    _refuse_hidden(source)
     try:
         tree = ast.parse(source, "<workflow>")
     except SyntaxError as exc:
