@@ -9,8 +9,8 @@ on the correct cell that are not about an unresolved import or name are false po
 
     hatch run types:python bench/check_checkers.py [--runs 10]
 
-ty and mypy are found beside this Python (the types environment has both) or on PATH, pyright on PATH
-(``npm install pyright``).
+ty and mypy are found beside this Python (the types environment has both) or on PATH, pyright
+on PATH (``npm install pyright``).
 """
 
 from __future__ import annotations
