@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 from bridge_core.catalog import CheckCatalog, find_type_checker, type_check
 from bridge_core.errors import ConfigError
@@ -148,3 +149,24 @@ def test_mode_all_without_the_checker_fails_at_start_naming_what_to_install(
         type_checker_for("all")
     assert type_checker_for("nested") is None
     assert type_checker_for("off") is None
+
+
+async def test_type_checks_are_bounded_bridge_wide_and_a_nested_cell_never_waits_for_one() -> None:
+    # Every client's cells share TYPE_CHECKS_AT_ONCE checker processes: with them all taken, a
+    # nested cell runs at once without warnings, and an `all` cell waits for its turn.
+    open_bridge, manager = bridge("nested")
+    strict, strict_manager = bridge("all")
+    strict._type_checks = open_bridge._type_checks
+    taken = [object() for _ in range(_compose.TYPE_CHECKS_AT_ONCE)]
+    for borrower in taken:
+        await open_bridge._type_checks.acquire_on_behalf_of(borrower)
+    result = await open_bridge.execute(TYPE_ERROR)
+    assert manager.ran == [TYPE_ERROR]
+    assert result.notices == ()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(strict.execute, TYPE_ERROR)
+        await anyio.wait_all_tasks_blocked()
+        assert open_bridge._type_checks.statistics().tasks_waiting == 1
+        for borrower in taken:
+            open_bridge._type_checks.release_on_behalf_of(borrower)
+    assert strict_manager.ran == []  # it had its check, which blocked it

@@ -155,6 +155,12 @@ CHECK_FAILED = "CheckFailed"
 """The error type of a cell the check before running blocked ([check] mode)."""
 
 
+TYPE_CHECKS_AT_ONCE = 2
+"""Type checks (child processes of up to 1 GiB and 10 s of CPU each) running at once for the whole
+bridge, whatever the number of clients: a ``nested`` cell that finds them all busy runs without
+warnings instead of waiting; an ``all`` cell waits its turn."""
+
+
 class OpenBridge:
     """The session manager (the :class:`Executor`) and the gateway its sessions call through,
     which direct tools use too (one path for every proxied call).
@@ -181,6 +187,7 @@ class OpenBridge:
         self.workflows = workflows
         self.type_checker = type_checker
         """The ty executable (None: no type check)."""
+        self._type_checks = anyio.CapacityLimiter(TYPE_CHECKS_AT_ONCE)
         self._converted: dict[str, tuple[object, list[ToolDoc]]] = {}
         """Each server's live list as docs, kept while the pool holds that same list object."""
 
@@ -211,7 +218,7 @@ class OpenBridge:
         if self.type_checker is None:
             return await run()
         if self.check == "all":
-            typed = await self._type_check(code)
+            typed = await self._type_check(code, wait=True)
             if typed.findings:
                 return self._blocked_result(typed.findings, session)
             return _with_notices(await run(), typed, blocking=True)
@@ -219,19 +226,27 @@ class OpenBridge:
         checked: list[TypeCheck] = []
 
         async def type_check_beside() -> None:
-            checked.append(await self._type_check(code))
+            checked.append(await self._type_check(code, wait=False))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(type_check_beside)
             result = await run()
         return _with_notices(result, checked[0], blocking=False)
 
-    async def _type_check(self, code: str) -> TypeCheck:
+    async def _type_check(self, code: str, *, wait: bool) -> TypeCheck:
+        """The type check of ``code``, at most :data:`TYPE_CHECKS_AT_ONCE` for the whole bridge;
+        without ``wait`` (warnings only) none when they are all busy."""
         assert self.type_checker is not None
+        if not wait and self._type_checks.available_tokens < 1:
+            return TypeCheck()  # advisory: a cell is never held for a warning
         # A worker thread waits on the bounded child (TYPE_CHECK_TIMEOUT); a cancelled caller
-        # leaves it to end on its own bound.
+        # leaves it to end on its own bound, holding its place until then.
         return await anyio.to_thread.run_sync(
-            type_check, code, self.type_checker, abandon_on_cancel=True
+            type_check,
+            code,
+            self.type_checker,
+            abandon_on_cancel=True,
+            limiter=self._type_checks,
         )
 
     async def _blocked(self, code: str, session: str | None) -> ExecutionResult | None:
