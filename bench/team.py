@@ -6,7 +6,7 @@ Each client is a real MCP SDK client (``streamable_http_client`` + ``ClientSessi
 bearer token of its own (one principal each), which alternates a warm ``run_python("1+1")`` in
 its session and a proxied ``everything__echo`` (a direct tool: ``[tools] mode = "both"``, the
 bridge's gateway to the real ``server-everything``), back to back, for ``--seconds``. For each
-client count, in the same run, one after the other:
+client count, in the same run (the first two in ``--slices`` alternating slices of the time):
 
 * ``bridge``: the real bridge (``serve --http``, tokens, ``[sessions] max`` above the clients);
 * ``plain SDK``: the same clients against a plain SDK streamable-HTTP server with the same two
@@ -19,7 +19,8 @@ Figures per column: calls/s, p50/p99 of all calls, errors (exceptions and error 
 for the bridge the CPU seconds of the bridge process (user + system from /proc; the upstream
 server, the sandboxes and the clients are not counted) per call, and the same of the plain
 server's process in its column. Writes
-``bench/results/team.json`` and ``docs/team-load.svg``.
+``bench/results/team.json`` and ``docs/team-load.svg`` (with ``--check MODE``,
+``team-check-MODE.json`` and ``team-load-check-MODE.svg``).
 """
 
 from __future__ import annotations
@@ -67,6 +68,13 @@ class Column:
     errors: list[str] = field(default_factory=list)
     wall: float = 0.0
     cpu: float | None = None
+
+    def add(self, other: Column) -> None:
+        """Fold another slice of the same column in."""
+        self.latencies += other.latencies
+        self.errors += other.errors
+        self.wall += other.wall
+        self.cpu = (self.cpu or 0.0) + (other.cpu or 0.0)
 
     def figures(self) -> dict[str, Any]:
         calls = len(self.latencies) + len(self.errors)
@@ -209,11 +217,16 @@ async def process(argv: list[str], env: dict[str, str], ready: str) -> AsyncIter
 
 
 @asynccontextmanager
-async def http_bridge(work: Path, clients: int, upstream: str) -> AsyncIterator[tuple[str, int]]:
+async def http_bridge(
+    work: Path, clients: int, upstream: str, check: str | None
+) -> AsyncIterator[tuple[str, int]]:
     settings = (
         f'[sessions]\nmax = {clients + 8}\n\n[tools]\nmode = "both"\n\n'
         f"[http]\nconnections_per_client = 16\n"
     )
+    if check is not None:
+        settings += f'\n[check]\nmode = "{check}"\n'
+
     config = write_config(work, {"everything": {"command": upstream, "args": ["stdio"]}}, settings)
     argv = [
         sys.executable, "-m", "mcp_code_execution_mode", "serve",
@@ -307,26 +320,29 @@ async def main(opts: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-team-") as tmp:
         work = Path(tmp)
         tokens = [add_token(work / "tokens", f"client{i}") for i in range(max(counts) + 1)]
-        async with http_bridge(work, max(counts) + 1, upstream) as (url, pid):
-            url_both = url
-            progress(f"bridge {pid} at {url_both}; idle: 1 client, {opts.idle_seconds:g} s")
-            one = [lambda: http_session(url_both, tokens[-1])]
-            idle_column = await drive(one, bridge_call, opts.idle_seconds, pid)
-            idle = idle_column.figures()
+        async with (
+            http_bridge(work, max(counts) + 1, upstream, opts.check) as (url, pid),
+            plain_server() as (plain_url, plain_pid),
+        ):
+            progress(f"bridge {pid} at {url}; idle: 1 client, {opts.idle_seconds:g} s")
+            one = [lambda: http_session(url, tokens[-1])]
+            idle = (await drive(one, bridge_call, opts.idle_seconds, pid)).figures()
             progress(f"  idle: {idle['bridge_cpu_ms_per_call']:.2f} ms bridge CPU per call")
+            share = opts.seconds / opts.slices
             for count in counts:
-                progress(f"{count} clients on the bridge for {opts.seconds:g} s")
-                opens = [lambda i=i: http_session(url_both, tokens[i]) for i in range(count)]
-                column = await drive(opens, bridge_call, opts.seconds, pid)
-                runs[str(count)] = {"bridge": column.figures()}
-                progress(f"  {runs[str(count)]['bridge']}")
-        async with plain_server() as (plain_url, plain_pid):
-            for count in counts:
-                progress(f"{count} clients on a plain SDK server for {opts.seconds:g} s")
-                opens = [lambda i=i: http_session(plain_url, tokens[i]) for i in range(count)]
-                column = await drive(opens, bridge_call, opts.seconds, plain_pid)
-                runs[str(count)]["plain SDK"] = column.figures()
-                progress(f"  {runs[str(count)]['plain SDK']}")
+                columns = {"bridge": Column(), "plain SDK": Column()}
+                targets = {"bridge": (url, pid), "plain SDK": (plain_url, plain_pid)}
+                # Alternating slices: the machine's load moves both columns alike.
+                for part in range(opts.slices):
+                    for name, (target, server) in targets.items():
+                        progress(f"{count} clients, {name}, slice {part + 1}/{opts.slices}")
+                        opens = [
+                            lambda i=i, t=target: http_session(t, tokens[i]) for i in range(count)
+                        ]
+                        columns[name].add(await drive(opens, bridge_call, share, server))
+                runs[str(count)] = {name: c.figures() for name, c in columns.items()}
+                for name in columns:
+                    progress(f"  {name}: {runs[str(count)][name]}")
         for count in counts:
             progress(f"{count} clients each on its own stdio server-everything, {opts.seconds:g} s")
             opens = [lambda: stdio_session(upstream) for _ in range(count)]
@@ -336,7 +352,13 @@ async def main(opts: argparse.Namespace) -> None:
     figures = {
         "benchmark": "team",
         "conditions": {**before, "load_average_after": [round(v, 2) for v in os.getloadavg()]},
-        "settings": {"clients": counts, "seconds": opts.seconds, "idle_seconds": opts.idle_seconds},
+        "settings": {
+            "clients": counts,
+            "seconds": opts.seconds,
+            "slices": opts.slices,
+            "idle_seconds": opts.idle_seconds,
+            "check_mode": opts.check or "the bridge's default",
+        },
         "idle": idle,
         "runs": runs,
         "goals_at_50": {"errors": 0, "p99_vs_plain": 1.5, "cpu_vs_idle": 1.5},
@@ -362,9 +384,10 @@ async def main(opts: argparse.Namespace) -> None:
             f"  {count:>3} clients: bridge p99 {bridge['p99_ms'] / plain['p99_ms']:.2f}x plain SDK"
         )
     print("  goals at 50 clients: 0 errors, p99 <= 1.5x plain SDK, CPU per call <= 1.5x idle")
-    print(f"results: {save('team', figures)}")
+    suffix = "" if opts.check is None else f"-check-{opts.check}"
+    print(f"results: {save('team' + suffix, figures)}")
     if not opts.without_chart:
-        out = DOCS / "team-load.svg"
+        out = DOCS / f"team-load{suffix}.svg"
         draw(figures, out)
         print(f"chart: {out}")
 
@@ -374,9 +397,15 @@ if __name__ == "__main__":
     parser.add_argument("--clients", default="20,50", help="client counts, comma-separated")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--idle-seconds", type=float, default=15.0)
+    parser.add_argument(
+        "--slices", type=int, default=4, help="alternating slices of bridge and plain server"
+    )
+    parser.add_argument(
+        "--check", help="the bridge's [check] mode (default: its own default); off: no check"
+    )
     parser.add_argument("--quick", action="store_true", help="5 and 10 clients, 8 s each")
     parser.add_argument("--without-chart", action="store_true")
     options = parser.parse_args()
     if options.quick:
-        options.clients, options.seconds, options.idle_seconds = "5,10", 8.0, 5.0
+        options.clients, options.seconds, options.idle_seconds, options.slices = "5,10", 8.0, 5.0, 2
     anyio.run(main, options)
