@@ -81,14 +81,15 @@ async def test_check_mode_off_runs_the_cell_as_written(
     assert code_text(graph) == "['early']"
 
 
-TYPE_ERROR = "print('before')\ncount: int = 'three'\nprint(count)\n"
+TYPE_ERROR = "print('before')\ncount: int = 'three'\nprint(count + 1)\n"
+"""A type error that also fails at run time (str + int): mode nested explains the failure."""
 
 
 def _notices(result: Any) -> list[str]:
     return list((result.structured_content or {}).get("notices", []))
 
 
-async def test_check_mode_all_blocks_a_type_error_and_nested_runs_it_with_a_warning(
+async def test_check_mode_all_blocks_a_type_error_and_nested_explains_its_failure_with_it(
     tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
 ) -> None:
     servers = real_servers(third_party, tmp_path)
@@ -108,7 +109,10 @@ async def test_check_mode_all_blocks_a_type_error_and_nested_runs_it_with_a_warn
     (tmp_path / "bridge.toml").write_text('[check]\nmode = "nested"\n', encoding="utf-8")
     async with open_bridge(tmp_path, servers=servers) as bridge:
         warned = await bridge.run(TYPE_ERROR)
-    assert warned.is_error is False
+        worked = await bridge.run("count: int = 'three'\nprint(count)\n")
+    assert warned.is_error is True
     assert "before" in code_text(warned)
+    assert "TypeError" in code_text(warned)
+    assert _notices(worked) == []  # a cell that worked is not checked
     assert [n for n in _notices(warned) if n.startswith("type check (warning")]
     assert "[notice] type check (warning, the cell ran): line 2: " in bridge_text(warned)
