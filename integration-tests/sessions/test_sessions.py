@@ -59,6 +59,17 @@ async def test_sessions_are_isolated_and_run_in_parallel(make_manager: MakeManag
     assert isolated.stdout == "False\n"
 
 
+async def test_twenty_four_sandboxes_starting_at_once_reuse_their_api_connections(
+    make_manager: MakeManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    # podman-py keeps 10 connections to the API by default: a burst of starts opened the rest,
+    # used each once and logged a urllib3 warning per discarded one (26 for 30 starts).
+    async with make_manager(max_sessions=24) as manager, anyio.create_task_group() as tg:
+        for index in range(24):
+            tg.start_soon(lambda i=index: manager.execute(f"{i}", session=f"s{i}", timeout=120))
+    assert [r.getMessage() for r in caplog.records if "pool is full" in r.getMessage()] == []
+
+
 async def test_executions_in_one_session_run_one_at_a_time_in_order(
     make_manager: MakeManager,
 ) -> None:

@@ -78,6 +78,10 @@ _EXITING_RETRY_DELAY = 0.05
 _LOG_TAIL_BYTES = 64 * 1024
 API_TIMEOUT = 60
 """Seconds any single API call may take; bounds a hung service (stop adds its grace on top)."""
+API_CONNECTIONS = 40
+"""Connections to the API kept open for reuse: as many as blocking API calls can run at once (each
+in one of anyio's 40 worker threads). podman-py keeps 10 by default, so under a burst of starts
+or kills the rest were opened, used once and discarded, each with a urllib3 warning in the log."""
 FAILURES: tuple[type[Exception], ...] = (PodmanError, OSError)
 """Everything a podman-py call raises when podman or its socket fails, the one boundary the backend
 catches at: podman-py's own errors, and OSError, which covers its APIError (an HTTP error), the
@@ -107,7 +111,7 @@ def connect(url: str) -> podman.PodmanClient | None:
     """A client for ``url`` if a podman service answers there, else None."""
     if url.startswith("unix://") and not Path(url.removeprefix("unix://")).exists():
         return None
-    client = podman.PodmanClient(base_url=url, timeout=API_TIMEOUT)
+    client = podman.PodmanClient(base_url=url, timeout=API_TIMEOUT, max_pool_size=API_CONNECTIONS)
     try:
         if client.ping():
             return client
