@@ -7,6 +7,7 @@ once the test ends (so each test proves "no orphan" after the manager closed).
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import itertools
 import time
@@ -66,7 +67,8 @@ async def test_twenty_four_sandboxes_starting_at_once_reuse_their_api_connection
     # used each once and logged a urllib3 warning per discarded one (26 for 30 starts).
     async with make_manager(max_sessions=24) as manager, anyio.create_task_group() as tg:
         for index in range(24):
-            tg.start_soon(lambda i=index: manager.execute(f"{i}", session=f"s{i}", timeout=120))
+            run = functools.partial(manager.execute, f"{index}", session=f"s{index}", timeout=120)
+            tg.start_soon(run)
     assert [r.getMessage() for r in caplog.records if "pool is full" in r.getMessage()] == []
 
 
