@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import anyio
+from _scale import bridge_pid  # bench/ is on sys.path when run as a script
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -47,18 +48,6 @@ def everything() -> str:
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
-
-
-def bridge_pid(state_dir: Path) -> int:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"mcp_code_execution_mode" in argv and str(state_dir).encode() in argv:
-                return int(entry.name)
-    raise SystemExit("bridge process not found")
 
 
 def idle_memory(pid: int) -> tuple[float, float]:

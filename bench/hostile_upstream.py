@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from _scale import bridge_pid  # bench/ is on sys.path when run as a script
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -45,18 +46,6 @@ def _status_kib(pid: int, field: str) -> int:
 def _cpu(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _bridge_pid(state: Path) -> int:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"mcp_code_execution_mode" in argv and str(state).encode() in argv:
-                return int(entry.name)
-    raise LookupError("bridge not found")
 
 
 @asynccontextmanager
@@ -95,7 +84,7 @@ async def flood(work: Path, admit: bool) -> None:
         "probe": {"command": sys.executable, "args": [str(SERVERS / "probe_server.py")]},
     }
     async with _bridge(work, servers, {"MCP_BRIDGE_CALL_TIMEOUT": "30s"}) as session:
-        pid = _bridge_pid(work / "state")
+        pid = bridge_pid(work / "state")
         await _run(session, "await mcp_servers['hostile'].echo(text='warm')")
         await _run(session, "1", "sibling")
         peak, cpu = _status_kib(pid, "VmHWM"), _cpu(pid)
@@ -144,7 +133,7 @@ async def catalog(work: Path, admit: bool) -> None:
     }
     env = {"MCP_BRIDGE_MAX_SERVER_TOOLS": "200000", "MCP_BRIDGE_MAX_TOOL_LIST_SIZE": "64m"}
     async with _bridge(work, servers, env if admit else {}) as session:
-        pid = _bridge_pid(work / "state")
+        pid = bridge_pid(work / "state")
         await _run(session, "1")
         await _run(session, "1", "sibling")
         peak = _status_kib(pid, "VmHWM")

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
+from _scale import cgroup_memory  # bench/ is on sys.path when run as a script
 from bridge_core.gateway import NullGateway
 from bridge_core.runtime.base import OWNER_LABEL, RuntimeBackend
 from bridge_core.sessions import SessionConfig, SessionManager
@@ -47,18 +48,6 @@ def _reset_peak_rss() -> None:
         pass
 
 
-def _cgroup_memory(pid: int) -> int | None:
-    """Memory charged to the cgroup of ``pid`` (v1 ``usage_in_bytes`` or v2 ``current``)."""
-    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if controllers == "memory":
-            return int(Path(f"/sys/fs/cgroup/memory{path}/memory.usage_in_bytes").read_text())
-        current = Path(f"/sys/fs/cgroup{path}/memory.current")
-        if controllers == "" and current.exists():
-            return int(current.read_text())
-    return None
-
-
 async def _container_memory(label: str) -> list[int]:
     """Memory of each running container of ours, read from its cgroup."""
     listed = await anyio.run_process(
@@ -67,7 +56,7 @@ async def _container_memory(label: str) -> list[int]:
     usages = []
     for cid in listed.stdout.decode().split():
         pid = (await anyio.run_process(["podman", "inspect", "-f", "{{.State.Pid}}", cid])).stdout
-        usage = await anyio.to_thread.run_sync(_cgroup_memory, int(pid))
+        usage = await anyio.to_thread.run_sync(cgroup_memory, int(pid))
         if usage is not None:
             usages.append(usage)
     return usages
