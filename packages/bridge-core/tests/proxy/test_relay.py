@@ -16,6 +16,7 @@ from bridge_core.client_link import Capability
 from bridge_core.proxy._relay import (
     MAX_LOG_DATA,
     MAX_LOGS_PER_WINDOW,
+    MAX_RELAYED_DEPTH,
     MAX_RELAYED_IN_FLIGHT,
     MAX_RELAYED_LINES,
     MAX_RELAYED_TEXT,
@@ -413,3 +414,162 @@ async def test_a_relayed_sampling_requests_replayed_tool_results_and_uses_are_es
     (text,) = result.content
     assert isinstance(text, types.TextContent)
     assert text.text == "done\\u202e\\u200b\\x1b[2J"
+
+
+H = "\u202e\u200b"
+"""A right-to-left override and a zero-width space, planted in every field below."""
+
+
+def _every_field_sampling() -> types.CreateMessageRequestParams:
+    """A sampling request with hidden characters in every string and key an upstream sets."""
+    return types.CreateMessageRequestParams.model_validate(
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "text",
+                            "text": "t" + H,
+                            "annotations": {"audience": ["user"], "lastModified": "x" + H},
+                            "_meta": {"k" + H: "v" + H},
+                        },
+                        {"type": "image", "data": "aGk=", "mimeType": "image/png" + H},
+                        {
+                            "type": "tool_result",
+                            "toolUseId": "id" + H,
+                            "content": [{"type": "text", "text": "ok"}],
+                            "structuredContent": {"a" + H: ["b" + H]},
+                        },
+                    ],
+                },
+                {
+                    "role": "assistant",
+                    "content": {
+                        "type": "tool_use",
+                        "name": "n",
+                        "id": "id" + H,
+                        "input": {"path" + H: {"to": "/x" + H}},
+                    },
+                },
+            ],
+            "modelPreferences": {"hints": [{"name": "claude" + H}]},
+            "maxTokens": 5,
+            "stopSequences": ["stop" + H],
+            "metadata": {"m" + H: "v" + H},
+            "tools": [
+                {
+                    "name": "t",
+                    "inputSchema": {
+                        "type": "object",
+                        "$comment": "c" + H,
+                        "properties": {"p": {"type": "string", "pattern": "^x" + H}},
+                        "$defs": {"d" + H: {"type": "string", "format": "f" + H}},
+                        "x-ui": {"label": "l" + H},
+                    },
+                    "icons": [{"src": "https://evil.example/bridge-logo.png"}],
+                    "_meta": {"k": "v" + H},
+                }
+            ],
+            "_meta": {"progressToken": "p" + H, "other" + H: 1},
+        }
+    )
+
+
+async def test_no_string_or_key_of_a_relayed_sampling_request_reaches_the_client_raw() -> None:
+    # Issue 34, the siblings of the tool definitions: a tool use's input, a tool result's
+    # structured content, model hints, stop sequences, metadata, a MIME type, annotations, a
+    # schema's other keywords and keys, and _meta reached the client with their hidden
+    # characters. The upstream's _meta and a tool's icons are not relayed at all.
+    relay = ClientRelay("srv", Redactor(), request_timeout=5)
+    link = FakeLink()
+    with relay.serving(link):
+        await relay.on_sampling(CTX, _every_field_sampling())
+    (sent,) = link.sampled
+    assert _raw_hidden(sent) == []
+    assert sent.meta is None
+    assert sent.tools is not None
+    assert sent.tools[0].icons is None
+    use = sent.messages[1].content_as_list[0]
+    assert isinstance(use, types.ToolUseContent)
+    assert use.input == {"path\\u202e\\u200b": {"to": "/x\\u202e\\u200b"}}
+    result = sent.messages[0].content_as_list[2]
+    assert isinstance(result, types.ToolResultContent)
+    assert result.tool_use_id == use.id == "id\\u202e\\u200b"  # escaped alike: still paired
+    assert sent.stop_sequences == ["stop\\u202e\\u200b"]
+
+
+async def test_no_string_or_key_of_a_relayed_form_reaches_the_client_raw() -> None:
+    relay = ClientRelay("srv", Redactor(), request_timeout=5)
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "format": "email" + H, "x-hint": "h" + H}},
+        "x-top": {"k" + H: "v"},
+    }
+    form = types.ElicitRequestFormParams.model_validate(
+        {"message": "m", "requestedSchema": schema, "_meta": {"a": "b" + H}}
+    )
+    _, link = await _elicit(relay, form)
+    (sent,) = link.elicited
+    assert _raw_hidden(sent) == []
+    assert sent.meta is None
+
+
+async def test_a_relayed_request_too_deep_to_escape_is_refused_not_relayed_raw() -> None:
+    relay = ClientRelay("srv", Redactor(), request_timeout=5)
+    deep: Any = "x" + H
+    for _ in range(MAX_RELAYED_DEPTH):
+        deep = {"k": deep}
+    request = _sampling()
+    request.metadata = deep
+    link = FakeLink()
+    masking = ClientRelay("srv", Redactor([SECRET]), request_timeout=5)
+    for each in (relay, masking):
+        with each.serving(link):
+            answer = await each.on_sampling(CTX, request)
+        assert isinstance(answer, types.ErrorData)
+        assert answer.code == types.INVALID_PARAMS
+    assert link.sampled == []
+
+
+async def test_a_url_mode_question_opens_only_a_plain_http_or_https_url() -> None:
+    # A javascript: URL runs in whatever opens it; data: and file: pages have no host to name;
+    # a space, a control, bidi or zero-width character in a URL shows the user another URL
+    # than the one opened (a valid URL percent-encodes them).
+    relay = ClientRelay("srv", Redactor(), request_timeout=5)
+    for bad in (
+        "javascript:alert(1)",
+        " javascript:alert(1)",
+        "JaVaScRiPt://good.example/%0aalert(1)",
+        "data:text/html,<h1>The bridge asks</h1>",
+        "file:///etc/passwd",
+        "https://good.example/\u202egpj.exe",
+        "https://good.example/a b",
+        "https://good.example/\tx",
+        "https://good.example\u200b.evil.example/",
+        "\x01https://good.example/",
+    ):
+        url = types.ElicitRequestURLParams(message="Sign in", url=bad, elicitation_id="e")
+        answer, link = await _elicit(relay, url)
+        assert isinstance(answer, types.ErrorData), bad
+        assert answer.code == types.INVALID_PARAMS
+        assert link.elicited == [], bad
+    for good in ("https://good.example/a?b=c#d", "HTTP://good.example/\u00e9t\u00e9"):
+        url = types.ElicitRequestURLParams(message="Sign in", url=good, elicitation_id="e")
+        _, link = await _elicit(relay, url)
+        assert len(link.elicited) == 1, good
+
+
+async def test_relayed_log_names_and_data_are_escaped() -> None:
+    relay = ClientRelay("srv", Redactor(), request_timeout=5)
+    link = FakeLink()
+    with relay.serving(link):
+        await relay.on_log(
+            types.LoggingMessageNotificationParams(
+                level="info", logger="x\u202e\n", data={"t": "bridge\u200b approved"}
+            )
+        )
+        progress = relay.progress_to(link, "tool\u202e")
+        await progress(1, 2, "step\u2066")
+    assert [_raw_hidden(log) for log in link.logs] == [[], []]
+    assert link.logs[0].logger == "srv/x\\u202e\\n"

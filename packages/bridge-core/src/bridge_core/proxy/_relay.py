@@ -23,7 +23,14 @@ as escapes) with blank-line and space runs collapsed and its length bounded, so 
 that line out of view; a form reusing the approval form's field is refused; a URL-mode question
 names the host the page is on; a sampling request's system prompt starts with the same naming.
 A form's defaults and options, a sampling request's tool definitions and its replayed tool
-results are escaped the same way.
+results are escaped the same way; and so, last, is every other string and object key of a
+relayed request (a schema's other keywords, a tool use's input, a tool result's structured
+content, model hints, stop sequences, metadata, MIME types, annotations), so that no field the
+bridge did not think of reaches the client raw. The upstream's own ``_meta`` (its progress
+token, its reserved keys) is not relayed, nor are a sampling tool's icons (an upstream's image
+in a dialog about the bridge); a URL-mode question opens only an ``http``/``https`` page whose
+URL holds no character the escaping would show otherwise. Log notifications' logger names and
+data get the same escaping.
 """
 
 from __future__ import annotations
@@ -162,6 +169,59 @@ def _escaped_entry(key: str, item: Any, depth: int) -> Any:
     return _escaped_schema(item, depth + 1)
 
 
+MAX_RELAYED_DEPTH = 160
+"""Nesting of a whole relayed request (JSON levels) that is escaped; a deeper request (an
+upstream's tool input or metadata nested past it) is refused rather than relayed unescaped.
+Above what a tool's schema cut at :data:`MAX_SCHEMA_DEPTH` takes (two JSON levels per nested
+property, and the request around it); the SDK parses no message nested past about 200."""
+
+
+class _TooDeep(Exception):
+    """A relayed request nested past :data:`MAX_RELAYED_DEPTH`."""
+
+
+def _escaped_json(value: Any, depth: int = 0) -> Any:
+    """Every string and object key of a JSON value escaped as a question's text (newlines
+    kept); idempotent on text already escaped (its escapes are plain ASCII), so it runs last
+    over a whole request whose shown parts were escaped and bounded before."""
+    if depth > MAX_RELAYED_DEPTH:
+        raise _TooDeep
+    if isinstance(value, str):
+        return visible(value, newlines=True)
+    if isinstance(value, dict):
+        return {
+            visible(str(key), newlines=True): _escaped_json(item, depth + 1)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_escaped_json(item, depth + 1) for item in value]
+    return value
+
+
+def _escaped_request(params: Any) -> Any:
+    """``params`` with every string left (see :func:`_escaped_json`) escaped, without the
+    upstream's ``_meta``: its progress token and reserved keys mean nothing to the client, and
+    the client's session supplies its own. Raises :class:`_TooDeep`."""
+    try:
+        dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+    except ValueError as exc:  # pydantic's own bound on nesting
+        raise _TooDeep from exc
+    dumped.pop("_meta", None)
+    return type(params).model_validate(_escaped_json(dumped))
+
+
+_TOO_DEEP = types.ErrorData(
+    code=types.INVALID_PARAMS,
+    message=(
+        f"the bridge does not relay a request nested deeper than {MAX_RELAYED_DEPTH} levels: "
+        "it could not show it escaped"
+    ),
+)
+
+_PAGE_SCHEMES = ("http", "https")
+"""The only pages a URL-mode question may open: ``javascript:`` runs in whatever opens it, and
+``data:`` or ``file:`` pages have no host to name."""
+
 _SPECIAL_SCHEMES = ("http", "https", "ws", "wss", "ftp", "file")
 """Schemes a browser parses by the WHATWG URL rules: ``\\`` ends the host as ``/`` does, a
 missing ``//`` is supplied, a percent-encoded host is decoded."""
@@ -192,6 +252,25 @@ def _host(url: str) -> str | None:
     except UnicodeError:
         pass  # shown escaped below
     return visible(host, quoted=True) if host else "(no host)"
+
+
+def _unrelayable_url(url: str) -> str | None:
+    """Why a URL-mode question's URL is not relayed, or ``None``: only ``http``/``https``
+    pages, and no character in the URL that the question's escaping would show otherwise
+    (a space, a control, bidi or zero-width character: a valid URL percent-encodes them, and
+    the client shows the URL as it is)."""
+    scheme = url.partition(":")[0].strip().lower()
+    if scheme not in _PAGE_SCHEMES:
+        return (
+            f"the bridge relays a URL-mode question only for an http or https page, not "
+            f"{visible(scheme[:32], quoted=True)}"
+        )
+    if " " in url or visible(url) != url:
+        return (
+            "the bridge does not relay a URL holding spaces, control, bidi or invisible "
+            "characters (a valid URL percent-encodes them)"
+        )
+    return None
 
 
 class ClientRelay:
@@ -288,7 +367,10 @@ class ClientRelay:
         """``params`` with every configured secret masked (a server may quote its token)."""
         if not self._redactor:
             return params
-        dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        try:
+            dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        except ValueError as exc:  # pydantic's own bound on nesting
+            raise _TooDeep from exc
         return type(params).model_validate(self._redactor.value(dumped))
 
     # --- the ClientSession callbacks ------------------------------------------------------------
@@ -296,7 +378,10 @@ class ClientRelay:
     async def on_elicit(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
-        masked = self._masked(params)
+        try:
+            masked = self._masked(params)
+        except _TooDeep:
+            return _TOO_DEEP
         # The client sees every question as the bridge's: the relayed one names the server that
         # asks on its first line, so an upstream cannot pass its question off as the bridge's
         # approval of a call (an "Accept to run it" the user answers is then the server's).
@@ -304,6 +389,9 @@ class ClientRelay:
         message = relayed_text(masked.message)
         if isinstance(masked, types.ElicitRequestURLParams):
             # The client opens the URL: the user must know whose page it is.
+            refused = _unrelayable_url(masked.url)
+            if refused is not None:
+                return types.ErrorData(code=types.INVALID_PARAMS, message=refused)
             host = _host(masked.url)
             if host is None:
                 return types.ErrorData(
@@ -327,7 +415,10 @@ class ClientRelay:
                 )
             update["message"] = f"{self.attribution}\n{message}"
             update["requested_schema"] = _escaped_schema(masked.requested_schema)
-        relayed = masked.model_copy(update=update)
+        try:
+            relayed = _escaped_request(masked.model_copy(update=update))
+        except _TooDeep:
+            return _TOO_DEEP
         result: types.ElicitResult | types.ErrorData = await self._relay(
             "elicitation", lambda link: link.elicit(relayed)
         )
@@ -336,12 +427,15 @@ class ClientRelay:
     async def on_sampling(
         self, context: ClientRequestContext, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
-        masked = self._masked(params)
+        try:
+            masked = self._masked(params)
+        except _TooDeep:
+            return _TOO_DEEP
         # Attributed, not dropped (docs/decisions.md): the system prompt starts with the line
         # naming the server, and its text and the messages' text are escaped as a question's,
         # so the client's review of the request (and the model) sees whose request it is.
         prompt = relayed_text(masked.system_prompt) if masked.system_prompt else ""
-        relayed = masked.model_copy(
+        edited = masked.model_copy(
             update={
                 "system_prompt": f"{self.attribution}\n{prompt}".rstrip(),
                 "messages": [_escaped_message(message) for message in masked.messages],
@@ -354,6 +448,10 @@ class ClientRelay:
                 "include_context": None,
             }
         )
+        try:
+            relayed = _escaped_request(edited)
+        except _TooDeep:
+            return _TOO_DEEP
         result: types.CreateMessageResult | types.ErrorData = await self._relay(
             "sampling", lambda link: link.create_message(relayed)
         )
@@ -411,11 +509,14 @@ class ClientRelay:
         data = json.dumps(params.data, ensure_ascii=False, default=str)
         if self._redactor:
             data = self._redactor.text(data)  # before the cut: a cut secret would not match
+        # JSON escapes controls but not bidi, zero-width or tag characters: escaped as a
+        # question's text is, before the cut (an escape is never cut off its character).
+        data = visible(data)
         if len(data) > MAX_LOG_DATA:
             data = data[:MAX_LOG_DATA] + "…"
         shown = types.LoggingMessageNotificationParams(
             level=params.level,
-            logger=f"{self.server}/{params.logger or ''}"[:200].rstrip("/"),
+            logger=visible(f"{self.server}/{params.logger or ''}"[:200].rstrip("/")),
             data=data,
         )
         try:
@@ -450,6 +551,8 @@ def _escaped_tool(tool: types.Tool) -> types.Tool:
     update: dict[str, Any] = {
         "name": visible(tool.name),
         "input_schema": _escaped_schema(tool.input_schema),
+        # An upstream's image (or a page it loads) has no place in a dialog about the bridge.
+        "icons": None,
     }
     if tool.title is not None:
         update["title"] = visible(tool.title)
