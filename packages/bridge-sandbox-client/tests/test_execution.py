@@ -68,6 +68,40 @@ def test_asyncio_run_works_in_plain_code(host: Any) -> None:
     assert host.execute("import asyncio\nawait asyncio.sleep(0, 6)").result.value == "6"
 
 
+def test_code_that_never_touches_asyncio_leaves_it_unimported(host: Any) -> None:
+    # Every idle session and warm sandbox would otherwise hold its ~3.7 MiB (bench/density.py).
+    assert host.execute("x = 1\nimport sys\n'asyncio' in sys.modules").result.value == "False"
+    assert host.execute("await mcp_servers['media'].nothing()").result.status == "ok"
+    assert host.execute("'asyncio' in sys.modules").result.value == "True"
+
+
+def test_a_loop_plain_code_made_current_is_the_one_later_awaits_run_on(host: Any) -> None:
+    first = host.execute(
+        "import asyncio, warnings\n"
+        "warnings.simplefilter('ignore', DeprecationWarning)\n"
+        "loop = asyncio.get_event_loop()\n"
+        "queue = asyncio.Queue()\n"
+        "async def worker():\n"
+        "    return await queue.get() * 2\n"
+        "task = loop.create_task(worker())"
+    )
+    assert first.result.status == "ok", first.result.error
+    run = host.execute("await queue.put(21)\n(await task, asyncio.get_running_loop() is loop)")
+    assert run.result.status == "ok", run.result.error
+    assert run.result.value == "(42, True)"
+
+
+def test_plain_code_after_asyncio_was_imported_finds_the_persistent_loop(host: Any) -> None:
+    host.execute("import asyncio")
+    run = host.execute(
+        "loop = asyncio.get_event_loop()\nawait asyncio.sleep(0)\n"
+        "asyncio.get_running_loop() is loop"
+    )
+    assert run.result.status == "ok", run.result.error
+    assert run.result.value == "True"
+    assert run.stderr == ""
+
+
 def test_exception_traceback_shows_only_user_frames_with_source_lines(host: Any) -> None:
     host.execute("def inner(v):\n    return 10 / v\n")
     run = host.execute("x = 1\ninner(0)")

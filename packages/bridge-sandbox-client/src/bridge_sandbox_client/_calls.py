@@ -8,7 +8,6 @@ cancellation, ``asyncio.wait_for`` timeout, interrupt) sends ``CancelCall`` exac
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import itertools
 import os
@@ -141,6 +140,8 @@ class CallRegistry:
     @staticmethod
     async def wait(future: PendingCall) -> Any:
         """Await a call from any event loop; cancelling the awaiting task abandons the call."""
+        import asyncio  # awaited, so already imported: plain code never needs it
+
         return await asyncio.wrap_future(future)
 
     @staticmethod

@@ -9,7 +9,6 @@ thread through a queue, one at a time, in order.
 from __future__ import annotations
 
 import ast
-import asyncio
 import builtins
 import itertools
 import os
@@ -49,7 +48,7 @@ from bridge_sandbox_client._channel import (
 from bridge_sandbox_client._checkpoints import Checkpoints
 from bridge_sandbox_client._compile import CompiledCell
 from bridge_sandbox_client._display import Displayer, configure_matplotlib, set_active
-from bridge_sandbox_client._inbox import Inbox
+from bridge_sandbox_client._inbox import Inbox, has_tasks
 from bridge_sandbox_client._interpreter import Interpreter
 from bridge_sandbox_client._modules import install_mcp_modules
 from bridge_sandbox_client._preimport import EarlyImports, import_modules
@@ -197,8 +196,8 @@ class SandboxClient:
         return 0
 
     def _next_job(self) -> _Job:
-        loop = self.interpreter.loop
-        if loop.is_closed() or not asyncio.all_tasks(loop):
+        loop = self.interpreter.current_loop()
+        if not has_tasks(loop):
             return self._inbox.get(loop)
         # Tasks user code left on the loop keep running while we wait, with signals as in user
         # code (they are held back only in the client's own work).

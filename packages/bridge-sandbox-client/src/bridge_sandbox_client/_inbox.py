@@ -7,15 +7,17 @@ execution that awaits something.
 
 from __future__ import annotations
 
-import asyncio
 import queue
 import sys
 import threading
 import traceback
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-__all__ = ["Inbox"]
+if TYPE_CHECKING:
+    import asyncio
+
+__all__ = ["Inbox", "has_tasks"]
 
 T = TypeVar("T")
 
@@ -23,6 +25,15 @@ T = TypeVar("T")
 def _resolve(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+def has_tasks(loop: asyncio.AbstractEventLoop | None) -> bool:
+    """Whether user code left tasks on ``loop`` (None: no loop was made, so none)."""
+    if loop is None or loop.is_closed():
+        return False
+    import asyncio
+
+    return bool(asyncio.all_tasks(loop))
 
 
 class Inbox(Generic[T]):
@@ -46,10 +57,13 @@ class Inbox(Generic[T]):
             except RuntimeError:
                 pass  # the loop was closed by user code meanwhile: get() notices by itself
 
-    def get(self, loop: asyncio.AbstractEventLoop) -> T:
+    def get(self, loop: asyncio.AbstractEventLoop | None) -> T:
         """The next item (main thread). Background tasks on ``loop`` run while waiting."""
-        if loop.is_closed() or not asyncio.all_tasks(loop):
+        if not has_tasks(loop):
             return self._queue.get()
+        assert loop is not None
+        import asyncio
+
         asyncio.set_event_loop(loop)
         waiter: asyncio.Future[None] = loop.create_future()
         with self._lock:

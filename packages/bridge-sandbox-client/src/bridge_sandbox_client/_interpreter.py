@@ -11,11 +11,16 @@ whose file is closed as the interrupt lands: about 1 in 100 interrupts of such a
 execution ends (the host kills the sandbox once its grace is over).
 
 Plain code runs outside the loop, so ``asyncio.run(...)`` in user code works as in a script.
+
+The loop is made when first needed: by the first cell with top-level ``await``, or at the start of
+the first cell after anything imported :mod:`asyncio` (then it is made current, so
+``get_event_loop()`` in plain code finds it). A sandbox whose code never touches asyncio does not
+import it: about 3.7 MiB of memory and 20 ms of start-up that every idle session and warm sandbox
+would otherwise hold (``bench/density.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import re
 import signal
@@ -25,13 +30,16 @@ import warnings
 from collections import deque
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from bridge_protocol import ErrorInfo, ExecutionStatus
 
 from bridge_sandbox_client._channel import signals_allowed
 from bridge_sandbox_client._compile import CompiledCell, compile_cell, is_async
 from bridge_sandbox_client._traceback import error_info, interrupted_info, wire_text
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["ESCALATE_AFTER", "RESIGNAL_EVERY", "Interpreter", "Outcome"]
 
@@ -118,9 +126,7 @@ class Interpreter:
 
     def __init__(self, namespace: dict[str, Any]) -> None:
         self.namespace = namespace
-        self.loop = asyncio.new_event_loop()
-        # Current from the start, so get_event_loop() in plain code finds it (no new loop).
-        asyncio.set_event_loop(self.loop)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self._running: _Running | None = None
         self._interruptible = False
@@ -139,6 +145,24 @@ class Interpreter:
         # dropped here instead of blowing up the client between executions.
         if self._interruptible:
             raise KeyboardInterrupt
+
+    # --- the event loop ------------------------------------------------------------------------
+
+    def current_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The persistent loop, made now if asyncio was imported since; None while it is not."""
+        if self._loop is None and "asyncio" in sys.modules:
+            return self.event_loop()
+        return self._loop
+
+    def event_loop(self) -> asyncio.AbstractEventLoop:
+        """The persistent loop, made (or made again, if user code closed it) and current."""
+        import asyncio
+
+        if self._loop is None or self._loop.is_closed():
+            self._loop = _adopted_loop(asyncio)
+        # A plain cell's asyncio.run() resets the current loop: make ours current again.
+        asyncio.set_event_loop(self._loop)
+        return self._loop
 
     # --- running ---------------------------------------------------------------------------
 
@@ -165,6 +189,8 @@ class Interpreter:
             running.interrupted = self._stopping or execution_id in self._early
             self._running = running
         try:
+            if cell.is_async or "asyncio" in sys.modules:
+                self.event_loop()
             run = self._run_async if cell.is_async else self._run_sync
             # Signals that arrived since the last execution are delivered here, in user code.
             with signals_allowed():
@@ -214,18 +240,13 @@ class Interpreter:
                     value = await value
             return value
 
-        if self.loop.is_closed():  # user code closed it; the namespace's old tasks are gone
-            self.loop = asyncio.new_event_loop()
-        # Current from the start, so get_event_loop() in plain code finds it (no new loop).
-        asyncio.set_event_loop(self.loop)
-        # A plain cell's asyncio.run() resets the current loop: make ours current again.
-        asyncio.set_event_loop(self.loop)
-        task = self.loop.create_task(run_cell())
+        loop = self.event_loop()
+        task = loop.create_task(run_cell())
         with self._lock:
             running.task = task
         try:
             self._enter_user_code(running)
-            return self.loop.run_until_complete(task)
+            return loop.run_until_complete(task)
         except KeyboardInterrupt:
             if not task.done():  # SIGINT hit the loop itself while the task was suspended
                 task.cancel()
@@ -248,7 +269,7 @@ class Interpreter:
             self._signal_main()
             self._escalate_after(RESIGNAL_EVERY, running)
         else:
-            self.loop.call_soon_threadsafe(task.cancel)
+            task.get_loop().call_soon_threadsafe(task.cancel)
             self._escalate_after(ESCALATE_AFTER, running)
         return True
 
@@ -275,3 +296,17 @@ class Interpreter:
     def _signal_main(self) -> None:
         if self._main_thread is not None:
             signal.pthread_kill(self._main_thread, signal.SIGINT)
+
+
+def _adopted_loop(asyncio: Any) -> asyncio.AbstractEventLoop:
+    """The loop plain code already made current (``asyncio.get_event_loop()`` in the cell that
+    first imported asyncio), else a new one."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            loop = asyncio.get_event_loop()
+        except RuntimeError:  # none is current, and Python 3.14 makes none
+            loop = None
+    if loop is None or loop.is_closed() or loop.is_running():
+        loop = asyncio.new_event_loop()
+    return loop  # type: ignore[no-any-return]

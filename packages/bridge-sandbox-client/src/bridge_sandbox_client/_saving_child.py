@@ -12,7 +12,6 @@ says why instead of what it saved (see ``docs/sessions.md``).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -110,6 +109,11 @@ def _child(
     numpy/pandas buffers are kept out of band and one found in ``last`` is not written: the host
     copies it from there.
     """
+    # Imported by the parent before it forked (``SnapshotTaker``), so this takes no import lock
+    # a thread of the parent could have held at the fork; a sandbox that never forks a save
+    # never loads it (OpenSSL's libcrypto: ~0.7 MiB of every idle session).
+    import hashlib
+
     status = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -216,6 +216,8 @@ class SnapshotTaker:
                 self._fail(snapshot_id, f"no pipe for the saving process: {exc}")
                 return
             self._saver = threading.get_ident()
+            import hashlib  # noqa: F401  (for the child: see _saving_child._child)
+
             try:
                 pid = os.fork()
             except OSError as exc:
