@@ -74,8 +74,15 @@ def _nav_pages() -> set[str]:
     return set(re.findall(r"([\w./-]+\.md)\s*$", match.group(1), re.M))
 
 
+def _listed_by_their_index(pages: set[str], links: set[str]) -> set[str]:
+    """Pages of a folder of pages (``decisions/0001-....md``) that the folder's index page
+    (``decisions.md``) lists: the README links the index, the nav lists every page."""
+    return {p for p in pages if "/" in p and f"{p.split('/', 1)[0]}.md" in links}
+
+
 def test_the_readme_documentation_section_links_every_page_under_docs() -> None:
-    missing = sorted(_pages() - _readme_links())
+    links = _readme_links()
+    missing = sorted(_pages() - links - _listed_by_their_index(_pages(), links))
     assert not missing, f"add these pages to README.md's Documentation section: {missing}"
 
 
@@ -114,7 +121,7 @@ _OTHER_REPOSITORIES = {
 
 
 def _doc_files() -> list[Path]:
-    return [*sorted(DOCS.glob("*.md")), REPO / "README.md"]
+    return [*sorted(DOCS.rglob("*.md")), REPO / "README.md"]
 
 
 def _source_names() -> set[str]:
@@ -223,7 +230,7 @@ def _dead_paths() -> list[str]:
 
 
 def test_every_repository_path_the_docs_name_exists() -> None:
-    """Scans docs/*.md and README.md for what names a file of this repository: backticked
+    """Scans docs/**/*.md and README.md for what names a file of this repository: backticked
     paths (``packages/...``, ``scripts/...``, ``integration-tests/...``, ``bench/...``,
     ``images/...``, ``docs/...``, ``.ci/...``; also ``tests/...`` of a package, ``bridge_core/...``
     under a package's src, ``proxy/_stdio.py`` under a top-level package, ``<N>`` as a wildcard),
