@@ -23,12 +23,13 @@ read from a result held by a name assigned once in the cell from the call.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bridge_protocol.names import ALIAS_PREFIX, python_forms
+from bridge_protocol.names import python_forms
 
+from bridge_core.catalog._cell_names import CellNames, literal_str, nodes
 from bridge_core.catalog._docs import ToolDoc
 from bridge_core.catalog._errors import UnknownServer, UnknownTool, closest_names
 from bridge_core.catalog._schema_facts import (
@@ -63,8 +64,6 @@ FindingKind = Literal[
     "type_error",
 ]
 
-_MAPPING_ATTRIBUTES = frozenset({"get", "keys", "items", "values"})
-"""Attributes of ``mcp_servers`` that are the mapping's own, not servers."""
 _TOOL_KEYWORDS = frozenset({"raw"})
 """Keywords the sandbox's tool object takes for itself (``raw=True``), never sent."""
 
@@ -96,110 +95,6 @@ class CheckCatalog:
     allowed: Callable[[str, str], bool] = field(default=lambda server, tool: True)
 
 
-# --- the walk ----------------------------------------------------------------------------------
-
-
-def _nodes(tree: ast.AST) -> Iterator[ast.AST]:
-    """Every node, without recursion (a deep tree must not exhaust the host's stack)."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(ast.iter_child_nodes(node))
-
-
-_NAMED = (
-    ast.FunctionDef,
-    ast.AsyncFunctionDef,
-    ast.ClassDef,
-    ast.ExceptHandler,
-    ast.MatchAs,
-    ast.MatchStar,
-)
-"""Nodes that bind their ``name`` (when they have one)."""
-
-
-def _bound_names(tree: ast.AST) -> dict[str, int]:
-    """How many times the cell binds each name (assignments, loop and ``with`` targets,
-    parameters, definitions, ``except ... as``, imports, ``global``)."""
-    counts: dict[str, int] = {}
-
-    def bind(name: str) -> None:
-        counts[name] = counts.get(name, 0) + 1
-
-    for node in _nodes(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
-            bind(node.id)
-        elif isinstance(node, ast.arg):
-            bind(node.arg)
-        elif isinstance(node, _NAMED) and node.name:
-            bind(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            bind(node.rest)
-        elif isinstance(node, ast.Global | ast.Nonlocal):
-            for name in node.names:
-                bind(name)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            for alias in node.names:
-                bind(alias.asname or alias.name.partition(".")[0])
-    return counts
-
-
-@dataclass(slots=True)
-class _Names:
-    """What names of the cell stand for: servers (by the name as written) and tools."""
-
-    servers: dict[str, str] = field(default_factory=dict)
-    tools: dict[str, tuple[str, str]] = field(default_factory=dict)
-    aliases: set[str] = field(default_factory=set)
-    """Names bound by ``import mcp_<alias>``."""
-    mappings: set[str] = field(default_factory=set)
-    """Names bound to ``mcp_servers`` by ``from mcp import mcp_servers [as ...]``."""
-    imported: list[tuple[ast.AST, str, str | None]] = field(default_factory=list)
-    """``(import statement, server, tool or None)`` of each server or tool imported."""
-    mcp_module: bool = False
-    """``import mcp`` binds ``mcp`` to our module."""
-
-
-def _imports(tree: ast.Module, bound: Mapping[str, int]) -> _Names:
-    """Servers and tools bound by the cell's top-level imports of the ``mcp`` module tree."""
-    names = _Names()
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                parts = alias.name.split(".")
-                local = alias.asname or parts[0]
-                if bound.get(local, 0) != 1:
-                    continue
-                if parts == ["mcp"] and alias.asname is None:
-                    names.mcp_module = True
-                elif len(parts) == 1 and parts[0].startswith(ALIAS_PREFIX) and not alias.asname:
-                    # ``import mcp_foo``: a real package of that name may exist, so it names a
-                    # server only when one has that alias (as a bare alias does).
-                    names.aliases.add(local)
-                elif len(parts) == 3 and parts[:2] == ["mcp", "servers"]:
-                    names.imported.append((node, parts[2], None))
-                    if alias.asname:
-                        names.servers[local] = parts[2]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            parts = node.module.split(".")
-            for alias in node.names:
-                local = alias.asname or alias.name
-                if alias.name == "*" or bound.get(local, 0) != 1:
-                    continue
-                if parts == ["mcp"] and alias.name == "mcp_servers":
-                    names.mappings.add(local)
-                elif parts == ["mcp", "servers"] or (
-                    parts == ["mcp"] and alias.name.startswith(ALIAS_PREFIX)
-                ):
-                    names.servers[local] = alias.name
-                    names.imported.append((node, alias.name, None))
-                elif len(parts) == 3 and parts[:2] == ["mcp", "servers"]:
-                    names.tools[local] = (parts[2], alias.name)
-                    names.imported.append((node, parts[2], alias.name))
-    return names
-
-
 _SHOWN_CHARS = 100
 
 
@@ -208,19 +103,12 @@ def _shown(name: str) -> str:
     return name if len(name) <= _SHOWN_CHARS else name[:_SHOWN_CHARS] + "..."
 
 
-def _literal_str(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    return None
-
-
-class _Cell:
+class _Cell(CellNames):
     """One parsed cell being checked."""
 
     def __init__(self, tree: ast.Module, catalog: CheckCatalog) -> None:
+        super().__init__(tree, list(catalog.configured) or list(catalog.tools))
         self.catalog = catalog
-        self.bound = _bound_names(tree)
-        self.names = _imports(tree, self.bound)
         self.findings: list[Finding] = []
         self._reported: set[tuple[int, str]] = set()
 
@@ -232,74 +120,7 @@ class _Cell:
             self._reported.add((line, message))
             self.findings.append(Finding(line, kind, message, tuple(hints)))
 
-    def _free(self, name: str) -> bool:
-        """``name`` is not rebound by the cell (an import of ours binds it once)."""
-        return self.bound.get(name, 0) == 0
-
-    # -- what an expression names -------------------------------------------------------------
-
-    def server_written(self, node: ast.AST) -> str | None:
-        """The server name as the code writes it, if ``node`` is a server written literally."""
-        if isinstance(node, ast.Name):
-            if node.id in self.names.servers:
-                return self.names.servers[node.id]
-            free = self._free(node.id) or node.id in self.names.aliases
-            if node.id.startswith(ALIAS_PREFIX) and node.id != "mcp_servers" and free:
-                # A bare alias is bound automatically, but it may also be a variable of an
-                # earlier cell: it names a server only when one has that alias.
-                return node.id if self._configured(node.id) is not None else None
-            return None
-        if isinstance(node, ast.Subscript) and self._is_servers_mapping(node.value):
-            return _literal_str(node.slice)
-        if isinstance(node, ast.Attribute):
-            if self._is_servers_mapping(node.value):
-                attr = node.attr
-                return None if attr.startswith("_") or attr in _MAPPING_ATTRIBUTES else attr
-            if self._is_mcp(node.value) and node.attr.startswith(ALIAS_PREFIX):
-                return node.attr
-            if (
-                isinstance(node.value, ast.Attribute)
-                and node.value.attr == "servers"
-                and self._is_mcp(node.value.value)
-                and not node.attr.startswith("_")
-            ):
-                return node.attr
-        return None
-
-    def _is_servers_mapping(self, node: ast.AST) -> bool:
-        if isinstance(node, ast.Name):
-            return node.id in self.names.mappings or (
-                node.id == "mcp_servers" and self._free(node.id)
-            )
-        return (
-            isinstance(node, ast.Attribute)
-            and node.attr == "mcp_servers"
-            and self._is_mcp(node.value)
-        )
-
-    def _is_mcp(self, node: ast.AST) -> bool:
-        return isinstance(node, ast.Name) and node.id == "mcp" and self.names.mcp_module
-
-    def tool_written(self, node: ast.AST) -> tuple[ast.AST, str, str] | None:
-        """``(node, server, tool)`` as written, if ``node`` is a tool written literally."""
-        if isinstance(node, ast.Name) and node.id in self.names.tools:
-            return node, *self.names.tools[node.id]
-        if isinstance(node, ast.Attribute) and not node.attr.startswith("_"):
-            server = self.server_written(node.value)
-            return None if server is None else (node, server, node.attr)
-        if isinstance(node, ast.Subscript):
-            server = self.server_written(node.value)
-            tool = _literal_str(node.slice)
-            return None if server is None or tool is None else (node, server, tool)
-        return None
-
     # -- names against the catalog -------------------------------------------------------------
-
-    def _configured(self, written: str) -> str | None:
-        configured = list(self.catalog.configured) or list(self.catalog.tools)
-        if written in configured:
-            return written
-        return next((s for s in configured if written in python_forms(s, server=True)), None)
 
     def server(self, node: ast.AST, written: str) -> str | None:
         """The visible server ``written`` names, or None (reported when it names none)."""
@@ -350,7 +171,7 @@ def _call_arguments(call: ast.Call) -> tuple[dict[str, ast.AST], bool] | None:
         first = call.args[0]
         if isinstance(first, ast.Dict):
             for key, value in zip(first.keys, first.values, strict=True):
-                name = _literal_str(key) if key is not None else None
+                name = literal_str(key) if key is not None else None
                 if name is None:
                     complete = False
                 else:
@@ -458,12 +279,12 @@ def _called_tool(cell: _Cell, call: ast.Call) -> tuple[ast.AST, str, str] | None
 
 
 def _check_results(cell: _Cell, tree: ast.Module, results: dict[str, tuple[ToolDoc, int]]) -> None:
-    for node in _nodes(tree):
+    for node in nodes(tree):
         if not (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)):
             continue
         if not isinstance(node.value, ast.Name) or node.value.id not in results:
             continue
-        key = _literal_str(node.slice)
+        key = literal_str(node.slice)
         doc, assigned_at = results[node.value.id]
         keys = _result_keys(doc)
         if key is None or keys is None or node.lineno < assigned_at:
@@ -510,7 +331,7 @@ def check_cell(code: str, catalog: CheckCatalog) -> list[Finding]:
         cell = _Cell(tree, catalog)
         results: dict[str, tuple[ToolDoc, int]] = {}
         checked: set[int] = set()
-        for node in _nodes(tree):
+        for node in nodes(tree):
             if isinstance(node, ast.Call):
                 written = _called_tool(cell, node)
                 if written is None:
@@ -521,7 +342,7 @@ def check_cell(code: str, catalog: CheckCatalog) -> list[Finding]:
                     _check_arguments(cell, node, doc)
             elif isinstance(node, ast.Assign | ast.AnnAssign):
                 _remember_result(cell, node, results)
-        for node in _nodes(tree):  # tools named without a call: ``f = mcp_time.get_time``
+        for node in nodes(tree):  # tools named without a call: ``f = mcp_time.get_time``
             if id(node) not in checked and isinstance(
                 node, ast.Attribute | ast.Subscript | ast.Name
             ):
