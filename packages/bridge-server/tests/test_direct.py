@@ -19,6 +19,7 @@ from mcp_code_execution_mode._direct import (
     name_tools,
     split_name,
 )
+from mcp_code_execution_mode._doctor_report import Report
 from mcp_code_execution_mode.settings import Settings
 
 
@@ -190,7 +191,7 @@ def test_doctor_shows_the_mode_and_how_many_tools_it_lists(mode: str, count: int
         "broken": "did not start",
     }
     policy = Policy.from_settings(deny_tools=("fs.delete",))
-    doctor._check_tools_mode(Settings(tools=mode), policy, results, doctor._Report(out))
+    doctor._check_tools_mode(Settings(tools=mode), policy, results, Report(out))
     line = out.getvalue()
     assert f"mode {mode}: lists {count} tool(s), ~" in line
     assert "tokens of definitions per request" in line

@@ -12,9 +12,10 @@ import pytest
 from bridge_core.discovery import discover
 from bridge_core.redaction import Redactor
 from mcp_code_execution_mode import doctor
+from mcp_code_execution_mode._doctor_report import Report
 from mcp_code_execution_mode._logging import configure_logging
 from mcp_code_execution_mode.cli import main
-from mcp_code_execution_mode.doctor import _check_files, _check_readable_secrets, _Report
+from mcp_code_execution_mode.doctor import _check_files, _check_readable_secrets
 from mcp_code_execution_mode.settings import Settings
 
 TOKEN = "ghp_0123456789secret"
@@ -27,7 +28,7 @@ def check(home: Path, value: str, mode: int, environ: dict[str, str]) -> str:
     path.write_text(json.dumps({"mcpServers": {"github": entry, "time": {"command": "t"}}}))
     path.chmod(mode)
     out = io.StringIO()
-    report = _Report(out)
+    report = Report(out)
     discovery = discover(home=home, cwd=home, environ=environ, platform="linux")
     _check_readable_secrets(discovery, home, report)
     assert TOKEN not in out.getvalue()
@@ -56,7 +57,7 @@ def test_a_private_file_or_one_that_only_names_a_variable_is_not_flagged(
 
 def test_a_quoted_error_is_masked_and_cannot_fake_a_finding_or_drive_the_terminal() -> None:
     out = io.StringIO()
-    report = _Report(out, redactor=Redactor([TOKEN]))
+    report = Report(out, redactor=Redactor([TOKEN]))
     error = f"exited: bad token {TOKEN}\x1b[2J\n[ok]   server 'github': starts\u2028\u202e"
     report.warn("server 'github'", error, "check its env")
     lines = out.getvalue().splitlines()
@@ -74,7 +75,7 @@ def test_the_entry_setup_writes_is_an_ok_line_not_a_warning(tmp_path: Path) -> N
     path.write_text(json.dumps({"mcpServers": {"code-execution": bridge}}))
     out = io.StringIO()
     discovery = discover(home=tmp_path, cwd=tmp_path / "elsewhere", environ={}, platform="linux")
-    _check_files(Settings(), discovery, _Report(out))
+    _check_files(Settings(), discovery, Report(out))
     assert "[warn]" not in out.getvalue()
     assert (
         "[ok]   discovery: ~/.cursor/mcp.json: server 'code-execution': the entry of the "
@@ -92,7 +93,7 @@ def test_doctor_prints_a_discovery_warning_once_as_its_own_line_and_logs_it_to_t
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.chdir(tmp_path)
 
-    async def no_state_dir(settings: Settings, report: _Report) -> bool:
+    async def no_state_dir(settings: Settings, report: Report) -> bool:
         return False  # no runtime, image or sandbox: not what this test is about
 
     async def nothing_started(*args: object) -> dict[str, object]:

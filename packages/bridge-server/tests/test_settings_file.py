@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 from mcp_code_execution_mode._deprecated import MOVED, old_flag, old_name
+from mcp_code_execution_mode._doctor_report import Report
 from mcp_code_execution_mode._settings_file import FILE_KEYS, key_line
-from mcp_code_execution_mode.doctor import _Report, _report_settings_file
+from mcp_code_execution_mode.doctor import _report_settings_file
 from mcp_code_execution_mode.settings import SettingsError, load_settings
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
@@ -202,7 +203,7 @@ def test_doctor_prints_each_deprecation_with_the_file_key_to_use(tmp_path: Path)
         {}, {"MCP_BRIDGE_DENY_TOOLS": "git.reset", "XDG_CONFIG_HOME": str(tmp_path)}
     )
     out = io.StringIO()
-    _report_settings_file(settings, _Report(out))
+    _report_settings_file(settings, Report(out))
     lines = out.getvalue().splitlines()
     path = tmp_path / "mcp-code-execution-mode" / "bridge.toml"
     assert lines[0] == f"[ok]   settings file: none ({path} is not there)"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from bridge_core.redaction import Redactor
 from mcp_code_execution_mode import doctor
+from mcp_code_execution_mode._doctor_report import Report
 from mcp_code_execution_mode._logging import also_mask, configure_logging, mask_logs
 from mcp_code_execution_mode._telemetry import trace_export_from_env
 from mcp_code_execution_mode.settings import SettingsError
@@ -107,7 +108,7 @@ def test_doctor_says_whether_traces_are_exported_and_names_a_bad_variable() -> N
         {"OTEL_EXPORTER_OTLP_ENDPOINT": "doctor-secret-42"},
     ):
         out = io.StringIO()
-        doctor._check_traces(doctor._Report(out), environ)
+        doctor._check_traces(Report(out), environ)
         lines.append(out.getvalue())
     off, on, bad = lines
     assert off.startswith("[ok]   traces: off")
