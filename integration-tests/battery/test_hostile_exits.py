@@ -1,7 +1,7 @@
 """Code that tries to end its own sandbox, through the real bridge (stdio, MCP SDK client) and
 real podman: ``sys.exit``, ``os._exit``, SIGKILL to its own process group, an ignored SIGINT.
 
-``sys.exit(n)`` is an exception like any other: the session survives (docs/decisions.md). Anything
+``sys.exit(n)`` is an exception like any other: the session survives (docs/decisions/0011). Anything
 that really ends the process is a ``crashed`` result naming the exit status, and the session's next
 call runs in a new sandbox restored to its last saved state, with a notice on both calls.
 """

@@ -91,7 +91,7 @@ class Forwarder:
         task group is cancelled: on asyncio, anyio's raw unix sockets wait with the reader
         callback ``future.set_result``, which raises ``InvalidStateError`` in the loop when the
         socket turns readable in the same turn as the waiting task is cancelled (see
-        docs/decisions.md). Closing wakes each waiter instead."""
+        docs/decisions/0089). Closing wakes each waiter instead."""
         await self._listener.aclose()
         for stream in [*self._held, *self._open]:
             await stream.aclose()
@@ -107,7 +107,7 @@ async def _pipe(source: SocketStream, sink: SocketStream) -> None:
 
 @contextlib.contextmanager
 def _tolerating_the_set_result_race() -> Iterator[None]:
-    """The loop's exception handler, less anyio's known race on asyncio (docs/decisions.md,
+    """The loop's exception handler, less anyio's known race on asyncio (docs/decisions/0089,
     agronholm/anyio#1267): a raw unix socket's wait registers the future's own ``set_result``
     as the reader callback, so a task cancelled in the turn its socket turns readable raises
     ``InvalidStateError`` in the loop. Closing every socket before the cancel (``aclose``)

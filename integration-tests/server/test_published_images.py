@@ -38,12 +38,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(autouse=True)
 def _podman_only() -> None:
-    """Released images are pulled with podman only (docs/decisions.md, image signatures): a
+    """Released images are pulled with podman only (docs/decisions/0054, image signatures): a
     docker engine never pulls them, so nothing here exists there."""
     if _shared.TEST_RUNTIME != "podman":
         pytest.skip(
             "the bridge pulls released images only with podman; docker gets its images by "
-            "hand (docs/decisions.md)"
+            "hand (docs/decisions/0054)"
         )
 
 

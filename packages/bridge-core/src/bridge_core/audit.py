@@ -17,7 +17,7 @@ valid JSON and decodes to the same values.
 
 Writing never raises into the caller: an I/O error is logged as a warning and the call goes on.
 A new log file is created 0600 (missing directories 0700); an existing file keeps the mode its
-owner gave it (docs/decisions.md: the path is the user's choice, maybe a shared collector).
+owner gave it (docs/decisions/0024: the path is the user's choice, maybe a shared collector).
 """
 
 from __future__ import annotations

@@ -176,7 +176,7 @@ async def test_refused_bytes_count_the_copies_after_the_refusal(tmp_path: Path) 
 async def test_a_long_copy_is_made_in_bounded_steps(
     link: DurableLink, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # docs/decisions.md: "in steps of at most 64 MiB per worker-thread call" (a copy of a
+    # docs/decisions/0082: "in steps of at most 64 MiB per worker-thread call" (a copy of a
     # 512 MiB state in one call holds the reader, and a stop, until it ends).
     from bridge_core.sessions import _durable
 

@@ -161,7 +161,7 @@ def _released(
     )
     if engine != "podman" or not pull:
         # docker never pulls released images (their signatures are checked by skopeo into
-        # podman's store: docs/decisions.md); with pulls off nothing is fetched at all.
+        # podman's store: docs/decisions/0054); with pulls off nothing is fetched at all.
         return ImageSupply(
             "missing" if stored is None else "refused",
             image,

@@ -113,7 +113,7 @@ def unwrap_result(result: Any, *, server: str, tool: str) -> Any:
 def _structured_value(structured: Any) -> Any:
     # MCP makes structured content an object, so a tool whose answer is one string wraps it:
     # the filesystem server's {"content": text}, the Python SDK's {"result": text} for a
-    # function returning str. Code wants the string (docs/decisions.md, "Structured results").
+    # function returning str. Code wants the string (docs/decisions/0092, "Structured results").
     if isinstance(structured, dict) and len(structured) == 1:
         (value,) = structured.values()
         if isinstance(value, str):

@@ -224,7 +224,7 @@ class OpenBridge:
             return _with_notices(await run(), typed, blocking=True)
         # nested: the type check only helps explain a failure, so it runs once a cell failed; a
         # cell that worked costs nothing (a check per cell took a 50-client bridge on 2 cores
-        # from 381 to 86 calls/s: bench/team.py, docs/decisions.md).
+        # from 381 to 86 calls/s: bench/team.py, docs/decisions/0103).
         result = await run()
         if result.status != "error":
             return result

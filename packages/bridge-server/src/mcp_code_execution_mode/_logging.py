@@ -97,7 +97,7 @@ class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
     upstream servers' errors, which may carry secrets)."""
 
     def _open(self) -> io.TextIOWrapper:
-        # Created private; an existing file keeps the mode its owner gave it (docs/decisions.md).
+        # Created private; an existing file keeps the mode its owner gave it (docs/decisions/0024).
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
         stream = open(fd, "a", encoding=self.encoding, errors=self.errors)  # noqa: SIM115 - the handler owns it
         assert isinstance(stream, io.TextIOWrapper)

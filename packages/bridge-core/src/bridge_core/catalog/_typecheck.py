@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 TYPE_CHECK_TIMEOUT = 5.0
-"""Seconds of wall clock for one check: ty takes ~50 ms on a 20-line cell (docs/decisions.md),
+"""Seconds of wall clock for one check: ty takes ~50 ms on a 20-line cell (docs/decisions/0103),
 a loaded host may take ten times that; past this the cell runs unchecked, with a warning."""
 TYPE_CHECK_MEMORY_BYTES = 1024 * 1024 * 1024
 """Address space of the checker (RLIMIT_AS): it peaks near 40 MiB on a cell and runs within

@@ -91,7 +91,7 @@ def client_sources(where: Where) -> list[Source]:
     user += _codex.user_sources(where)
     # In the home directory (cwd == home) the project's `.cursor/mcp.json` or
     # `.gemini/settings.json` is the user-wide file: the client loads it in every project, so it
-    # is that, once, and `setup` edits it as such (docs/decisions.md).
+    # is that, once, and `setup` edits it as such (docs/decisions/0098).
     user_files = {(_resolved(s.path), s.section) for s in user}
     project = [s for s in project if (_resolved(s.path), s.section) not in user_files]
     return project + user

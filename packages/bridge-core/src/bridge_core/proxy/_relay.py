@@ -431,7 +431,7 @@ class ClientRelay:
             masked = self._masked(params)
         except _TooDeep:
             return _TOO_DEEP
-        # Attributed, not dropped (docs/decisions.md): the system prompt starts with the line
+        # Attributed, not dropped (docs/decisions/0091): the system prompt starts with the line
         # naming the server, and its text and the messages' text are escaped as a question's,
         # so the client's review of the request (and the model) sees whose request it is.
         prompt = relayed_text(masked.system_prompt) if masked.system_prompt else ""

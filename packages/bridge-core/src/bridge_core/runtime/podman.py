@@ -90,7 +90,7 @@ Channel = Literal["socket", "stdio"]
 CHANNELS: tuple[Channel, ...] = ("socket", "stdio")
 LOCAL_CHANNEL: Channel = "socket"
 """The channel of a local engine: measured faster (bench/channel_transports.py, see
-docs/decisions.md). A remote engine always gets ``stdio``."""
+docs/decisions/0051). A remote engine always gets ``stdio``."""
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ arguments on the host (decoded, validated by the SDK, JSON-encoded for the serve
 the sandbox's memory limit covers. So each sandbox gets a budget: a number of calls in flight and
 a number of bytes (the frames of their arguments while they run, then of their results until
 they are sent). A call past either bound is refused at once with ``TOO_MANY_CALLS``, before any
-of it is forwarded; nothing is queued on the host (``docs/decisions.md``: a queue would hold the
+of it is forwarded; nothing is queued on the host (``docs/decisions/0045``: a queue would hold the
 very bytes being bounded, or stall the channel that also carries results and interrupts).
 """
 

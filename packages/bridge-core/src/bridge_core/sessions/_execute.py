@@ -344,7 +344,7 @@ def _shown_error(error: ErrorInfo | None) -> ErrorInfo | None:
 
 def _last_saved(live: LiveSandbox, latest: str) -> str:
     """Which state a durable session's next sandbox restores, for a notice: ``latest`` unless
-    the state after its last execution was not saved (never claimed then: docs/decisions.md)."""
+    the state after its last execution was not saved (never claimed then: docs/decisions/0090)."""
     if live.durable is not None and (lost := live.durable.lost):
         return f"its last saved state (its state after its last execution was not saved: {lost})"
     return latest

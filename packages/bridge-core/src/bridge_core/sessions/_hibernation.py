@@ -6,7 +6,7 @@ recently used first; one whose snapshot is still in flight only once it is saved
 whose state after its last execution could not be saved (too large, the disk budget, an I/O
 error) is never stopped to make room: that would throw its work away for somebody else's start.
 When no session can make room, the call is refused, naming the limit and its setting (see
-``docs/decisions.md``).
+``docs/decisions/0090``).
 """
 
 from __future__ import annotations

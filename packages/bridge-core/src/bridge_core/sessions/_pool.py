@@ -85,7 +85,7 @@ class SandboxPool:
         self.closed = False
         self.preimport: Preimport = ()
         """What the pool's own sandboxes import as they start: set by a one-client bridge from
-        its saved sessions' hints (see docs/decisions.md); () otherwise."""
+        its saved sessions' hints (see docs/decisions/0079); () otherwise."""
 
     @property
     def ready(self) -> int:

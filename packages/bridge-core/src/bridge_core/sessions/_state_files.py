@@ -71,7 +71,7 @@ def disk_cost(size: int, block: int) -> int:
 
     Known before a byte is written, so the budget is checked before the write and the same
     number is counted while the state is written, once it is committed, when it is deleted, and
-    when the store is counted again from the disk (``docs/decisions.md``)."""
+    when the store is counted again from the disk (``docs/decisions/0093``)."""
     return _whole_blocks(size, block) + _whole_blocks(MAX_META_BYTES, block)
 
 

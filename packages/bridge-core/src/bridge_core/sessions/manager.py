@@ -364,7 +364,7 @@ class SessionManager:
         self, sess: Session, notices: list[str]
     ) -> LiveSandbox | ExecutionResult:
         """The session's sandbox, started (or taken from the pool) if it has none: bounded by
-        ``start_timeout``, not by the call's timeout (see docs/decisions.md)."""
+        ``start_timeout``, not by the call's timeout (see docs/decisions/0053)."""
         if self._table.closed_by_client(sess):
             return unavailable(sess.name, _CLIENT_GONE, notices)
         start_by = anyio.current_time() + self.config.start_timeout

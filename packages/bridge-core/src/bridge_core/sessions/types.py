@@ -120,7 +120,7 @@ class SessionConfig:
     pool_preimport: bool = False
     """Warm-pool sandboxes import the modules the saved sessions' states name, before any
     session claims them: only for a bridge with one client (stdio), whose pool serves no one
-    else (see docs/decisions.md)."""
+    else (see docs/decisions/0079)."""
     image_advice: str = ""
     """What to do when the image's sandbox client speaks no protocol version of this bridge
     (which image to pull or rebuild); the server fills it from its release record."""
