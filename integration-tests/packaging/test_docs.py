@@ -1,5 +1,6 @@
 """The documentation site: the generated API reference matches the code it documents, and the
-README's Documentation section and the site's nav list every page under docs/."""
+README's Documentation section and the site's nav list every page under docs/ (the README lists a
+folder of pages, such as docs/decisions/, by the folder's index page)."""
 
 from __future__ import annotations
 
