@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from bridge_core.redaction import (
     MASK,
@@ -104,6 +106,13 @@ def test_http_url_tokens_in_path_query_and_userinfo_are_secrets() -> None:
         ("https://mcp.example.com/mcp#state=x1&access_token=fragmentword", "fragmentword"),
         ("https://mcp.example.com/(S(lit3py55t21z5v55vlm25s55))/mcp", "lit3py55t21z5v55vlm25s55"),
         ("https://mcp.example.com/(S(sessionword)F(ticketword))/mcp", "ticketword"),
+        # Other spellings of the same parameters: percent-encoded separators, a value of a query
+        # parameter holding them, fullwidth separators, no scheme, a backslash for the slashes.
+        ("https://mcp.example.com/app%3Bjsessionid%3Dencodedword/mcp", "encodedword"),
+        ("https://mcp.example.com/mcp?next=%2Fapp%3Bsid%3Dnestedword", "nestedword"),
+        ("https://mcp.example.com/app\uff1bjsessionid\uff1dwideword/mcp", "wideword"),
+        ("mcp.example.com/app;jsessionid=noschemeword", "noschemeword"),
+        ("https:\\\\mcp.example.com/app;token=backslashword", "backslashword"),
     ],
 )
 def test_session_tokens_in_url_path_parameters_fragments_and_cookieless_paths_are_masked(
@@ -127,6 +136,14 @@ def test_an_upstreams_url_in_error_messages_drops_path_parameters_query_and_frag
 
     shown = _safe_url("https://u:pw@mcp.example.com:8443/app;jsessionid=tok/mcp;x=1?k=v#f")
     assert shown == "https://mcp.example.com:8443/app/mcp"
+    # Encoded separators, a cookieless ticket, a password holding "@"; a port that is no
+    # number or a broken IPv6 address is described, not a second error.
+    assert _safe_url("https://mcp.example.com/a%253Bsid%253Dtok/(S(tok))/mcp") == (
+        "https://mcp.example.com/a/(…)/mcp"
+    )
+    assert _safe_url("https://u:p@w@mcp.example.com/mcp") == "https://mcp.example.com/mcp"
+    assert _safe_url("https://mcp.example.com:99999/mcp") == "https://mcp.example.com:99999/mcp"
+    assert _safe_url("https://[::1/mcp") == "(a URL that does not parse)"
 
 
 @pytest.mark.parametrize(
@@ -165,6 +182,16 @@ def test_json_values_are_masked_in_strings_and_keys_and_left_alone_without_secre
     value = {"content": [{"text": "key sk-live-123456"}], "sk-live-123456": 1, "n": 2}
     assert redactor.value(value) == {"content": [{"text": f"key {MASK}"}], MASK: 1, "n": 2}
     assert Redactor().value(value) is value
+
+
+def test_json_nested_past_the_walk_is_masked_whole_when_it_holds_a_secret() -> None:
+    redactor = Redactor(["sk-live-123456"])
+    deep: object = "key sk-live-123456"
+    harmless: object = "nothing"
+    for _ in range(100):
+        deep, harmless = {"k": deep}, {"k": harmless}
+    assert "sk-live-123456" not in json.dumps(redactor.value({"a": deep}))
+    assert redactor.value({"a": harmless}) == {"a": harmless}
 
 
 def test_short_values_are_never_secrets() -> None:

@@ -13,11 +13,12 @@ What counts as a secret (``docs/decisions.md`` has the reasons): everything the 
 harmless: shorter than :data:`MIN_SECRET_CHARS`, a file path, a number or version, a plain word,
 or text with punctuation no token holds (code, prose). A value *marked* as secret by where it
 sits (after an option or in a variable whose name says key, token, password...; a URL's password;
-a query, path or fragment parameter named so; an ASP.NET cookieless ticket) is masked whatever its
-shape, paths excepted. Structured values are taken apart: ``--opt=value``, ``NAME=value``,
-``Name: value``, URLs (user info, query values, path segments and their ``;name=value``
-parameters, fragment parameters) and words of a multi-word value are each judged, and a value
-holding a secret part is masked whole too.
+a query, path or fragment parameter named so, also percent-encoded, in a word without a
+scheme or behind fullwidth separators; an ASP.NET cookieless ticket) is masked whatever its
+shape, paths excepted (but for their parameters named so). Structured values are taken
+apart: ``--opt=value``, ``NAME=value``, ``Name: value``, URLs (user info, query values, path
+segments and their ``;name=value`` parameters, fragment parameters) and words of a multi-word
+value are each judged, and a value holding a secret part is masked whole too.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
@@ -32,6 +34,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 from bridge_core.servers import ServerSpec
 
 __all__ = [
+    "COOKIELESS_PATH",
     "MASK",
     "MIN_SECRET_CHARS",
     "Redactor",
@@ -73,8 +76,9 @@ _NAME_WORDS = frozenset({"pw", "pin", "sig", "sid", "otp"})
 _NAME_SPLIT = re.compile(r"[^a-z0-9]+")
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-# ASP.NET's cookieless session and auth tickets in the path: ``/(S(<session>)F(<ticket>))/``.
-_COOKIELESS = re.compile(r"\((?:[A-Za-z]\([^()]*\))+\)")
+COOKIELESS_PATH = re.compile(r"\((?:[A-Za-z]\([^()]*\))+\)")
+"""A path segment of ASP.NET's cookieless session and auth tickets:
+``/(S(<session>)F(<ticket>))/``."""
 _COOKIELESS_VALUE = re.compile(r"[A-Za-z]\((?P<value>[^()]*)\)")
 _PATH = re.compile(r"(?:~|\.{1,2})?/|[A-Za-z]:[\\/]")
 # ``NAME=value`` (docker -e, env files) or ``Name: value`` (mcp-remote --header).
@@ -90,6 +94,8 @@ _WORD = re.compile(r"@?[^\W\d_]+(?:[._/@+-]+[^\W\d_]+)*[._/-]?")
 # A pinned package or image: ``mcp-server-git==2025.1.1``, ``@scope/name@1.2``, ``image:v1.2``.
 _PINNED = re.compile(r"(?P<name>.+?)(?:==|@|:)(?P<version>v?\d[\w.-]*)")
 _LETTERS = re.compile(r"[^\W\d_]+")
+# What separates a URL's (or a cookie's) parameters: a word holding one is judged in its parts.
+_SEPARATORS = re.compile(r"[;,&?#]")
 _MAX_WORD_RUN = 24
 """Longer runs of letters are not words (a letters-only random token)."""
 _MAX_CASE_CHANGES = 4
@@ -183,8 +189,15 @@ def _collect_args(args: Iterable[str], found: set[str]) -> None:
 def _collect(value: str, found: set[str], *, marked: bool) -> bool:
     """Add the secrets in ``value`` to ``found``; True when it held any (it is then added whole)."""
     value = value.strip()
-    if len(value) < MIN_SECRET_CHARS or _PATH.match(value):
+    if len(value) < MIN_SECRET_CHARS:
         return False
+    if _PATH.match(value):
+        # A path is no secret, but a URL's path in a query value (``?next=/app;sid=<token>``)
+        # carries its parameters: those named secret are.
+        held = ";" in value and _collect_named(re.split(r"[;/]", value), found)
+        if held:
+            found.add(value)
+        return held
     if value[0] in "{[" and (decoded := _json(value)) is not None:
         # ``--config '{"apiKey": "sk-..."}'``: JSON judged by its keys, as an entry is.
         held = _collect_json(decoded, found, marked=marked, depth=0)
@@ -203,6 +216,12 @@ def _collect(value: str, found: set[str], *, marked: bool) -> bool:
             held |= _collect(word, found, marked=marked and index == len(words) - 1)
     else:
         held = marked or not _harmless(value)
+        if not held and _SEPARATORS.search(normal := unicodedata.normalize("NFKC", value)):
+            # ``host/app;jsessionid=<token>`` without a scheme, a query value holding
+            # ``;token=...``, a fullwidth semicolon (U+FF1B): the separators made the word
+            # harmless whole. Its ``name=value`` parts named secret are secrets; the other
+            # parts are left (``DEBUG=app:*,-app:noise`` is a setting, not a token per part).
+            held = _collect_named(_SEPARATORS.split(normal), found)
     if held:
         found.add(value)
     return held
@@ -254,9 +273,12 @@ def _collect_url(url: str, found: set[str]) -> bool:
     for segment in parts.path.split("/"):
         # Path parameters carry session tokens (``/app;jsessionid=<token>``): each judged by
         # its name, as a query value is; a segment holding one was harmless whole (``;``).
+        # Percent-encoded (``app%3Bjsessionid%3D<token>``), the parameters are judged too.
+        if ";" in (decoded := unquote(segment)) and ";" not in segment:
+            held |= _collect_parameters(decoded.split(";")[1:], found)
         segment, *parameters = segment.split(";")
         for form in _forms(segment):
-            if _COOKIELESS.fullmatch(form):
+            if COOKIELESS_PATH.fullmatch(form):
                 for ticket in _COOKIELESS_VALUE.finditer(form[1:-1]):
                     held |= _collect(ticket["value"], found, marked=True)
             else:
@@ -277,6 +299,17 @@ def _collect_parameters(parameters: Iterable[str], found: set[str]) -> bool:
             name, value = "", parameter
         for form in _forms(value):
             held |= _collect(form, found, marked=is_secret_name(unquote(name)))
+    return held
+
+
+def _collect_named(parameters: Iterable[str], found: set[str]) -> bool:
+    """The values of ``name=value`` pieces whose name says secret (any shape, as marked)."""
+    held = False
+    for parameter in parameters:
+        name, equals, value = parameter.partition("=")
+        if equals and is_secret_name(unquote(name)):
+            for form in _forms(value):
+                held |= _collect(form, found, marked=True)
     return held
 
 
@@ -352,7 +385,12 @@ class Redactor:
 
     def _walk(self, value: Any, _depth: int) -> Any:
         if _depth > _MAX_DEPTH:
-            return value
+            # Too deep to walk: masked whole if it holds a secret, never passed on as it is.
+            try:
+                dumped = json.dumps(value, ensure_ascii=False)
+            except (TypeError, ValueError, RecursionError):
+                return MASK
+            return MASK if any(secret in dumped for secret in self._escaped) else value
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):

@@ -14,7 +14,7 @@ import signal
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import anyio
 import httpx2
@@ -28,7 +28,7 @@ from mcp.shared.message import SessionMessage
 
 from bridge_core.proxy.errors import UpstreamCrashed, UpstreamUnavailable
 from bridge_core.proxy.options import ProxyOptions
-from bridge_core.redaction import Redactor
+from bridge_core.redaction import COOKIELESS_PATH, Redactor
 from bridge_core.servers import ServerSpec
 
 from ._handoff import EagerSend, handed_over, items
@@ -330,12 +330,24 @@ async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncIterator[T
 
 def _safe_url(url: str) -> str:
     """The URL without credentials, path parameters, query or fragment (each may hold a token:
-    ``/app;jsessionid=<token>``) for error messages."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    path = "/".join(segment.partition(";")[0] for segment in parts.path.split("/"))
-    return f"{parts.scheme}://{host}{port}{path}"
+    ``/app;jsessionid=<token>``, also percent-encoded, or ASP.NET's ``/(S(<token>))/``) for
+    error messages. Never raises: a URL with a port that is no number is an error to describe,
+    not a second one."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(a URL that does not parse)"
+    host = parts.netloc.rpartition("@")[2]  # host and port as written, without the userinfo
+    return f"{parts.scheme}://{host}" + "/".join(map(_safe_segment, parts.path.split("/")))
+
+
+def _safe_segment(segment: str) -> str:
+    decoded = segment
+    for _ in range(3):  # %3B, %253B...: as many decodings as a server might apply
+        decoded = unquote(decoded)
+    if COOKIELESS_PATH.fullmatch(decoded):
+        return "(…)"
+    return segment if ";" not in decoded else decoded.partition(";")[0]
 
 
 def _exit_phrase(status: int | None) -> str:
