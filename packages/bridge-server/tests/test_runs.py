@@ -10,17 +10,17 @@ import anyio.lowlevel
 import mcp_types as types
 import pytest
 from bridge_core.sessions.types import ExecutionResult, Image
-from mcp_code_execution_mode import _run_calls, _runs
-from mcp_code_execution_mode._runs import (
+from mcp_code_execution_mode import _run_calls, _run_registry
+from mcp_code_execution_mode._run_registry import (
     MAX_KEPT_BYTES,
     MAX_KEPT_BYTES_PER_CLIENT,
-    MAX_RUN_OUTPUT,
     MAX_RUNS_PER_CLIENT,
     RunLimitExceeded,
     Runs,
     UnknownRun,
     shown_keys,
 )
+from mcp_code_execution_mode._runs import MAX_RUN_OUTPUT
 
 pytestmark = pytest.mark.anyio
 
@@ -65,7 +65,7 @@ async def test_unfinished_runs_per_client_are_bounded_and_the_refusal_says_what_
 async def test_finished_runs_are_dropped_oldest_first_past_the_bounds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_runs, "MAX_RUNS", 40)
+    monkeypatch.setattr(_run_registry, "MAX_RUNS", 40)
     async with Runs.open() as runs:
         started = []
         for i in range(100):
@@ -84,7 +84,7 @@ async def test_expired_finished_runs_are_dropped(monkeypatch: pytest.MonkeyPatch
         run = runs.start("alice", frozenset(), _printing("x"))
         run.detached = True
         await run.ended()
-        monkeypatch.setattr(_runs, "KEEP_FINISHED", -1.0)
+        monkeypatch.setattr(_run_registry, "KEEP_FINISHED", -1.0)
         runs.start("alice", frozenset(), _printing("y"))
         with pytest.raises(UnknownRun):
             runs.get(run.id, "alice")

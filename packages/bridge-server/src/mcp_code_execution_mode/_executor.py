@@ -8,7 +8,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from mcp_code_execution_mode._runs import Runs
+from mcp_code_execution_mode._run_registry import Runs
 from mcp_code_execution_mode.settings import Settings
 
 if TYPE_CHECKING:  # the protocol and the session types load with the executor, in the background

@@ -18,14 +18,8 @@ from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_code_execution_mode._client_link import RequestLink
-from mcp_code_execution_mode._runs import (
-    KEEP_FINISHED,
-    AnswerRefused,
-    Question,
-    Run,
-    Runs,
-    shown_keys,
-)
+from mcp_code_execution_mode._run_registry import KEEP_FINISHED, Runs, shown_keys
+from mcp_code_execution_mode._runs import AnswerRefused, Question, Run
 from mcp_code_execution_mode.rendering import OutputMode, error_wire, render_wire
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The 2026-07-28 Tasks extension (``io.modelcontextprotocol/tasks``) over :class:`~._runs.Runs`.
+"""The 2026-07-28 Tasks extension (``io.modelcontextprotocol/tasks``) over :class:`~._run_registry.Runs`.
 
 A ``run_python`` call of a client that declares the extension and is still running after
 :data:`~._run_calls.TASK_GRACE` answers with a task handle (``resultType: "task"``); the client
@@ -25,7 +25,8 @@ from mcp_code_execution_mode._run_calls import (
     final_wire,
     task_handle,
 )
-from mcp_code_execution_mode._runs import Run, UnknownRun, shown_keys
+from mcp_code_execution_mode._run_registry import UnknownRun, shown_keys
+from mcp_code_execution_mode._runs import Run
 from mcp_code_execution_mode.rendering import OutputMode
 
 if TYPE_CHECKING:

@@ -44,7 +44,8 @@ from mcp_code_execution_mode._run_calls import (
     capabilities_of,
     wait_and_answer,
 )
-from mcp_code_execution_mode._runs import AnswerRefused, RunLimitExceeded, Runs, UnknownRun
+from mcp_code_execution_mode._run_registry import RunLimitExceeded, Runs, UnknownRun
+from mcp_code_execution_mode._runs import AnswerRefused
 from mcp_code_execution_mode._tasks import serve_tasks
 from mcp_code_execution_mode.rendering import OutputMode, error_result
 from mcp_code_execution_mode.settings import Settings
