@@ -113,6 +113,8 @@ def test_http_url_tokens_in_path_query_and_userinfo_are_secrets() -> None:
         ("https://mcp.example.com/app\uff1bjsessionid\uff1dwideword/mcp", "wideword"),
         ("mcp.example.com/app;jsessionid=noschemeword", "noschemeword"),
         ("https:\\\\mcp.example.com/app;token=backslashword", "backslashword"),
+        ("https://mcp.example.com/app%253Bjsessionid%253Dtwiceword/mcp", "twiceword"),
+        ("https://mcp.example.com/app;JSESSIONID\uff1dwideequalsword/mcp", "wideequalsword"),
     ],
 )
 def test_session_tokens_in_url_path_parameters_fragments_and_cookieless_paths_are_masked(

@@ -216,7 +216,8 @@ def _collect(value: str, found: set[str], *, marked: bool) -> bool:
             held |= _collect(word, found, marked=marked and index == len(words) - 1)
     else:
         held = marked or not _harmless(value)
-        if not held and _SEPARATORS.search(normal := unicodedata.normalize("NFKC", value)):
+        normal = unicodedata.normalize("NFKC", value)
+        if not held and (_SEPARATORS.search(normal) or "=" in normal):
             # ``host/app;jsessionid=<token>`` without a scheme, a query value holding
             # ``;token=...``, a fullwidth semicolon (U+FF1B): the separators made the word
             # harmless whole. Its ``name=value`` parts named secret are secrets; the other
@@ -273,8 +274,12 @@ def _collect_url(url: str, found: set[str]) -> bool:
     for segment in parts.path.split("/"):
         # Path parameters carry session tokens (``/app;jsessionid=<token>``): each judged by
         # its name, as a query value is; a segment holding one was harmless whole (``;``).
-        # Percent-encoded (``app%3Bjsessionid%3D<token>``), the parameters are judged too.
-        if ";" in (decoded := unquote(segment)) and ";" not in segment:
+        # Percent-encoded (``app%3Bjsessionid%3D<token>``, or twice: ``%253B``), the
+        # parameters are judged too, as often decoded as a server might.
+        decoded = segment
+        for _ in range(3):
+            decoded = unquote(decoded)
+        if ";" in decoded and ";" not in segment:
             held |= _collect_parameters(decoded.split(";")[1:], found)
         segment, *parameters = segment.split(";")
         for form in _forms(segment):

@@ -573,3 +573,24 @@ async def test_relayed_log_names_and_data_are_escaped() -> None:
         await progress(1, 2, "step\u2066")
     assert [_raw_hidden(log) for log in link.logs] == [[], []]
     assert link.logs[0].logger == "srv/x\\u202e\\n"
+
+
+async def test_the_approval_forms_field_is_refused_anywhere_in_a_relayed_form() -> None:
+    # Nested in an object, as an option's title, an enum value or one of enumNames: each is shown
+    # to the user as the bridge's own "Allow for this session".
+    relay = ClientRelay("srv", Redactor(), request_timeout=5)
+    options: list[dict[str, Any]] = [
+        {
+            "type": "object",
+            "properties": {"inner": {"type": "boolean", "title": "Allow for this session"}},
+        },
+        {"type": "string", "oneOf": [{"const": "y", "title": "Allow for this sessi\u03bfn"}]},
+        {"type": "string", "enum": ["allow_for_session", "no"]},
+        {"type": "string", "enum": ["y", "n"], "enumNames": ["Allow for this session", "No"]},
+    ]
+    for field in options:
+        schema = {"type": "object", "properties": {"choice": field}}
+        form = types.ElicitRequestFormParams(message="ok?", requested_schema=schema)
+        answer, link = await _elicit(relay, form)
+        assert isinstance(answer, types.ErrorData), field
+        assert link.elicited == [], field

@@ -117,20 +117,34 @@ def _looks_like(text: str, ours: str) -> bool:
     )
 
 
-def _borrowed_field(schema: Any) -> str | None:
+def _borrowed_field(schema: Any, depth: int = 0) -> str | None:
     """The approval form's field, if a relayed form reuses its name or its title, spelled
-    alike or looking alike."""
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    if not isinstance(properties, dict):
+    alike or looking alike: as a field's name or title at any depth of the schema, or as an
+    option a client shows (a ``oneOf`` option's title, an ``enum`` value or ``enumNames``)."""
+    if depth > MAX_SCHEMA_DEPTH:
         return None
-    for name, field in properties.items():
-        title = field.get("title") if isinstance(field, dict) else None
-        if _looks_like(str(name), SESSION_FIELD) or _looks_like(str(name), SESSION_TITLE):
-            return str(name)
-        if isinstance(title, str) and (
-            _looks_like(title, SESSION_TITLE) or _looks_like(title, SESSION_FIELD)
+    if isinstance(schema, list):
+        for item in schema:
+            if (found := _borrowed_field(item, depth + 1)) is not None:
+                return found
+        return None
+    if not isinstance(schema, dict):
+        return None
+    shown: list[Any] = [schema.get("title"), schema.get("const")]
+    for key in ("enum", "enumNames"):
+        if isinstance(schema.get(key), list):
+            shown.extend(schema[key])
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        shown.extend(properties)
+    for text in shown:
+        if isinstance(text, str) and (
+            _looks_like(text, SESSION_FIELD) or _looks_like(text, SESSION_TITLE)
         ):
-            return str(name)
+            return text
+    for item in schema.values():
+        if isinstance(item, dict | list) and (found := _borrowed_field(item, depth + 1)):
+            return found
     return None
 
 
