@@ -14,6 +14,7 @@ import mcp_types as types
 from bridge_core.approval import shown_arguments
 from bridge_core.client_link import Capability
 from bridge_core.proxy._relay import (
+    MAX_FORM_FIELDS,
     MAX_LOG_DATA,
     MAX_LOGS_PER_WINDOW,
     MAX_RELAYED_DEPTH,
@@ -594,3 +595,14 @@ async def test_the_approval_forms_field_is_refused_anywhere_in_a_relayed_form() 
         answer, link = await _elicit(relay, form)
         assert isinstance(answer, types.ErrorData), field
         assert link.elicited == [], field
+
+
+async def test_a_form_with_more_fields_than_a_user_can_read_is_refused() -> None:
+    relay = ClientRelay("srv", Redactor(), request_timeout=5)
+    for count, relayed in ((MAX_FORM_FIELDS, True), (MAX_FORM_FIELDS + 1, False)):
+        fields = {f"f{n}": {"type": "string", "title": "x" * 1000} for n in range(count)}
+        schema = {"type": "object", "properties": fields}
+        form = types.ElicitRequestFormParams(message="ok?", requested_schema=schema)
+        answer, link = await _elicit(relay, form)
+        assert (link.elicited != []) is relayed, count
+        assert isinstance(answer, types.ErrorData) is not relayed

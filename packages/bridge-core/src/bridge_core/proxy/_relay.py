@@ -71,6 +71,9 @@ MAX_LOG_DATA = 2000
 MAX_RELAYED_TEXT = 2000
 """Characters of a relayed question's message or system prompt (escaped); the rest is cut, and
 the cut says how much."""
+MAX_FORM_FIELDS = 64
+"""Fields of one relayed form; a larger form is refused (each field's texts are bounded, their
+number must be too, or a form fills the user's dialog with the upstream's text)."""
 MAX_RELAYED_LINES = 40
 """Lines of one relayed text; the rest are joined to the last, so it cannot fill a dialog."""
 _SPACE_RUN = re.compile(r"[ \t]{9,}")
@@ -418,6 +421,15 @@ class ClientRelay:
             opens = f"It asks you to open a page on {host}."
             update["message"] = f"{self.attribution}\n{opens}\n{message}"
         else:
+            fields = masked.requested_schema.get("properties")
+            if isinstance(fields, dict) and len(fields) > MAX_FORM_FIELDS:
+                return types.ErrorData(
+                    code=types.INVALID_PARAMS,
+                    message=(
+                        f"the bridge does not relay a form of {len(fields)} fields (at most "
+                        f"{MAX_FORM_FIELDS}): the user could not read it"
+                    ),
+                )
             borrowed = _borrowed_field(masked.requested_schema)
             if borrowed is not None:
                 return types.ErrorData(
