@@ -14,15 +14,17 @@ import mcp_types as types
 from bridge_core.approval import shown_arguments
 from bridge_core.client_link import Capability
 from bridge_core.proxy._relay import (
-    MAX_FORM_FIELDS,
     MAX_LOG_DATA,
     MAX_LOGS_PER_WINDOW,
-    MAX_RELAYED_DEPTH,
     MAX_RELAYED_IN_FLIGHT,
+    ClientRelay,
+)
+from bridge_core.proxy._relayed import (
+    MAX_FORM_FIELDS,
+    MAX_RELAYED_DEPTH,
     MAX_RELAYED_LINES,
     MAX_RELAYED_TEXT,
     MAX_SCHEMA_DEPTH,
-    ClientRelay,
 )
 from bridge_core.redaction import Redactor
 
