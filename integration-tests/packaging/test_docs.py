@@ -248,3 +248,91 @@ def test_every_repository_path_the_docs_name_exists() -> None:
     """
     dead = _dead_paths()
     assert not dead, "paths named in the docs that do not exist:\n" + "\n".join(dead)
+
+
+# --- deprecated settings named in the docs ------------------------------------------------------
+
+_DEPRECATED_NAMES_ALLOWED = {
+    # The table of the old variables and where each went: the one place that names them all.
+    "configuration.md": "## Deprecated names",
+    # Being rewritten separately; drop this entry once it names the bridge.toml keys.
+    "runtime.md": None,
+}
+"""Pages allowed to name a deprecated variable: in the section under that heading, or anywhere
+(None). The decision records (docs/decisions/ and decisions.md) and CHANGELOG.md are history and
+not scanned."""
+_SETTING_NAME = re.compile(r"MCP_BRIDGE_[\w{},]+|(?<![\w-])--[a-z][\w-]*")
+
+
+def _brace_expansions(token: str) -> list[str]:
+    """``MCP_BRIDGE_{ALLOW,DENY}_SERVERS`` → both names; a token without braces → itself."""
+    match = re.search(r"\{([^{}]*)\}", token)
+    if match is None:
+        return [token.rstrip(",")]
+    return [
+        name
+        for option in match.group(1).split(",")
+        for name in _brace_expansions(token[: match.start()] + option + token[match.end() :])
+    ]
+
+
+def _outside_allowed_section(doc: Path) -> list[tuple[int, str]]:
+    """The numbered lines of a page that may not name a deprecated variable."""
+    lines = list(enumerate(doc.read_text(encoding="utf-8").splitlines(), 1))
+    allowed = _DEPRECATED_NAMES_ALLOWED.get(doc.name, "") if doc.parent == DOCS else ""
+    if allowed is None:
+        return []
+    if not allowed:
+        return lines
+    level = allowed.split(" ", 1)[0]
+    kept, inside, in_fence = [], False, False
+    for number, line in lines:
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+        elif not in_fence and (heading := _HEADING.match(line)):
+            if line == allowed:
+                inside = True
+            elif len(heading.group(1)) <= len(level):
+                inside = False
+        if not inside:
+            kept.append((number, line))
+    return kept
+
+
+def _deprecated_names_in_the_docs() -> list[str]:
+    from mcp_code_execution_mode._deprecated import MOVED, old_flag
+
+    homes = {**MOVED, **{old_flag(variable): home for variable, home in MOVED.items()}}
+    pages = [
+        REPO / "README.md",
+        *(p for p in sorted(DOCS.glob("*.md")) if p.name != "decisions.md"),
+    ]
+    found = []
+    for doc in pages:
+        shown = doc.relative_to(REPO).as_posix()
+        for number, line in _outside_allowed_section(doc):
+            for token in _SETTING_NAME.findall(line):
+                for name in _brace_expansions(token):
+                    if name in homes:
+                        found.append(f"{shown}:{number}: {name} -> {homes[name]}")
+    return found
+
+
+def test_allowed_sections_for_deprecated_names_exist() -> None:
+    for page, heading in _DEPRECATED_NAMES_ALLOWED.items():
+        text = (DOCS / page).read_text(encoding="utf-8")
+        assert heading is None or heading in text.splitlines(), f"{page} has no {heading!r}"
+
+
+def test_the_docs_name_no_deprecated_variable_outside_the_table_of_old_names() -> None:
+    """README.md and docs/*.md tell users to set the bridge.toml key (``[sessions] max``), not
+    the deprecated ``MCP_BRIDGE_*`` variable or its flag that still works for one release (the
+    names are those of ``_deprecated.MOVED``; a bound that became a constant is named as the
+    constant). Brace forms (``MCP_BRIDGE_{ALLOW,DENY}_TOOLS``) are expanded. Only the table of old
+    names in docs/configuration.md names them; the decision records and CHANGELOG.md are history.
+    """
+    found = _deprecated_names_in_the_docs()
+    assert not found, (
+        "the docs name deprecated settings; write the bridge.toml key (or the fixed bound) "
+        "instead:\n" + "\n".join(found)
+    )
