@@ -69,10 +69,13 @@ def test_asyncio_run_works_in_plain_code(host: Any) -> None:
 
 
 def test_code_that_never_touches_asyncio_leaves_it_unimported(host: Any) -> None:
-    # Every idle session and warm sandbox would otherwise hold its ~3.7 MiB (bench/density.py).
-    assert host.execute("x = 1\nimport sys\n'asyncio' in sys.modules").result.value == "False"
+    # Every idle session and warm sandbox would otherwise hold it (~2.5 MiB: bench/density.py),
+    # and the traceback shaper's sysconfig (~0.5 MiB) until a traceback is shaped.
+    loaded = "x = 1\nimport sys\n'asyncio' in sys.modules, 'sysconfig' in sys.modules"
+    assert host.execute(loaded).result.value == "(False, False)"
     assert host.execute("await mcp_servers['media'].nothing()").result.status == "ok"
-    assert host.execute("'asyncio' in sys.modules").result.value == "True"
+    assert host.execute("import json\njson.loads('{')").result.status == "error"
+    assert host.execute(loaded).result.value == "(True, True)"
 
 
 def test_a_loop_plain_code_made_current_is_the_one_later_awaits_run_on(host: Any) -> None:

@@ -17,8 +17,8 @@ from __future__ import annotations
 import errno
 import os
 import socket
-import sysconfig
 import traceback
+from functools import cache
 from traceback import FrameSummary, StackSummary, TracebackException
 
 from bridge_protocol import ErrorInfo
@@ -42,15 +42,28 @@ NO_NETWORK_HINT = (
 """The line added after the traceback of an error that comes from a network attempt."""
 _MAX_MESSAGE_CHARS = 16 * 1024
 _OURS = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_STDLIB = tuple(
-    dict.fromkeys(
-        os.path.abspath(path) + os.sep
-        for key in ("stdlib", "platstdlib")
-        if (path := sysconfig.get_paths().get(key))
-    )
-)
 _PACKAGES = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
-_PLUMBING = tuple(root + name + os.sep for root in _STDLIB for name in ("asyncio", "concurrent"))
+
+
+@cache
+def _stdlib() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The standard library's directories, and its plumbing's (asyncio, concurrent): found when
+    the first traceback is shaped, as :mod:`sysconfig` and its build data (~0.5 MiB) would
+    otherwise be held by every idle sandbox."""
+    import sysconfig
+
+    stdlib = tuple(
+        dict.fromkeys(
+            os.path.abspath(path) + os.sep
+            for key in ("stdlib", "platstdlib")
+            if (path := sysconfig.get_paths().get(key))
+        )
+    )
+    return stdlib, tuple(
+        root + name + os.sep for root in stdlib for name in ("asyncio", "concurrent")
+    )
+
+
 _NETWORK_ERRNOS = frozenset(
     {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.ECONNREFUSED}
 )
@@ -68,9 +81,10 @@ def _kind(frame: FrameSummary) -> str:
     if name.startswith("<"):
         return _USER  # exec()'d or compiled by the user's code
     path = os.path.abspath(name)
-    if path.startswith(_OURS) or path.startswith(_PLUMBING):
+    stdlib, plumbing = _stdlib()
+    if path.startswith((_OURS, *plumbing)):
         return _HIDDEN
-    if path.startswith(_STDLIB) or any(marker in path for marker in _PACKAGES):
+    if path.startswith(stdlib) or any(marker in path for marker in _PACKAGES):
         return _LIBRARY
     return _USER
 

@@ -1,4 +1,5 @@
-"""The 2026-07-28 Tasks extension (``io.modelcontextprotocol/tasks``) over :class:`~._run_registry.Runs`.
+"""The 2026-07-28 Tasks extension (``io.modelcontextprotocol/tasks``) over the bridge's runs
+(:class:`~._run_registry.Runs`).
 
 A ``run_python`` call of a client that declares the extension and is still running after
 :data:`~._run_calls.TASK_GRACE` answers with a task handle (``resultType: "task"``); the client
