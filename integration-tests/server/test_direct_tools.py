@@ -409,3 +409,24 @@ async def test_an_mcp_app_tool_known_from_an_earlier_start_is_listed_before_its_
         (content,) = read.contents
         assert isinstance(content, types.TextResourceContents)
         assert content.text == CHART_HTML
+
+
+async def test_direct_tools_known_from_an_earlier_start_are_listed_without_starting_a_server(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # A client's first tools/list must not wait for every server to start: a list the tool cache
+    # holds is shown, the server starts when a tool of it is called.
+    starts = tmp_path / "starts.txt"
+    launch = f'echo start >> "{starts}"; exec "{sys.executable}" "{PROBE}"'
+    servers = {"probe": {"command": "sh", "args": ["-c", launch]}}
+    async with open_bridge(tmp_path, servers=servers, args=("--tools", "direct")) as bridge:
+        first = await _names(bridge.session)
+    assert "probe__echo" in first
+    assert starts.read_text().count("start") == 1
+    async with open_bridge(tmp_path, servers=servers, args=("--tools", "direct")) as bridge:
+        again = await _names(bridge.session)
+        assert again == first
+        assert starts.read_text().count("start") == 1  # listed from the cache
+        echoed = await _call(bridge.session, "probe__echo", {"text": "cached"})
+    assert "cached" in _text(echoed)
+    assert starts.read_text().count("start") == 2  # the call started it

@@ -118,20 +118,22 @@ class ProxyGateway:
         return gateway
 
     async def allowed_tools(self, *, start: bool = True) -> list[tuple[str, types.Tool]]:
-        """Every tool the policy lets a client call, as ``(server, tool)`` in discovery order,
-        from each visible server's live list (starting the servers, concurrently). With
-        ``start=False`` nothing starts: a server's last live list, else the catalog's (the
-        persisted cache), else none. A server that cannot start is left out (logged);
-        :meth:`call_tool` still says why if named."""
+        """Every tool the policy lets a client call, as ``(server, tool)`` in discovery order.
+
+        Each visible server's list is its last live one, else the catalog's (the persisted cache
+        of an earlier start); a server with neither is started (concurrently) for its list, or
+        left out with ``start=False``. A server that cannot start is left out (logged);
+        :meth:`call_tool` still says why if named. A list from the cache may be stale: when its
+        server starts, its live list reaches the catalog, and the tools-changed listeners."""
         servers = self.catalog.visible_servers()
         lists: dict[str, list[types.Tool]] = {}
+        for server in servers:
+            live = self.pool.cached_tools(server)
+            if live is not None:
+                lists[server] = live
+            elif known := await self.catalog.known_tools(server):
+                lists[server] = [t for doc in known if (t := _as_tool(doc)) is not None]
         if not start:
-            for server in servers:
-                live = self.pool.cached_tools(server)
-                if live is not None:
-                    lists[server] = live
-                elif known := await self.catalog.known_tools(server):
-                    lists[server] = [t for doc in known if (t := _as_tool(doc)) is not None]
             servers = [server for server in servers if server in lists]
 
         async def list_one(server: str) -> None:
