@@ -8,7 +8,7 @@ formatter) and every audit record (whose only free text is an already masked err
 are *cut* before they can be masked (a stderr ring buffer, a stderr line cut for the log) are masked
 with ``cut_front`` / ``cut_back``, which also hide the part of a secret left at the cut.
 
-What counts as a secret (``docs/decisions.md`` has the reasons): everything the user configured
+What counts as a secret (``docs/decisions/0009`` has the reasons): everything the user configured
 (``env`` and ``headers`` values, ``args``, the URL of an HTTP server) unless its shape proves it
 harmless: shorter than :data:`MIN_SECRET_CHARS`, a file path, a number or version, a plain word,
 or text with punctuation no token holds (code, prose). A value *marked* as secret by where it
