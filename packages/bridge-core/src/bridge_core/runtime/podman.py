@@ -12,7 +12,8 @@ from the OCI spec podman wrote for it; if any hardening option is missing it is 
 
 Nothing outlives the bridge: containers are auto-removed once they end, the sandbox client exits
 when its channel hits EOF (so a SIGKILLed bridge leaves nothing running either), and shutdown
-kills every sandbox at once through pidfds of their init processes (:mod:`._pidfd`). Exit codes
+kills every sandbox at once through pidfds of their init processes (:mod:`._pidfd`,
+:mod:`._podman_shutdown`, which also says why podman then needs seconds to remove them). Exit codes
 of removed containers come from podman's event stream (:mod:`._podman_events`), their start-up
 output from a log file of their own in the state directory.
 
@@ -27,9 +28,7 @@ used.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
-import time
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -41,24 +40,19 @@ from anyio.abc import SocketListener
 
 from bridge_core.errors import RuntimeUnavailable
 from bridge_core.private_files import private_dir
-from bridge_core.runtime import _oom, _pidfd
+from bridge_core.runtime import _oom
 from bridge_core.runtime import _podman_api as api
 from bridge_core.runtime._attach import AttachedStream
 from bridge_core.runtime._channel import ChannelDir, accept_channel
 from bridge_core.runtime._hardening import container_name
 from bridge_core.runtime._locality import kernel_problem
-from bridge_core.runtime._ownership import (
-    ContainerRecord,
-    current_owner,
-    dead_owner_dirs,
-    owner_dir_name,
-    select_leftovers,
-)
+from bridge_core.runtime._ownership import current_owner, dead_owner_dirs, owner_dir_name
 from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
 from bridge_core.runtime._podman_connect import can_track_oom, find_engine, seccomp_profile
 from bridge_core.runtime._podman_create import ImageEnvs, create_verified
 from bridge_core.runtime._podman_events import ContainerEvents
 from bridge_core.runtime._podman_service import PrivateService
+from bridge_core.runtime._podman_shutdown import CLEANUP_TIMEOUT, REMOVAL_WAIT, Reaper
 from bridge_core.runtime._podman_stdio import (
     open_attach,
     wait_spoken,
@@ -94,18 +88,6 @@ docs/decisions/0051). A remote engine always gets ``stdio``."""
 
 logger = logging.getLogger(__name__)
 
-CLEANUP_TIMEOUT = 15.0
-"""Bound on removing a half-started sandbox after a failure or cancellation (kill + remove)."""
-API_KILLS_AT_ONCE = 16
-"""Concurrent kills (and removals) through the API: podman serves each in a goroutine, and more
-at once only queue on its locks."""
-REMOVAL_WAIT = 2.0
-"""Bound on :meth:`PodmanBackend.kill_all` waiting for podman to remove the killed sandboxes: MCP
-clients SIGKILL a server 4 s after closing its stdin (the SDK: 2 s, SIGTERM, 2 s), and the rest
-of the shutdown took up to 0.9 s with 120 sessions on a loaded 2-core VM (3 s here: the bridge
-exited 4.01 s after stdin closed, at the SIGKILL)."""
-NAMES_LOGGED = 8
-
 
 def _run(func: Any, *args: Any) -> Any:
     """Run a blocking podman-py call in a worker thread."""
@@ -134,10 +116,8 @@ class PodmanBackend:
         self._state_dir = state_dir
         self._service = service
         self._live: dict[str, ContainerSandbox] = {}
-        self._inits: dict[str, _pidfd.HeldInit] = {}
-        self._unconfirmed: set[str] = set()
-        """Containers killed through a pidfd by a failed or cancelled start, whose removal
-        nobody waited for: :meth:`kill_all` (the shutdown) waits for it."""
+        self._reaper = Reaper(client)
+        """Kills and removals (:mod:`._podman_shutdown`), with the sandboxes' init pidfds."""
         self._image_envs = ImageEnvs()
         self.owner = current_owner()
         """This bridge process, as written in the ownership label of every container it starts."""
@@ -314,12 +294,12 @@ class PodmanBackend:
         """Remove what a failed or cancelled start left: shielded (a cancelled caller must still
         not leak the container) but bounded."""
         with anyio.CancelScope(shield=True):
-            killed = self._kill_init(name)
+            killed = self._reaper.kill_init(name)
             if killed:
                 # Started: auto-removal deletes it. Not waited for here (a start cancelled by the
                 # shutdown would hold up the kill of every other sandbox); the shutdown's
                 # kill_all waits for it with the others.
-                self._unconfirmed.add(name)
+                self._reaper.unconfirmed.add(name)
             with anyio.move_on_after(CLEANUP_TIMEOUT):
                 if channel is not None:
                     await anyio.aclose_forcefully(channel)
@@ -370,16 +350,13 @@ class PodmanBackend:
         except api.FAILURES as exc:
             logger.debug("no init pid for %s (%r): it will be killed through the API", name, exc)
             return
-        pid = int((attrs.get("State") or {}).get("Pid") or 0)
-        init_fd = _pidfd.open_init(pid, str(attrs.get("Id", "")))
-        if init_fd is not None:
-            self._inits[name] = _pidfd.HeldInit(init_fd, pid)
+        self._reaper.hold(name, attrs)
 
     async def _death_while_starting(self, name: str, memory_limit: int) -> str | None:
         """:meth:`_death` for a start waiting for the channel: with the init held, it waits for
         the init to exit first, so the API is not asked every poll while the sandbox's Python
         starts (podman answers each inspect with work of its own, on the cores that start)."""
-        held = self._inits.get(name)
+        held = self._reaper.inits.get(name)
         if held is not None:
             await held.exited()
         return await self._death(name, memory_limit)
@@ -400,7 +377,7 @@ class PodmanBackend:
 
     async def _check_peer(self, name: str, peer: PeerCredentials) -> str | None:
         """Why ``peer`` is not a process of container ``name`` (None: it is)."""
-        held = self._inits.get(name)
+        held = self._reaper.inits.get(name)
         if held is not None and held.alive():
             # The pid the held pidfd names (checked to be the container's when opened); alive
             # after the check too, so the pid was not reused while /proc was read.
@@ -454,71 +431,19 @@ class PodmanBackend:
         """Kill every sandbox at once (shutdown), and return once podman has removed them (or
         after :data:`REMOVAL_WAIT`); also waits for sandboxes a cancelled start killed.
 
-        Their channels close first (each sandbox client exits on EOF by itself); SIGKILL goes to
-        each init process through its pidfd (microseconds for all of them), through the API for
-        the rest, at most :data:`API_KILLS_AT_ONCE` at a time. Then each is removed through the
-        API, as many at once: a removal answered means the container is gone, whether this one
-        or podman's auto-removal (conmon's cleanup process) deleted it; asking does not wait for
-        the cleanup process to get its turn (40 killed sandboxes: 3.1 s removed so against
-        6.7 s left to auto-removal, loaded 2-core VM). Before, the bridge exited while podman
-        was still removing: 120 sandboxes stayed listed for ~11 s after it. What is still there
-        after the bound is left to auto-removal (logged). Their cgroup parents (:mod:`._oom`)
-        are left to the next start's sweep (one pass over 128 took 3.5 s under load).
-        Cancel-safe.
+        Their channels close first (each sandbox client exits on EOF by itself); then
+        :meth:`._podman_shutdown.Reaper.kill_all` kills them all through pidfds and waits for
+        the removals (its module says where the time goes). Their cgroup parents
+        (:mod:`._oom`) are left to the next start's sweep (one pass over 128 took 3.5 s under
+        load). Cancel-safe.
         """
         names = [sandbox.name for sandbox in sandboxes]
         with anyio.CancelScope(shield=True):
             for sandbox in sandboxes:
                 self._live.pop(sandbox.name, None)
                 await anyio.aclose_forcefully(sandbox.stream)
-            removed_by = time.monotonic() + REMOVAL_WAIT  # the worker threads' clock
-            through_api = [name for name in names if not self._kill_init(name)]
-            limiter = anyio.CapacityLimiter(API_KILLS_AT_ONCE)
-            if through_api:
-                with anyio.move_on_after(CLEANUP_TIMEOUT):
-                    async with anyio.create_task_group() as kills:
-                        for name in through_api:
-                            kills.start_soon(self._api_kill, name, limiter)
-            self._unconfirmed.update(names)
-            async with anyio.create_task_group() as removals:
-                for name in list(self._unconfirmed):
-                    removals.start_soon(self._confirm_removal, name, removed_by, limiter)
-            if left := sorted(self._unconfirmed):
-                logger.warning(
-                    "podman had not removed %d killed sandbox(es) %g s after the kill (its "
-                    "auto-removal deletes them later): %s%s",
-                    len(left),
-                    REMOVAL_WAIT,
-                    ", ".join(left[:NAMES_LOGGED]),
-                    ", ..." if len(left) > NAMES_LOGGED else "",
-                )
-                self._unconfirmed.clear()
+            await self._reaper.kill_all(names)
             await anyio.to_thread.run_sync(self._forget_all, names)
-
-    async def _confirm_removal(
-        self, name: str, deadline: float, limiter: anyio.CapacityLimiter
-    ) -> None:
-        # Each request times out at the deadline by itself: no worker thread is left behind to
-        # hold the interpreter's exit after the bridge gave up waiting.
-        try:
-            gone = await anyio.to_thread.run_sync(
-                api.remove_killed, self._client, name, deadline, limiter=limiter
-            )
-        except api.FAILURES as exc:
-            logger.warning("could not remove sandbox %s: %s", name, exc)
-            return
-        if gone:
-            self._unconfirmed.discard(name)
-
-    def _kill_init(self, name: str) -> bool:
-        held = self._inits.get(name)
-        return held is not None and _pidfd.send_kill(held.fd)
-
-    async def _api_kill(self, name: str, limiter: anyio.CapacityLimiter) -> None:
-        try:
-            await anyio.to_thread.run_sync(api.kill, self._client, name, limiter=limiter)
-        except api.FAILURES as exc:
-            logger.warning("could not kill sandbox %s: %s", name, exc)
 
     async def _forget(self, name: str, *, patient: bool = True) -> None:
         """Drop what the host kept for sandbox ``name``: its pidfd, its event record, its
@@ -532,33 +457,20 @@ class PodmanBackend:
         """The part of :meth:`_forget` that never waits, for many sandboxes in one thread."""
         for name in names:
             self._events.forget(name)
-            if (held := self._inits.pop(name, None)) is not None:
-                os.close(held.fd)
+            self._reaper.release(name)
             ChannelDir(self._sandboxes / name).remove()
             self._log_path(name).unlink(missing_ok=True)
 
     async def remove_leftovers(self) -> int:
         """Remove our containers whose owner bridge process is gone, and what such bridges left
         in the state directory; return how many containers."""
-        ours = await _run(api.list_ours, self._client)
-        names = select_leftovers(ContainerRecord(name, labels) for name, labels in ours)
-        limiter = anyio.CapacityLimiter(API_KILLS_AT_ONCE)
-        async with anyio.create_task_group() as removals:
-            for name in names:
-                removals.start_soon(self._remove_leftover, name, limiter)
+        removed = await self._reaper.remove_leftovers()
         for directory in dead_owner_dirs(self._sandboxes.parent):
             await anyio.to_thread.run_sync(partial(shutil.rmtree, directory, ignore_errors=True))
         if self.track_oom:
             # Cgroup parents whose conmon was still exiting when their sandbox was removed.
             await self._cgroups.remove_empty()
-        return len(names)
-
-    async def _remove_leftover(self, name: str, limiter: anyio.CapacityLimiter) -> None:
-        try:
-            await anyio.to_thread.run_sync(api.remove_quietly, self._client, name, limiter=limiter)
-        except api.FAILURES as exc:
-            # One that cannot be removed now must not keep the others: the next start retries.
-            logger.warning("could not remove leftover sandbox %s: %s", name, exc)
+        return removed
 
     async def aclose(self) -> None:
         """Kill sandboxes still running (normally the session manager stopped them all), stop
