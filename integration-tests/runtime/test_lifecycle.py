@@ -212,6 +212,50 @@ async def test_a_sandbox_starts_from_the_checked_image_id_when_the_name_no_longe
         await backend.kill(sandbox)
 
 
+async def _image_of(container: str) -> str:
+    inspected = await anyio.run_process(
+        ["podman", "container", "inspect", "--format={{.Image}}", container]
+    )
+    return "sha256:" + inspected.stdout.decode().strip().removeprefix("sha256:")
+
+
+async def test_a_name_retagged_to_another_image_after_the_check_still_starts_the_checked_one(
+    podman_backend: PodmanBackend, sandbox_image: str
+) -> None:
+    # Issue 34 point 9: checked under its name, then the name moved to another image (one label
+    # more: another ID). The sandbox runs the checked ID; started by name, it would run the other.
+    listed = await anyio.run_process(
+        ["podman", "image", "inspect", "--format={{.Id}}", sandbox_image]
+    )
+    checked = "sha256:" + listed.stdout.decode().strip().removeprefix("sha256:")
+    retagged = f"localhost/mcp-bridge-retagged-{os.getpid()}:0"
+    await anyio.run_process(
+        ["podman", "build", "--network=none", "--label", "retagged=1", "-t", retagged, "-"],
+        input=f"FROM {sandbox_image}\n".encode(),
+    )
+    try:
+        other = await anyio.run_process(
+            ["podman", "image", "inspect", "--format={{.Id}}", retagged]
+        )
+        assert "sha256:" + other.stdout.decode().strip().removeprefix("sha256:") != checked
+        started = []
+        for image_id in (checked, None):
+            spec = SandboxSpec(
+                name="retagged", image=retagged, image_id=image_id, connect_timeout=START_TIMEOUT
+            )
+            with anyio.fail_after(START_TIMEOUT):
+                sandbox = await podman_backend.start(spec)
+            try:
+                started.append(await _image_of(sandbox.name))
+            finally:
+                await podman_backend.kill(sandbox)
+        assert started[0] == checked
+        assert started[1] != checked  # by name: what the name holds now
+    finally:
+        # By its full name: `podman untag IMAGE` alone removes every tag of the image.
+        await anyio.run_process(["podman", "rmi", retagged], check=False)
+
+
 async def test_a_private_api_service_is_started_when_none_answers_and_stopped_on_close(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
