@@ -185,7 +185,8 @@ async def _listed_after_exit(pid: int, bound: float = LISTED_AFTER_EXIT) -> list
 async def test_client_closing_a_bridge_leaves_nothing_listed_once_it_exited_even_a_pool_refill(
     tmp_path: Path, sandbox_image: str
 ) -> None:
-    env = {"MCP_BRIDGE_POOL_SIZE": "2"}
+    # Every session keeps its container (none hibernates to make room under the default of 8).
+    env = {"MCP_BRIDGE_POOL_SIZE": "2", "MCP_BRIDGE_MAX_SESSIONS": str(CLOSED_WITH + 4)}
     async with _adopting() as adopted:
         async with _unreaped_bridge(tmp_path, env) as (bridge, pid):
             adopted.append(pid)
