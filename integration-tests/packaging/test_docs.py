@@ -255,11 +255,9 @@ def test_every_repository_path_the_docs_name_exists() -> None:
 _DEPRECATED_NAMES_ALLOWED = {
     # The table of the old variables and where each went: the one place that names them all.
     "configuration.md": "## Deprecated names",
-    # Being rewritten separately; drop this entry once it names the bridge.toml keys.
-    "runtime.md": None,
 }
-"""Pages allowed to name a deprecated variable: in the section under that heading, or anywhere
-(None). The decision records (docs/decisions/ and decisions.md) and CHANGELOG.md are history and
+"""Pages allowed to name a deprecated variable, in the section under that heading. The decision
+records (docs/decisions/ and decisions.md) and CHANGELOG.md are history and
 not scanned."""
 _SETTING_NAME = re.compile(r"MCP_BRIDGE_[\w{},]+|(?<![\w-])--[a-z][\w-]*")
 
@@ -280,8 +278,6 @@ def _outside_allowed_section(doc: Path) -> list[tuple[int, str]]:
     """The numbered lines of a page that may not name a deprecated variable."""
     lines = list(enumerate(doc.read_text(encoding="utf-8").splitlines(), 1))
     allowed = _DEPRECATED_NAMES_ALLOWED.get(doc.name, "") if doc.parent == DOCS else ""
-    if allowed is None:
-        return []
     if not allowed:
         return lines
     level = allowed.split(" ", 1)[0]

@@ -7,9 +7,9 @@ socket), :class:`DockerBackend` (docker CLI) or, only when asked for, :class:`Lo
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from bridge_core._lazy import lazy_exports
 from bridge_core.runtime._locality import (
     PLATFORMS_GUIDE,
     host_system,
@@ -72,14 +72,4 @@ _LAZY = {
 urllib3), which the server must not import before it answers ``initialize``."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY, __all__)

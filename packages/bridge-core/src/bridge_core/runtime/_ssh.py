@@ -110,9 +110,9 @@ def parse_ssh_url(url: str, identity: Path | None, known_hosts: Path | None) -> 
             f"MCP_BRIDGE_RUNTIME_URL={url!r}: {problem}; write it as "
             "ssh://user@host[:port]/run/podman/podman.sock"
         )
-    for name, path in (("IDENTITY", identity), ("KNOWN_HOSTS", known_hosts)):
+    for key, path in (("identity", identity), ("known_hosts", known_hosts)):
         if path is not None and not path.is_file():
-            raise ConfigError(f"MCP_BRIDGE_RUNTIME_{name}={str(path)!r} is not a file")
+            raise ConfigError(f"[engine] {key} = {str(path)!r} (bridge.toml) is not a file")
     user = f"{parts.username}@" if parts.username else ""
     return SshTarget(f"{user}{parts.hostname}", port, parts.path, identity, known_hosts)
 
