@@ -5,14 +5,19 @@ tests share pytest-xdist's workers.
 only). The code claims anyio-level portability; ``hatch run tests:trio`` holds the unit tests that
 are backend-neutral to it.
 
-Under pytest-xdist (``-n 2``, as ``hatch run tests:cov`` runs the suite) the unit tests spread
-over the workers one by one, while a file of tests that start containers or the bridge's own
-processes (marked ``container``, or under ``integration-tests/``) runs whole on one worker, in
-order, as it does without xdist: its tests may share fixtures and build on each other's
-leftovers checks. Two such files can run at once (one per worker), as CI's engine legs always
-have: these tests use private services, ephemeral ports and per-bridge owner labels, and bound
-their deadlines for a loaded 2-core machine. ``integration-tests/packaging`` is one unit: its
-files share one release build.
+Under pytest-xdist (``-n 2 --dist loadfile``, as ``hatch run tests:cov`` runs the suite) each test
+file runs whole on one worker, in order, as it does without xdist: a file of tests that start
+containers or the bridge's own processes may share fixtures and build on each other's leftovers
+checks. Two files run at once (one per worker), as CI's engine legs always have: these tests use
+private services, ephemeral ports and per-bridge owner labels, and bound their deadlines for a
+loaded 2-core machine. ``integration-tests/packaging`` is one unit: its files share one release
+build, and one of them builds ``dist/`` in the checkout.
+
+Why not xdist's ``loadgroup`` with a group marker per file, as before: pytest 9.2 derives a node's
+id from its structured id, so the group suffix xdist 3.8 writes into ``item._nodeid`` never reaches
+the scheduler and every test was spread alone (a CI run had two workers build ``dist/`` at once).
+A scheduler of our own (:func:`pytest_xdist_make_scheduler`) reads the unit from the node id's path
+instead, which both sides agree on.
 
 ``BRIDGE_FAILURES_AT_ONCE=1`` (``.ci/run`` sets it) prints each failure's report the moment the
 test fails, not only in the summary at the end: a run stopped at its time limit, or a CI leg
@@ -23,36 +28,31 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
+from typing import Any
 
 import pytest
 
 _BACKENDS = [b for b in os.environ.get("BRIDGE_ANYIO_BACKENDS", "asyncio").split(",") if b]
 
 
-_ROOT = Path(__file__).parent
-_INTEGRATION = _ROOT / "integration-tests"
-_ONE_UNIT = (_INTEGRATION / "packaging",)
-"""Directories whose files share an expensive session fixture: scheduled as one unit."""
+_ONE_UNIT = ("integration-tests/packaging/",)
+"""Directories (as node ids start) whose files share an expensive session fixture: one unit."""
 
 
-def _scheduling_unit(item: pytest.Item) -> str | None:
-    """The xdist group of a test that must not be split from its file (``None``: any worker)."""
-    inside = item.path.is_relative_to(_INTEGRATION)
-    if not inside and item.get_closest_marker("container") is None:
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadfile``: xdist's per-file scheduling, with each of :data:`_ONE_UNIT` as
+    one unit of work."""
+    if config.getvalue("dist") != "loadfile":
         return None
-    for directory in _ONE_UNIT:
-        if item.path.is_relative_to(directory):
-            return directory.relative_to(_ROOT).as_posix()
-    return item.path.relative_to(_ROOT).as_posix()
+    from xdist.scheduler import LoadFileScheduling
 
+    class _FileUnits(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return next((unit for unit in _ONE_UNIT if path.startswith(unit)), path)
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.pluginmanager.hasplugin("xdist"):
-        return  # the marker is xdist's own (unknown, so refused by --strict-markers, without it)
-    for item in items:
-        if (unit := _scheduling_unit(item)) is not None:
-            item.add_marker(pytest.mark.xdist_group(unit))
+    return _FileUnits(config, log)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
