@@ -45,9 +45,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     one unit of work."""
     if config.getvalue("dist") != "loadfile":
         return None
-    from xdist.scheduler import LoadFileScheduling
+    from xdist.scheduler import LoadFileScheduling  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
-    class _FileUnits(LoadFileScheduling):
+    class _FileUnits(LoadFileScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             path = super()._split_scope(nodeid)
             return next((unit for unit in _ONE_UNIT if path.startswith(unit)), path)
