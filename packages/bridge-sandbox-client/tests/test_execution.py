@@ -71,17 +71,19 @@ def test_asyncio_run_works_in_plain_code(host: Any) -> None:
 def test_code_that_never_touches_asyncio_leaves_it_unimported(host: Any) -> None:
     # Every idle session and warm sandbox would otherwise hold it (~2.5 MiB: bench/density.py),
     # and the traceback shaper's sysconfig (~0.5 MiB) until a traceback is shaped.
-    loaded = "x = 1\nimport sys\n'asyncio' in sys.modules, 'sysconfig' in sys.modules"
+    # (the module's name is spelled in two parts: a cell naming it makes the loop, by design)
+    loaded = "x = 1\nimport sys\n'async' 'io' in sys.modules, 'sysconfig' in sys.modules"
     assert host.execute(loaded).result.value == "(False, False)"
     assert host.execute("await mcp_servers['media'].nothing()").result.status == "ok"
     assert host.execute("import json\njson.loads('{')").result.status == "error"
     assert host.execute(loaded).result.value == "(True, True)"
 
 
-def test_a_loop_plain_code_made_current_is_the_one_later_awaits_run_on(host: Any) -> None:
+def test_a_loop_plain_code_gets_in_its_first_asyncio_cell_is_the_one_later_awaits_run_on(
+    host: Any,
+) -> None:
     first = host.execute(
-        "import asyncio, warnings\n"
-        "warnings.simplefilter('ignore', DeprecationWarning)\n"
+        "import asyncio\n"
         "loop = asyncio.get_event_loop()\n"
         "queue = asyncio.Queue()\n"
         "async def worker():\n"
@@ -89,9 +91,32 @@ def test_a_loop_plain_code_made_current_is_the_one_later_awaits_run_on(host: Any
         "task = loop.create_task(worker())"
     )
     assert first.result.status == "ok", first.result.error
+    assert first.stderr == ""  # the persistent loop was current: no "no current event loop"
     run = host.execute("await queue.put(21)\n(await task, asyncio.get_running_loop() is loop)")
     assert run.result.status == "ok", run.result.error
     assert run.result.value == "(42, True)"
+
+
+def test_a_cell_whose_loop_cannot_be_made_fails_and_the_sandbox_goes_on(host: Any) -> None:
+    # The loop is made when a cell first needs it; with no file descriptor left that fails, and
+    # it must be that cell's error, not the end of the sandbox and its state.
+    exhausted = host.execute(
+        "import os, resource\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+        "held = []\n"
+        "try:\n"
+        "    while True:\n"
+        "        held.append(os.open(os.devnull, os.O_RDONLY))\n"
+        "except OSError:\n"
+        "    pass\n"
+        "kept = 'state'"
+    )
+    assert exhausted.result.status == "ok", exhausted.result.error
+    failed = host.execute("import asyncio\n'unreached'")
+    assert failed.result.status == "error"
+    assert host.execute("for fd in held:\n    os.close(fd)\nkept").result.value == "'state'"
+    assert host.execute("import asyncio\nawait asyncio.sleep(0, 'back')").result.value == "'back'"
 
 
 def test_plain_code_after_asyncio_was_imported_finds_the_persistent_loop(host: Any) -> None:

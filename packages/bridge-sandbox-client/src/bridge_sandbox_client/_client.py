@@ -196,7 +196,7 @@ class SandboxClient:
         return 0
 
     def _next_job(self) -> _Job:
-        loop = self.interpreter.current_loop()
+        loop = self.interpreter.loop
         if not has_tasks(loop):
             return self._inbox.get(loop)
         # Tasks user code left on the loop keep running while we wait, with signals as in user

@@ -21,6 +21,8 @@ class CompiledCell:
     tree: ast.Module
     body: CodeType | None
     trailing: CodeType | None
+    names_asyncio: bool = False
+    """Whether the source mentions ``asyncio`` (the event loop is then made before it runs)."""
 
     @property
     def is_async(self) -> bool:
@@ -56,4 +58,10 @@ def compile_cell(source: str, filename: str) -> CompiledCell:
     if statements:
         module = ast.Module(body=statements, type_ignores=tree.type_ignores)
         body = compile(module, filename, "exec", _FLAGS, dont_inherit=True)
-    return CompiledCell(filename=filename, tree=tree, body=body, trailing=trailing)
+    return CompiledCell(
+        filename=filename,
+        tree=tree,
+        body=body,
+        trailing=trailing,
+        names_asyncio="asyncio" in source,
+    )

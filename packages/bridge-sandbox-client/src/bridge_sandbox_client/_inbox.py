@@ -28,8 +28,9 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
 
 
 def has_tasks(loop: asyncio.AbstractEventLoop | None) -> bool:
-    """Whether user code left tasks on ``loop`` (None: no loop was made, so none)."""
-    if loop is None or loop.is_closed():
+    """Whether user code left tasks on ``loop`` for this thread to run (None: no loop was made,
+    so none; a loop user code runs in a thread of its own is not this thread's to turn)."""
+    if loop is None or loop.is_closed() or loop.is_running():
         return False
     import asyncio
 

@@ -12,11 +12,13 @@ execution ends (the host kills the sandbox once its grace is over).
 
 Plain code runs outside the loop, so ``asyncio.run(...)`` in user code works as in a script.
 
-The loop is made when first needed: by the first cell with top-level ``await``, or at the start of
-the first cell after anything imported :mod:`asyncio` (then it is made current, so
-``get_event_loop()`` in plain code finds it). A sandbox whose code never touches asyncio does not
-import it: about 3.7 MiB of memory and 20 ms of start-up that every idle session and warm sandbox
-would otherwise hold (``bench/density.py``).
+The loop is made, and made current, before the first cell that has top-level ``await``, names
+``asyncio`` in its source, or runs after anything imported :mod:`asyncio`; from then on it behaves
+as if it had been made at start (``get_event_loop()`` in plain code finds it, a cell with
+``await`` makes it current again). A sandbox whose code never touches asyncio does not import it:
+about 2.5 MiB of memory and 20 ms of start-up that every idle session and warm sandbox would
+otherwise hold (``bench/density.py``). Making it is part of the cell: if it fails (no file
+descriptor left, say), that cell reports the error and the sandbox goes on.
 """
 
 from __future__ import annotations
@@ -148,20 +150,18 @@ class Interpreter:
 
     # --- the event loop ------------------------------------------------------------------------
 
-    def current_loop(self) -> asyncio.AbstractEventLoop | None:
-        """The persistent loop, made now if asyncio was imported since; None while it is not."""
-        if self._loop is None and "asyncio" in sys.modules:
-            return self.event_loop()
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The persistent loop, None until a cell needed it (then no task can be pending)."""
         return self._loop
 
-    def event_loop(self) -> asyncio.AbstractEventLoop:
-        """The persistent loop, made (or made again, if user code closed it) and current."""
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """The persistent loop: made (again, if user code closed it) and made current."""
         import asyncio
 
         if self._loop is None or self._loop.is_closed():
-            self._loop = _adopted_loop(asyncio)
-        # A plain cell's asyncio.run() resets the current loop: make ours current again.
-        asyncio.set_event_loop(self._loop)
+            self._loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self._loop)
         return self._loop
 
     # --- running ---------------------------------------------------------------------------
@@ -189,8 +189,10 @@ class Interpreter:
             running.interrupted = self._stopping or execution_id in self._early
             self._running = running
         try:
-            if cell.is_async or "asyncio" in sys.modules:
-                self.event_loop()
+            if self._loop is None and (
+                cell.is_async or cell.names_asyncio or "asyncio" in sys.modules
+            ):
+                self._event_loop()
             run = self._run_async if cell.is_async else self._run_sync
             # Signals that arrived since the last execution are delivered here, in user code.
             with signals_allowed():
@@ -240,7 +242,11 @@ class Interpreter:
                     value = await value
             return value
 
-        loop = self.event_loop()
+        import asyncio
+
+        loop = self._event_loop()
+        # A plain cell's asyncio.run() resets the current loop: make ours current again.
+        asyncio.set_event_loop(loop)
         task = loop.create_task(run_cell())
         with self._lock:
             running.task = task
@@ -296,17 +302,3 @@ class Interpreter:
     def _signal_main(self) -> None:
         if self._main_thread is not None:
             signal.pthread_kill(self._main_thread, signal.SIGINT)
-
-
-def _adopted_loop(asyncio: Any) -> asyncio.AbstractEventLoop:
-    """The loop plain code already made current (``asyncio.get_event_loop()`` in the cell that
-    first imported asyncio), else a new one."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        try:
-            loop = asyncio.get_event_loop()
-        except RuntimeError:  # none is current, and Python 3.14 makes none
-            loop = None
-    if loop is None or loop.is_closed() or loop.is_running():
-        loop = asyncio.new_event_loop()
-    return loop  # type: ignore[no-any-return]

@@ -203,6 +203,11 @@ class SnapshotTaker:
         last = self._held if own else None  # a fork's state is always sent whole
         with self._fds:
             try:
+                import hashlib  # noqa: F401  (for the child: see _saving_child._child)
+            except Exception as exc:  # no file descriptor left, or a user's module of that name
+                self._fail(snapshot_id, f"the saving process could not be prepared: {exc}")
+                return
+            try:
                 read_fd, write_fd = os.pipe()
                 self._pipes.update((read_fd, write_fd))
             except OSError as exc:
@@ -216,8 +221,6 @@ class SnapshotTaker:
                 self._fail(snapshot_id, f"no pipe for the saving process: {exc}")
                 return
             self._saver = threading.get_ident()
-            import hashlib  # noqa: F401  (for the child: see _saving_child._child)
-
             try:
                 pid = os.fork()
             except OSError as exc:

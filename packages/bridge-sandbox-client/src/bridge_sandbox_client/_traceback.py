@@ -18,7 +18,6 @@ import errno
 import os
 import socket
 import traceback
-from functools import cache
 from traceback import FrameSummary, StackSummary, TracebackException
 
 from bridge_protocol import ErrorInfo
@@ -45,23 +44,33 @@ _OURS = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _PACKAGES = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 
 
-@cache
+_STDLIB_DIRS: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+
+
 def _stdlib() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The standard library's directories, and its plumbing's (asyncio, concurrent): found when
     the first traceback is shaped, as :mod:`sysconfig` and its build data (~0.5 MiB) would
-    otherwise be held by every idle sandbox."""
-    import sysconfig
+    otherwise be held by every idle sandbox. If that import fails (no file descriptor left, a
+    user's ``sysconfig`` module), frames are judged without them this time, and asked again
+    next time."""
+    if not _STDLIB_DIRS:
+        try:
+            import sysconfig
 
-    stdlib = tuple(
-        dict.fromkeys(
-            os.path.abspath(path) + os.sep
-            for key in ("stdlib", "platstdlib")
-            if (path := sysconfig.get_paths().get(key))
+            stdlib = tuple(
+                dict.fromkeys(
+                    os.path.abspath(path) + os.sep
+                    for key in ("stdlib", "platstdlib")
+                    if (path := sysconfig.get_paths().get(key))
+                )
+            )
+        except Exception:  # a traceback must still be shaped: it is the user's result
+            return (), ()
+        plumbing = tuple(
+            root + name + os.sep for root in stdlib for name in ("asyncio", "concurrent")
         )
-    )
-    return stdlib, tuple(
-        root + name + os.sep for root in stdlib for name in ("asyncio", "concurrent")
-    )
+        _STDLIB_DIRS.append((stdlib, plumbing))
+    return _STDLIB_DIRS[0]
 
 
 _NETWORK_ERRNOS = frozenset(
