@@ -145,6 +145,15 @@ def test_an_upstreams_url_in_error_messages_drops_path_parameters_query_and_frag
     )
     assert _safe_url("https://u:p@w@mcp.example.com/mcp") == "https://mcp.example.com/mcp"
     assert _safe_url("https://mcp.example.com:99999/mcp") == "https://mcp.example.com:99999/mcp"
+    # A password holding an unencoded ? / or # ends the netloc early: no part of it is shown.
+    for leaky in (
+        "https://svc:Zk3?9qLmxT0k@api.example.com/mcp",
+        "https://svc:Zk3/9qLmxT0k@api.example.com/mcp",
+        "https://svc:Zk3#9qLmxT0k@api.example.com/mcp",
+    ):
+        assert "Zk3" not in _safe_url(leaky), leaky
+        assert _safe_url(leaky).startswith("https://(…)")
+    assert _safe_url("https://[::1]:8080/mcp") == "https://[::1]:8080/mcp"
     assert _safe_url("https://[::1/mcp") == "(a URL that does not parse)"
 
 

@@ -20,6 +20,7 @@ from bridge_core.proxy._relay import (
     ClientRelay,
 )
 from bridge_core.proxy._relayed import (
+    MAX_FORM_CHARS,
     MAX_FORM_FIELDS,
     MAX_RELAYED_DEPTH,
     MAX_RELAYED_LINES,
@@ -597,6 +598,25 @@ async def test_the_approval_forms_field_is_refused_anywhere_in_a_relayed_form() 
         answer, link = await _elicit(relay, form)
         assert isinstance(answer, types.ErrorData), field
         assert link.elicited == [], field
+
+
+async def test_a_form_flooding_the_dialog_through_options_or_nesting_is_refused() -> None:
+    # Few top-level fields, thousands of options or nested fields: bounded by the form's size.
+    relay = ClientRelay("srv", Redactor(), request_timeout=5)
+    options = {"type": "string", "enum": [f"{n:04d}" + "o" * 1500 for n in range(3000)]}
+    nested = {
+        "type": "object",
+        "properties": {f"f{n}": {"type": "string", "title": "t" * 1500} for n in range(3000)},
+    }
+    small = {"type": "string", "enum": ["yes", "no"]}
+    for field, relayed in ((options, False), (nested, False), (small, True)):
+        schema = {"type": "object", "properties": {"pick": field}}
+        form = types.ElicitRequestFormParams(message="ok?", requested_schema=schema)
+        answer, link = await _elicit(relay, form)
+        assert (link.elicited != []) is relayed
+        if not relayed:
+            assert isinstance(answer, types.ErrorData)
+            assert f"at most {MAX_FORM_CHARS:,}" in answer.message
 
 
 async def test_a_form_with_more_fields_than_a_user_can_read_is_refused() -> None:

@@ -10,6 +10,7 @@ which the SDK's dispatcher supports from any task.
 from __future__ import annotations
 
 import logging
+import re
 import signal
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -338,7 +339,15 @@ def _safe_url(url: str) -> str:
     except ValueError:
         return "(a URL that does not parse)"
     host = parts.netloc.rpartition("@")[2]  # host and port as written, without the userinfo
+    if not _HOST_AND_PORT.fullmatch(host) or ("@" in url and "@" not in parts.netloc):
+        # A password holding an unencoded / ? or # ends the netloc early: what looks like a host
+        # (and a port that is no number) is then part of the userinfo. Show no host at all.
+        host = "(…)"
     return f"{parts.scheme}://{host}" + "/".join(map(_safe_segment, parts.path.split("/")))
+
+
+_HOST_AND_PORT = re.compile(r"(\[[^\]]*\]|[^:\[\]]*)(:[0-9]*)?")
+"""A host (or a bracketed IPv6 address) and a port of digits, if any."""
 
 
 def _safe_segment(segment: str) -> str:

@@ -50,6 +50,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from bridge_core._shown import visible
 from bridge_core.client_link import Capability, ClientLink
 from bridge_core.proxy._relayed import (
+    MAX_FORM_CHARS,
     MAX_FORM_FIELDS,
     TOO_DEEP,
     TooDeep,
@@ -230,6 +231,15 @@ class ClientRelay:
                 )
             update["message"] = f"{self.attribution}\n{message}"
             update["requested_schema"] = escaped_schema(masked.requested_schema)
+            size = len(json.dumps(update["requested_schema"], ensure_ascii=False))
+            if size > MAX_FORM_CHARS:
+                return types.ErrorData(
+                    code=types.INVALID_PARAMS,
+                    message=(
+                        f"the bridge does not relay a form of {size:,} characters (at most "
+                        f"{MAX_FORM_CHARS:,}): the user could not read it"
+                    ),
+                )
         try:
             relayed = escaped_request(masked.model_copy(update=update))
         except TooDeep:

@@ -17,6 +17,7 @@ from bridge_core._shown import visible
 from bridge_core.approval import SESSION_FIELD, SESSION_TITLE
 
 __all__ = [
+    "MAX_FORM_CHARS",
     "MAX_FORM_FIELDS",
     "MAX_RELAYED_DEPTH",
     "MAX_RELAYED_LINES",
@@ -40,6 +41,10 @@ the cut says how much."""
 MAX_FORM_FIELDS = 64
 """Fields of one relayed form; a larger form is refused (each field's texts are bounded, their
 number must be too, or a form fills the user's dialog with the upstream's text)."""
+MAX_FORM_CHARS = 128 * 1024
+"""Characters of one relayed form's schema, escaped (its fields' options, nested objects and
+titles together); a larger form is refused: bounding the fields alone left an option list or a
+nested object of thousands to fill the user's dialog."""
 MAX_RELAYED_LINES = 40
 """Lines of one relayed text; the rest are joined to the last, so it cannot fill a dialog."""
 _SPACE_RUN = re.compile(r"[ \t]{9,}")
