@@ -430,3 +430,20 @@ async def test_direct_tools_known_from_an_earlier_start_are_listed_without_start
         echoed = await _call(bridge.session, "probe__echo", {"text": "cached"})
     assert "cached" in _text(echoed)
     assert starts.read_text().count("start") == 2  # the call started it
+
+
+async def test_a_cached_server_whose_start_fails_is_left_out_of_the_next_listing(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    allowed = tmp_path / "may-start"
+    allowed.touch()
+    launch = f'[ -e "{allowed}" ] || exit 3; exec "{sys.executable}" "{PROBE}"'
+    servers = {"probe": {"command": "sh", "args": ["-c", launch]}}
+    async with open_bridge(tmp_path, servers=servers, args=("--tools", "direct")) as bridge:
+        assert "probe__echo" in await _names(bridge.session)  # it ran: its list is cached
+    allowed.unlink()
+    async with open_bridge(tmp_path, servers=servers, args=("--tools", "direct")) as bridge:
+        assert "probe__echo" in await _names(bridge.session)  # from the cache, not started
+        failed = await _call(bridge.session, "probe__echo", {"text": "x"})
+        assert failed.is_error
+        assert "probe__echo" not in await _names(bridge.session)

@@ -121,8 +121,9 @@ class ProxyGateway:
         """Every tool the policy lets a client call, as ``(server, tool)`` in discovery order.
 
         Each visible server's list is its last live one, else the catalog's (the persisted cache
-        of an earlier start); a server with neither is started (concurrently) for its list, or
-        left out with ``start=False``. A server that cannot start is left out (logged);
+        of an earlier start) unless its last start failed; a server with neither is started
+        (concurrently) for its list, or left out with ``start=False``. A server that cannot start
+        is left out (logged);
         :meth:`call_tool` still says why if named. A list from the cache may be stale: when its
         server starts, its live list reaches the catalog, and the tools-changed listeners."""
         servers = self.catalog.visible_servers()
@@ -131,6 +132,8 @@ class ProxyGateway:
             live = self.pool.cached_tools(server)
             if live is not None:
                 lists[server] = live
+            elif self.pool.failed_to_start(server):
+                continue  # its cached list would offer tools nothing can answer now
             elif known := await self.catalog.known_tools(server):
                 lists[server] = [t for doc in known if (t := _as_tool(doc)) is not None]
         if not start:

@@ -288,6 +288,11 @@ class UpstreamPool:
         """The tool list seen on the live (or last) connection, without starting anything."""
         return self._upstream(server).tools
 
+    def failed_to_start(self, server: str) -> bool:
+        """Whether the server's last start failed and it is not running (it may start again)."""
+        upstream = self._upstream(server)
+        return upstream.failures > 0 and not (upstream.conn is not None and upstream.conn.alive)
+
     def is_running(self, server: str) -> bool:
         conn = self._upstream(server).conn
         return conn is not None and conn.alive
