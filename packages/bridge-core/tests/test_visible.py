@@ -86,3 +86,34 @@ def test_heads_and_tails_fit_their_limit_and_never_cut_an_escape(text: str, limi
     tail, taken = visible_tail(text, limit)
     assert len(tail) <= limit
     assert tail == visible(text[len(text) - taken :])
+
+
+_STRICT_HIDDEN = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"}
+
+
+def _strict_reference(text: str, single_line: bool) -> str:
+    """The strict rule spelt out one character at a time (no neighbour matters)."""
+    out = []
+    for char in text:
+        hidden = char != " " and (
+            unicodedata.category(char) in _STRICT_HIDDEN
+            or char in "\u115f\u1160\u3164\uffa0\u2800\u180e\u034f"
+            or 0xFE00 <= ord(char) < 0xFE10
+            or 0xE0100 <= ord(char) <= 0xE01EF
+        )
+        if hidden and (single_line or char != "\n"):
+            named = {"\r": "\\r", "\n": "\\n", "\t": "\\t"}.get(char)
+            code = ord(char)
+            width = "x" if code < 0x100 else "u" if code < 0x10000 else "U"
+            out.append(named or f"\\{width}{code:0{ {'x': 2, 'u': 4, 'U': 8}[width] }x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+@given(st.text(), st.booleans())
+def test_strict_escaping_is_the_per_character_rule(text: str, single_line: bool) -> None:
+    # What a user is asked to approve: every character a reader could not tell from a space or
+    # from nothing escaped, each decided by itself; repeats and megabytes alike.
+    shown = visible(text * 3, strict=True, single_line=single_line)
+    assert shown == _strict_reference(text * 3, single_line)
