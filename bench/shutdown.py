@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-from bridge_core.runtime._ownership import process_start_time
+from bridge_core._ownership import process_start_time
 from bridge_core.runtime.base import OWNER_LABEL
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import PROCESS_TERMINATION_TIMEOUT, stdio_client

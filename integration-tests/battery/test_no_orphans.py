@@ -31,7 +31,7 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 import pytest
-from bridge_core.runtime._ownership import process_start_time
+from bridge_core._ownership import process_start_time
 from bridge_core.runtime.base import OWNER_LABEL
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client

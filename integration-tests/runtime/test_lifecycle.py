@@ -11,11 +11,11 @@ from pathlib import Path
 import anyio
 import pytest
 from anyio.abc import Process
+from bridge_core._ownership import Owner, current_owner, process_start_time
 from bridge_core.channel import Channel, ChannelClosed
 from bridge_core.errors import SandboxStartError
 from bridge_core.runtime import _channel, _podman_api, podman
 from bridge_core.runtime._attach import AttachedStream
-from bridge_core.runtime._ownership import Owner, current_owner, process_start_time
 from bridge_core.runtime.base import OWNER_LABEL, RuntimeBackend, SandboxSpec
 from bridge_core.runtime.podman import PodmanBackend
 from bridge_protocol import Execute, Shutdown

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from bridge_core._ownership import current_owner, process_start_time
 from bridge_core.proxy import _cgroup
 from bridge_core.proxy._leftovers import forget_group, kill_dead_owners_groups, record_group
-from bridge_core.runtime._ownership import current_owner, process_start_time
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 

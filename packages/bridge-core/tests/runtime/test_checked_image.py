@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from bridge_core._ownership import current_owner
 from bridge_core.errors import SandboxStartError
 from bridge_core.runtime._docker_cli import CommandRefused
-from bridge_core.runtime._ownership import current_owner
 from bridge_core.runtime._podman_create import ImageEnvs, create_verified
 from bridge_core.runtime.base import SandboxSpec
 from bridge_core.runtime.docker import DockerBackend, create_args

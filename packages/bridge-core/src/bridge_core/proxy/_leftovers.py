@@ -25,14 +25,14 @@ import os
 import signal
 from pathlib import Path
 
-from bridge_core.private_files import private_dir, write_private
-from bridge_core.proxy import _cgroup
-from bridge_core.runtime._ownership import (
+from bridge_core._ownership import (
     current_owner,
     owner_is_alive,
     parse_owner,
     process_start_time,
 )
+from bridge_core.private_files import private_dir, write_private
+from bridge_core.proxy import _cgroup
 
 __all__ = ["forget_group", "kill_dead_owners_groups", "record_group"]
 

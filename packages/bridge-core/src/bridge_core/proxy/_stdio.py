@@ -50,8 +50,8 @@ from mcp.shared.message import SessionMessage
 from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict  # pydantic needs this one below Python 3.12
 
+from bridge_core._ownership import current_owner
 from bridge_core.jsonlines import OVERLONG, LineSplitter
-from bridge_core.runtime._ownership import current_owner
 from bridge_core.servers import ServerSpec
 
 from . import _cgroup

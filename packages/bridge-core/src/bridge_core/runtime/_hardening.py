@@ -2,26 +2,31 @@
 
 One place decides names, labels, user, ulimits and tmpfs options; the podman and docker backends
 translate this into their own call shapes and :mod:`._verify` checks the result by inspection.
+The labels are read back here too: which containers are leftovers of dead bridges.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from bridge_core.runtime._ownership import PRODUCT_LABEL_VALUE, Owner
+from bridge_core._ownership import Owner, owner_is_alive, parse_owner
 from bridge_core.runtime.base import OWNER_LABEL, PRODUCT_LABEL, SandboxLimits, SandboxSpec
 
 __all__ = [
     "CONTAINER_NAME_PREFIX",
     "LOG_MAX_BYTES",
+    "PRODUCT_LABEL_VALUE",
     "SANDBOX_USER",
     "TMPFS_MODE",
+    "ContainerRecord",
     "Ulimit",
     "container_labels",
     "container_name",
     "format_bytes",
+    "select_leftovers",
     "ulimits",
 ]
 
@@ -35,6 +40,8 @@ without a cap (podman's default, docker's json-file default) a sandbox could fil
 disk through its log."""
 TMPFS_MODE = "1777"
 """/tmp is world-writable with the sticky bit, like on any Linux host."""
+PRODUCT_LABEL_VALUE = "sandbox"
+"""Value of :data:`~bridge_core.runtime.base.PRODUCT_LABEL` on every sandbox container."""
 
 _NAME_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
 _NAME_MAX = 40  # keeps the per-sandbox socket path short (unix socket paths max out at 107 bytes)
@@ -61,6 +68,34 @@ def container_name(spec_name: str) -> str:
 def container_labels(spec: SandboxSpec, owner: Owner) -> dict[str, str]:
     """The spec's labels plus ours; ours win so a setting can never forge ownership."""
     return {**spec.labels, PRODUCT_LABEL: PRODUCT_LABEL_VALUE, OWNER_LABEL: owner.label}
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRecord:
+    """What leftover selection needs to know about one container."""
+
+    name: str
+    labels: Mapping[str, str]
+
+
+def select_leftovers(
+    containers: Iterable[ContainerRecord],
+    *,
+    is_alive: Callable[[Owner], bool] = owner_is_alive,
+) -> list[str]:
+    """Names of our containers whose owner bridge is gone.
+
+    Containers without our product label, or with a missing or malformed owner label, are never
+    selected: removing a container we cannot attribute could kill another bridge's live session.
+    """
+    leftovers = []
+    for record in containers:
+        if record.labels.get(PRODUCT_LABEL) != PRODUCT_LABEL_VALUE:
+            continue
+        owner = parse_owner(record.labels.get(OWNER_LABEL))
+        if owner is not None and not is_alive(owner):
+            leftovers.append(record.name)
+    return leftovers
 
 
 def ulimits(limits: SandboxLimits) -> list[Ulimit]:

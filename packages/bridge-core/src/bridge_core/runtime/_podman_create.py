@@ -13,10 +13,10 @@ from pathlib import Path
 
 import podman
 
+from bridge_core._ownership import Owner
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError
 from bridge_core.runtime import _podman_api as api
 from bridge_core.runtime._hardening import container_labels
-from bridge_core.runtime._ownership import Owner
 from bridge_core.runtime._podman_stdio import remote_seccomp
 from bridge_core.runtime._seccomp import SeccompProfile, profile_to_apply
 from bridge_core.runtime._ssh import SshLink

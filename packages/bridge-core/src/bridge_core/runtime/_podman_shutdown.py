@@ -32,7 +32,7 @@ import podman
 
 from bridge_core.runtime import _pidfd
 from bridge_core.runtime import _podman_api as api
-from bridge_core.runtime._ownership import ContainerRecord, select_leftovers
+from bridge_core.runtime._hardening import ContainerRecord, select_leftovers
 
 __all__ = [
     "API_KILLS_AT_ONCE",

@@ -32,6 +32,7 @@ from typing import Any
 import anyio
 from anyio.abc import SocketListener
 
+from bridge_core._ownership import current_owner, dead_owner_dirs, owner_dir_name
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError
 from bridge_core.private_files import private_dir
 from bridge_core.runtime import _oom
@@ -47,15 +48,13 @@ from bridge_core.runtime._docker_cli import (
     lifecycle_violations,
 )
 from bridge_core.runtime._docker_events import DockerEvents
-from bridge_core.runtime._hardening import container_labels, container_name
-from bridge_core.runtime._locality import kernel_problem
-from bridge_core.runtime._ownership import (
+from bridge_core.runtime._hardening import (
     ContainerRecord,
-    current_owner,
-    dead_owner_dirs,
-    owner_dir_name,
+    container_labels,
+    container_name,
     select_leftovers,
 )
+from bridge_core.runtime._locality import kernel_problem
 from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
 from bridge_core.runtime._sandbox import ContainerSandbox
 from bridge_core.runtime._seccomp import (

@@ -21,8 +21,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from bridge_core.runtime._hardening import SANDBOX_USER
-from bridge_core.runtime._ownership import PRODUCT_LABEL_VALUE
+from bridge_core.runtime._hardening import PRODUCT_LABEL_VALUE, SANDBOX_USER
 from bridge_core.runtime.base import PRODUCT_LABEL, SandboxSpec
 
 __all__ = [

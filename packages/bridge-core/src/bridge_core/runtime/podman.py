@@ -38,6 +38,7 @@ import anyio
 import podman
 from anyio.abc import SocketListener
 
+from bridge_core._ownership import current_owner, dead_owner_dirs, owner_dir_name
 from bridge_core.errors import RuntimeUnavailable
 from bridge_core.private_files import private_dir
 from bridge_core.runtime import _oom
@@ -46,7 +47,6 @@ from bridge_core.runtime._attach import AttachedStream
 from bridge_core.runtime._channel import ChannelDir, accept_channel
 from bridge_core.runtime._hardening import container_name
 from bridge_core.runtime._locality import kernel_problem
-from bridge_core.runtime._ownership import current_owner, dead_owner_dirs, owner_dir_name
 from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
 from bridge_core.runtime._podman_connect import can_track_oom, find_engine, seccomp_profile
 from bridge_core.runtime._podman_create import ImageEnvs, create_verified

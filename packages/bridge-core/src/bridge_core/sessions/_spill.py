@@ -2,7 +2,7 @@
 
 An execution's output past the cap streams into a spill file in this bridge's own directory,
 ``<root>/<pid>-<start time>/`` (mode 0700, files 0600). The directory's name is its owner, as a
-container's owner label is (``runtime/_ownership``): every bridge removes, when it starts, the
+container's owner label is (``bridge_core._ownership``): every bridge removes, when it starts, the
 directories of owners that are no longer running, so a SIGKILLed bridge leaves no spill behind.
 
 When the execution ended and its sandbox lives on, the file is made read-only and moved into the
@@ -36,8 +36,8 @@ from typing import BinaryIO
 
 import anyio
 
+from bridge_core._ownership import Owner, current_owner, owner_is_alive, parse_owner
 from bridge_core.private_files import private_dir
-from bridge_core.runtime._ownership import Owner, current_owner, owner_is_alive, parse_owner
 from bridge_core.runtime.base import SharedDir
 
 __all__ = ["BRIDGE_BUDGET", "EXECUTION_LIMIT", "FullOutputs", "SpillFile"]

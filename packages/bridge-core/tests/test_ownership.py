@@ -3,8 +3,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bridge_core.runtime._ownership import (
-    ContainerRecord,
+from bridge_core._ownership import (
     Owner,
     current_owner,
     dead_owner_dirs,
@@ -12,24 +11,13 @@ from bridge_core.runtime._ownership import (
     owner_is_alive,
     parse_owner,
     process_start_time,
-    select_leftovers,
 )
-from bridge_core.runtime.base import OWNER_LABEL, PRODUCT_LABEL
 
 
 def _dead_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     return child.pid
-
-
-def _labels(owner: str | None, product: str | None = "sandbox") -> dict[str, str]:
-    labels = {}
-    if product is not None:
-        labels[PRODUCT_LABEL] = product
-    if owner is not None:
-        labels[OWNER_LABEL] = owner
-    return labels
 
 
 def test_owner_label_round_trips_through_parse() -> None:
@@ -66,25 +54,6 @@ def test_without_proc_a_live_bridge_is_told_from_a_dead_one_by_its_pid(tmp_path:
 def test_a_reused_pid_with_another_start_time_counts_as_dead() -> None:
     me = current_owner()
     assert not owner_is_alive(Owner(me.pid, me.start_time + 1))
-
-
-def test_leftovers_are_only_containers_of_dead_owners() -> None:
-    live = current_owner().label
-    dead = f"{_dead_pid()}:1"
-    records = [
-        ContainerRecord("dead-owner", _labels(dead)),
-        ContainerRecord("live-owner", _labels(live)),
-        ContainerRecord("no-owner-label", _labels(None)),
-        ContainerRecord("garbled-owner", _labels("not-a-pid")),
-        ContainerRecord("not-ours", _labels(dead, product=None)),
-        ContainerRecord("other-product-value", _labels(dead, product="something-else")),
-    ]
-    assert select_leftovers(records) == ["dead-owner"]
-
-
-def test_leftover_selection_uses_the_given_liveness_check() -> None:
-    records = [ContainerRecord("a", _labels("1:1")), ContainerRecord("b", _labels("2:2"))]
-    assert select_leftovers(records, is_alive=lambda owner: owner.pid == 1) == ["b"]
 
 
 def test_only_directories_of_dead_owners_are_selected(tmp_path: Path) -> None:

@@ -1,23 +1,22 @@
-"""Which bridge process owns a container, and which containers are leftovers of dead bridges.
+"""Which bridge process owns something it left on this host, and whether that bridge still runs.
 
-A container's owner is ``<pid>:<start time>`` of the bridge that created it (``OWNER_LABEL``).
-The pid alone is not enough: pids are reused, so a new unrelated process could make a dead
-bridge's containers look owned forever. The start time (field 22 of ``/proc/<pid>/stat``, in
-clock ticks since boot) changes when the pid is reused.
+What a bridge leaves behind is named after its owner, ``<pid>:<start time>`` of the bridge
+process: its containers (the owner label, :mod:`bridge_core.runtime._hardening`), its state
+directories (``sandboxes/<owner>/``, spill directories) and the process groups of its upstream
+servers (:mod:`bridge_core.proxy._leftovers`). The next bridge removes what belongs to owners
+that are gone. The pid alone is not enough: pids are reused, so a new unrelated process could
+make a dead bridge's leftovers look owned forever. The start time (field 22 of
+``/proc/<pid>/stat``, in clock ticks since boot) changes when the pid is reused.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bridge_core.runtime.base import OWNER_LABEL, PRODUCT_LABEL
-
 __all__ = [
-    "PRODUCT_LABEL_VALUE",
-    "ContainerRecord",
     "Owner",
     "current_owner",
     "dead_owner_dirs",
@@ -25,11 +24,7 @@ __all__ = [
     "owner_is_alive",
     "parse_owner",
     "process_start_time",
-    "select_leftovers",
 ]
-
-PRODUCT_LABEL_VALUE = "sandbox"
-"""Value of :data:`~bridge_core.runtime.base.PRODUCT_LABEL` on every sandbox container."""
 
 # /proc/<pid>/stat: "pid (comm) state ppid ...": comm may hold spaces and parentheses, so fields
 # are counted after the LAST ")". starttime is field 22 overall, i.e. index 19 after comm.
@@ -45,16 +40,8 @@ class Owner:
 
     @property
     def label(self) -> str:
-        """The value stored in ``OWNER_LABEL``."""
+        """How it is written: ``<pid>:<start time>`` (the containers' ``OWNER_LABEL``)."""
         return f"{self.pid}:{self.start_time}"
-
-
-@dataclass(frozen=True, slots=True)
-class ContainerRecord:
-    """What leftover selection needs to know about one container."""
-
-    name: str
-    labels: Mapping[str, str]
 
 
 def process_start_time(pid: int, *, proc: str = "/proc") -> int | None:
@@ -82,7 +69,7 @@ def current_owner() -> Owner:
 
 
 def parse_owner(value: str | None) -> Owner | None:
-    """Parse an ``OWNER_LABEL`` value; None when it is absent or malformed."""
+    """Parse an owner as :attr:`Owner.label` writes it; None when it is absent or malformed."""
     if not value:
         return None
     pid_text, sep, start_text = value.partition(":")
@@ -112,26 +99,6 @@ def _pid_exists(pid: int) -> bool:
     except PermissionError:
         return True  # another user's process: it exists
     return True
-
-
-def select_leftovers(
-    containers: Iterable[ContainerRecord],
-    *,
-    is_alive: Callable[[Owner], bool] = owner_is_alive,
-) -> list[str]:
-    """Names of our containers whose owner bridge is gone.
-
-    Containers without our product label, or with a missing or malformed owner label, are never
-    selected: removing a container we cannot attribute could kill another bridge's live session.
-    """
-    leftovers = []
-    for record in containers:
-        if record.labels.get(PRODUCT_LABEL) != PRODUCT_LABEL_VALUE:
-            continue
-        owner = parse_owner(record.labels.get(OWNER_LABEL))
-        if owner is not None and not is_alive(owner):
-            leftovers.append(record.name)
-    return leftovers
 
 
 def owner_dir_name(owner: Owner) -> str:
