@@ -267,6 +267,8 @@ async def test_a_relayed_form_with_a_field_that_looks_like_the_approval_forms_is
         "\uff41\uff4c\uff4c\uff4f\uff57_for_session",
         "allow_for_sessio\u0301n",
         "Allow-For-Session",
+        "AIlow_for_session",  # capital I for l
+        "allow_for_sessi0n",  # zero for o
     )
     schemas = [{"type": "object", "properties": {name: {"type": "boolean"}}} for name in names]
     schemas.append(
@@ -628,3 +630,18 @@ async def test_a_form_with_more_fields_than_a_user_can_read_is_refused() -> None
         answer, link = await _elicit(relay, form)
         assert (link.elicited != []) is relayed, count
         assert isinstance(answer, types.ErrorData) is not relayed
+
+
+async def test_the_approval_field_is_found_as_deep_as_the_form_is_relayed() -> None:
+    # The escaper relays fields nested up to MAX_SCHEMA_DEPTH properties deep; the field check
+    # looked only half as deep, so a copy of the approval field nested 33-64 deep was relayed.
+    relay = ClientRelay("srv", Redactor(), request_timeout=5)
+    for levels in (1, MAX_SCHEMA_DEPTH // 2 + 1, MAX_SCHEMA_DEPTH - 1):
+        field: dict[str, object] = {"type": "boolean", "title": "Allow for this session"}
+        for _ in range(levels):
+            field = {"type": "object", "properties": {"inner": field}}
+        schema = {"type": "object", "properties": {"outer": field}}
+        form = types.ElicitRequestFormParams(message="approve?", requested_schema=schema)
+        answer, link = await _elicit(relay, form)
+        assert isinstance(answer, types.ErrorData), levels
+        assert link.elicited == [], levels

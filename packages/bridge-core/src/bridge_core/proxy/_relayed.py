@@ -72,13 +72,18 @@ def relayed_text(text: str) -> str:
     return shown
 
 
+_ASCII_ALIKE = str.maketrans("i10", "llo")
+"""ASCII letters and digits a reader takes for one another in a dialog's font (``AIlow``,
+``sessi0n``), folded alike on both sides of the comparison."""
+
+
 def _plain(text: str) -> str:
     """``text`` as a reader compares it: compatibility forms folded (fullwidth letters are
     letters), case folded, only letters and digits kept (separators, zero-width and joiners
-    dropped)."""
+    dropped), ASCII look-alikes folded (:data:`_ASCII_ALIKE`)."""
     return "".join(
         char for char in unicodedata.normalize("NFKC", text).casefold() if char.isalnum()
-    )
+    ).translate(_ASCII_ALIKE)
 
 
 def _looks_like(text: str, ours: str) -> bool:
@@ -94,8 +99,11 @@ def _looks_like(text: str, ours: str) -> bool:
 def borrowed_field(schema: Any, depth: int = 0) -> str | None:
     """The approval form's field, if a relayed form reuses its name or its title, spelled
     alike or looking alike: as a field's name or title at any depth of the schema, or as an
-    option a client shows (a ``oneOf`` option's title, an ``enum`` value or ``enumNames``)."""
-    if depth > MAX_SCHEMA_DEPTH:
+    option a client shows (a ``oneOf`` option's title, an ``enum`` value or ``enumNames``).
+
+    Walked as deep as :func:`escaped_schema` relays anything: it counts a nested property as one
+    level, this walk as two (the ``properties`` object, then the field)."""
+    if depth > 2 * MAX_SCHEMA_DEPTH + 2:
         return None
     if isinstance(schema, list):
         for item in schema:
