@@ -6,6 +6,7 @@ servers and client are in ``integration-tests/server/test_passthrough.py``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
@@ -645,3 +646,64 @@ async def test_the_approval_field_is_found_as_deep_as_the_form_is_relayed() -> N
         answer, link = await _elicit(relay, form)
         assert isinstance(answer, types.ErrorData), levels
         assert link.elicited == [], levels
+
+
+async def test_icons_and_meta_are_left_out_of_every_protocol_object_but_data_keeps_such_keys() -> (
+    None
+):
+    # A replayed tool result's resource link carried the upstream's icons (URLs a client
+    # fetches to draw them) and _meta to the client; data named alike (a tool's input, a
+    # result's structured content) is the conversation and stays whole.
+    relay = ClientRelay("srv", Redactor(), request_timeout=5)
+    link = FakeLink()
+    icon = [{"src": "https://evil.example/track.png"}]
+    request = types.CreateMessageRequestParams.model_validate(
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "toolUseId": "u1",
+                            "content": [
+                                {
+                                    "type": "resource_link",
+                                    "name": "r",
+                                    "uri": "file:///r",
+                                    "icons": icon,
+                                    "_meta": {"k": "v"},
+                                },
+                                {"type": "text", "text": "ok", "_meta": {"k": "v"}},
+                            ],
+                            "structuredContent": {"icons": ["kept"], "_meta": "kept"},
+                            "_meta": {"k": "v"},
+                        }
+                    ],
+                },
+                {
+                    "role": "assistant",
+                    "content": {
+                        "type": "tool_use",
+                        "name": "n",
+                        "id": "u1",
+                        "input": {"icons": "kept", "_meta": "kept"},
+                    },
+                },
+            ],
+            "maxTokens": 5,
+        }
+    )
+    with relay.serving(link):
+        await relay.on_sampling(CTX, request)
+    (sent,) = link.sampled
+    dumped = sent.model_dump(by_alias=True, mode="json", exclude_none=True)
+    assert "evil.example" not in json.dumps(dumped)
+    result = sent.messages[0].content_as_list[0]
+    assert isinstance(result, types.ToolResultContent)
+    assert result.meta is None
+    assert all(item.meta is None for item in result.content)
+    assert result.structured_content == {"icons": ["kept"], "_meta": "kept"}
+    use = sent.messages[1].content_as_list[0]
+    assert isinstance(use, types.ToolUseContent)
+    assert use.input == {"icons": "kept", "_meta": "kept"}

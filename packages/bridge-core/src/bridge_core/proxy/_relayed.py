@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import mcp_types as types
+from pydantic import BaseModel
 
 from bridge_core._shown import visible
 from bridge_core.approval import SESSION_FIELD, SESSION_TITLE
@@ -196,14 +197,37 @@ def _escaped_json(value: Any, depth: int = 0) -> Any:
 
 def escaped_request(params: Any) -> Any:
     """``params`` with every string left (see :func:`_escaped_json`) escaped, without the
-    upstream's ``_meta``: its progress token and reserved keys mean nothing to the client, and
-    the client's session supplies its own. Raises :class:`TooDeep`."""
+    upstream's ``_meta`` and icons at any depth (its tools', its replayed tool results' and
+    resource links'). Raises :class:`TooDeep`."""
     try:
-        dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        dumped = _unadorned(params).model_dump(by_alias=True, mode="json", exclude_none=True)
     except ValueError as exc:  # pydantic's own bound on nesting
         raise TooDeep from exc
-    dumped.pop("_meta", None)
     return type(params).model_validate(_escaped_json(dumped))
+
+
+_NOT_RELAYED = ("meta", "icons")
+"""Protocol fields left out of every object of a relayed request: metadata means nothing to
+the client (its session supplies its own), and icons are URLs a client fetches to draw them
+(the upstream would learn who looked, and when)."""
+
+
+def _unadorned(model: Any, depth: int = 0) -> Any:
+    """``model`` with the :data:`_NOT_RELAYED` fields of it and of every protocol object in it
+    unset. Only protocol objects: data they carry (a schema, a tool's input, structured
+    content) keeps keys of those names."""
+    if depth > MAX_RELAYED_DEPTH:
+        raise TooDeep
+    if isinstance(model, list):
+        return [_unadorned(item, depth + 1) for item in model]
+    if not isinstance(model, BaseModel):
+        return model
+    update = {
+        name: None if name in _NOT_RELAYED else _unadorned(getattr(model, name), depth + 1)
+        for name in type(model).model_fields
+        if getattr(model, name) is not None
+    }
+    return model.model_copy(update=update)
 
 
 TOO_DEEP = types.ErrorData(
@@ -293,8 +317,6 @@ def escaped_tool(tool: types.Tool) -> types.Tool:
     update: dict[str, Any] = {
         "name": visible(tool.name),
         "input_schema": escaped_schema(tool.input_schema),
-        # An upstream's image (or a page it loads) has no place in a dialog about the bridge.
-        "icons": None,
     }
     if tool.title is not None:
         update["title"] = visible(tool.title)
