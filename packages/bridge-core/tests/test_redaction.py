@@ -112,6 +112,8 @@ def test_http_url_tokens_in_path_query_and_userinfo_are_secrets() -> None:
         ("https://mcp.example.com/mcp?next=%2Fapp%3Bsid%3Dnestedword", "nestedword"),
         ("https://mcp.example.com/app\uff1bjsessionid\uff1dwideword/mcp", "wideword"),
         ("mcp.example.com/app;jsessionid=noschemeword", "noschemeword"),
+        ("mcp.example.com/app%3Bjsessionid%3Dnoschemeencoded", "noschemeencoded"),
+        ("mcp.example.com/app%253Bsid%253Dnoschemetwice", "noschemetwice"),
         ("https:\\\\mcp.example.com/app;token=backslashword", "backslashword"),
         ("https://mcp.example.com/app%253Bjsessionid%253Dtwiceword/mcp", "twiceword"),
         ("https://mcp.example.com/app;JSESSIONID\uff1dwideequalsword/mcp", "wideequalsword"),

@@ -216,7 +216,8 @@ def _collect(value: str, found: set[str], *, marked: bool) -> bool:
             held |= _collect(word, found, marked=marked and index == len(words) - 1)
     else:
         held = marked or not _harmless(value)
-        normal = unicodedata.normalize("NFKC", value)
+        # Percent-encoded once or twice (``host/app%3Bjsessionid%3D<token>``), as in a URL.
+        normal = unicodedata.normalize("NFKC", unquote(unquote(value)))
         if not held and (_SEPARATORS.search(normal) or "=" in normal):
             # ``host/app;jsessionid=<token>`` without a scheme, a query value holding
             # ``;token=...``, a fullwidth semicolon (U+FF1B): the separators made the word
