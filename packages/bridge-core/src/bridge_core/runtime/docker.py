@@ -30,13 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import SocketListener
 
 from bridge_core._ownership import current_owner, dead_owner_dirs, owner_dir_name
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError
 from bridge_core.private_files import private_dir
 from bridge_core.runtime import _oom
-from bridge_core.runtime._channel import ChannelDir, accept_channel
+from bridge_core.runtime._channel import ChannelDir, Watch, start_on_channel
 from bridge_core.runtime._docker_cli import (
     COMMAND_TIMEOUT,
     CommandRefused,
@@ -203,34 +202,25 @@ class DockerBackend:
         """Create, verify and start the container, then accept its channel connection."""
         name = container_name(spec.name)
         self._events.follow(name)
-        channel = await anyio.to_thread.run_sync(ChannelDir.create, self._sandboxes, name)
-        listener: SocketListener | None = None
-        try:
-            if spec.preimport:
-                await anyio.to_thread.run_sync(channel.write_preimport, spec.preimport)
-            listener = await channel.listen()
+        channel = ChannelDir.create(self._sandboxes, name)
+
+        async def launch() -> Watch:
             await self._create_verify_start(spec, name, channel.path)
-            stream = await accept_channel(
-                listener,
-                exited=partial(self._death, name, spec.limits.memory_bytes),
-                check_peer=partial(self._check_peer, name),
-                what=f"sandbox container {name}",
-                connect_timeout=spec.connect_timeout,
-            )
-        except BaseException:
-            # Shielded (a cancelled caller must still not leak the container) but bounded.
-            with anyio.CancelScope(shield=True):
-                with anyio.move_on_after(CLEANUP_TIMEOUT):
-                    if listener is not None:
-                        await listener.aclose()
-                    await self._remove(name)
-                await self._forget(name)
-            raise
-        await listener.aclose()
-        channel.unlink_socket()
+            memory_limit = spec.limits.memory_bytes
+            return partial(self._death, name, memory_limit), partial(self._check_peer, name)
+
+        what = f"sandbox container {name}"
+        undo = partial(self._undo_start, name)
+        stream = await start_on_channel(channel, spec, what, launch, undo)
         sandbox = ContainerSandbox(name=name, stream=stream, spec=spec, channel=channel)
         self._live[name] = sandbox
         return sandbox
+
+    async def _undo_start(self, name: str) -> None:
+        """Remove what a failed or cancelled start left (run shielded), bounded."""
+        with anyio.move_on_after(CLEANUP_TIMEOUT):
+            await self._remove(name)
+        await self._forget(name)
 
     async def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
         ours = profile_to_apply(spec.security_opt, self.seccomp, self.seccomp_problem)

@@ -19,12 +19,13 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import anyio
-from anyio.abc import ByteStream, Process, SocketListener
+from anyio.abc import ByteStream, Process
 
-from bridge_core.runtime._channel import ChannelDir, accept_channel
+from bridge_core.runtime._channel import ChannelDir, Watch, start_on_channel
 from bridge_core.runtime._hardening import container_name
 from bridge_core.runtime._peer import PeerCredentials, process_peer_problem
 from bridge_core.runtime.base import RuntimeInfo, Sandbox, SandboxExit, SandboxSpec, SharedDir
@@ -76,35 +77,24 @@ class LocalBackend:
         """Spawn the sandbox client and accept its channel connection. ``spec.image`` is unused."""
         name = container_name(spec.name)
         channel = ChannelDir.create(self._sandboxes, name, shared=False)
-        listener: SocketListener | None = None
-        process: Process | None = None
-        try:
-            channel.write_preimport(spec.preimport)
-            listener = await channel.listen()
+        spawned: list[Process] = []
+
+        async def launch() -> Watch:
             process = await self._spawn(channel)
-            child = process.pid
+            spawned.append(process)
 
             async def check_peer(peer: PeerCredentials) -> str | None:
-                return process_peer_problem(peer, child)
+                return process_peer_problem(peer, process.pid)
 
-            stream = await accept_channel(
-                listener,
-                exited=lambda: _death(process),
-                check_peer=check_peer,
-                what=f"local sandbox {name}",
-                connect_timeout=spec.connect_timeout,
-            )
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                if listener is not None:
-                    await listener.aclose()
-                if process is not None:
-                    await _kill_group(process)
-                channel.remove()
-            raise
-        await listener.aclose()
-        channel.unlink_socket()
-        sandbox = LocalSandbox(name, stream, spec, process, channel)
+            return partial(_death, process), check_peer
+
+        async def undo() -> None:
+            for process in spawned:
+                await _kill_group(process)
+            channel.remove()
+
+        stream = await start_on_channel(channel, spec, f"local sandbox {name}", launch, undo)
+        sandbox = LocalSandbox(name, stream, spec, spawned[0], channel)
         self._running[name] = sandbox
         return sandbox
 

@@ -36,7 +36,6 @@ from typing import Any, Literal
 
 import anyio
 import podman
-from anyio.abc import SocketListener
 
 from bridge_core._ownership import current_owner, dead_owner_dirs, owner_dir_name
 from bridge_core.errors import RuntimeUnavailable
@@ -44,7 +43,7 @@ from bridge_core.private_files import private_dir
 from bridge_core.runtime import _oom
 from bridge_core.runtime import _podman_api as api
 from bridge_core.runtime._attach import AttachedStream
-from bridge_core.runtime._channel import ChannelDir, accept_channel
+from bridge_core.runtime._channel import ChannelDir, Watch, start_on_channel
 from bridge_core.runtime._hardening import container_name
 from bridge_core.runtime._locality import kernel_problem
 from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
@@ -232,23 +231,17 @@ class PodmanBackend:
         name = container_name(spec.name)
         self._events.follow(name)
         channel = ChannelDir.create(self._sandboxes, name)
-        listener: SocketListener | None = None
-        try:
-            channel.write_preimport(spec.preimport)
-            listener = await channel.listen()
+
+        async def launch() -> Watch:
             await _run(self._create_verify_start, spec, name, channel.path)
-            stream = await accept_channel(
-                listener,
-                exited=partial(self._death_while_starting, name, spec.limits.memory_bytes),
-                check_peer=partial(self._check_peer, name),
-                what=f"sandbox container {name}",
-                connect_timeout=spec.connect_timeout,
+            memory_limit = spec.limits.memory_bytes
+            return partial(self._death_while_starting, name, memory_limit), partial(
+                self._check_peer, name
             )
-        except BaseException:
-            await self._undo_start(name, listener)
-            raise
-        await listener.aclose()
-        channel.unlink_socket()
+
+        what = f"sandbox container {name}"
+        undo = partial(self._undo_start, name)
+        stream = await start_on_channel(channel, spec, what, launch, undo)
         sandbox = ContainerSandbox(name=name, stream=stream, spec=spec, channel=channel)
         self._live[name] = sandbox
         return sandbox
@@ -290,7 +283,7 @@ class PodmanBackend:
         if self._link is None:  # a pid on another machine is not ours to open
             await anyio.to_thread.run_sync(self._hold_init, name)
 
-    async def _undo_start(self, name: str, channel: SocketListener | AttachedStream | None) -> None:
+    async def _undo_start(self, name: str, channel: AttachedStream | None = None) -> None:
         """Remove what a failed or cancelled start left: shielded (a cancelled caller must still
         not leak the container) but bounded."""
         with anyio.CancelScope(shield=True):
