@@ -41,9 +41,10 @@ _ONE_UNIT = ("integration-tests/packaging/",)
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With ``--dist loadfile``: xdist's per-file scheduling, with each of :data:`_ONE_UNIT` as
-    one unit of work."""
-    if config.getvalue("dist") != "loadfile":
+    """xdist's per-file scheduling, with each of :data:`_ONE_UNIT` as one unit of work, for
+    every load-balancing mode (a plain ``-n 2`` means ``--dist load``, which spread the tests
+    of one file over both workers: the suite's files are not written for that)."""
+    if config.getvalue("dist") not in ("load", "loadfile", "loadgroup"):
         return None
     from xdist.scheduler import LoadFileScheduling  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
