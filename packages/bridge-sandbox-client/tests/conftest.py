@@ -439,9 +439,12 @@ class SnapshotHost:
         self.taker = SnapshotTaker(self.frames.put, lambda line: None, copies=copies)
 
     def snapshot(self, namespace: dict[str, Any]) -> tuple[list[Any], bool]:
-        """Take one; return its frames and whether ``take`` returned with all of them sent."""
+        """Take one; return its frames and whether ``take`` sent them all itself (with no saving
+        child: a child's frames can all be there too when ``take`` returns, when this thread was
+        descheduled longer than the child and its forwarder took, as on a loaded machine)."""
         self.taker.take(namespace, lambda name, value: False)
-        at_once = not self.frames.empty() and self._ends()
+        forked = self.taker._forwarder is not None  # started only for a saving child
+        at_once = not forked and not self.frames.empty() and self._ends()
         frames = []
         while True:
             frame = self.frames.get(timeout=WAIT)
