@@ -458,7 +458,7 @@ class SnapshotHost:
 
 @pytest.fixture
 def tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(_tmpfiles, "TMP", tmp_path)
+    monkeypatch.setattr(_tmpfiles, "TMP", str(tmp_path))
     return tmp_path
 
 

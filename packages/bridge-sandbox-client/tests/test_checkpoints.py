@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bridge_sandbox_client._calls import PendingCall
 from bridge_sandbox_client._checkpoints import Checkpoints
+from bridge_sandbox_client._pending import PendingCall
 from bridge_sandbox_client._restoring import restore_state
 from bridge_sandbox_client._snapshot import inline_state
 from bridge_sandbox_client._tmpfiles import SmallTar

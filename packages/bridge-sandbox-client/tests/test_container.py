@@ -100,3 +100,35 @@ def test_interrupt_and_images_work_in_the_container(container_host: Any) -> None
     assert run.stderr == ""
     assert all(d.data.startswith(b"\x89PNG") for d in run.displays)
     assert len(run.displays) == (2 if run.result.value == "True" else 1)
+
+
+def test_a_durable_sandbox_loads_the_modules_of_its_saves_only_as_they_need_them(
+    container_host: Any,
+) -> None:
+    # The idle session bench/density.py counts: restored empty, one cell, its state saved inline
+    # with nothing of its own in /tmp. tarfile comes with the first /tmp to save, hashlib with
+    # the first state a forked child saves (docs/decisions/0109).
+    from bridge_protocol import Restore, Restored, Snapshot
+
+    host = container_host
+    probe = (
+        "import sys\n"
+        "[m for m in ('argparse', 'concurrent', 'hashlib', 'tarfile', 'shutil', 'pathlib')"
+        " if m in sys.modules]"
+    )
+
+    def saved(code: str) -> Any:
+        run = host.execute(code)
+        assert run.result.status == "ok", run.result.error
+        snapshot = host.wait_for(Snapshot)
+        while not snapshot.last:
+            snapshot = host.wait_for(Snapshot)
+        assert snapshot.error == ""
+        return host.execute(probe).result.value
+
+    host.send(Restore("r1", last=True))
+    assert host.wait_for(Restored).error == ""
+    assert saved("x = 1") == "[]"
+    assert saved("open('/tmp/note.txt', 'w').write('kept')") == "['tarfile', 'shutil']"
+    large = "blob = b'x' * (1024 * 1024)"  # past the inline limit: a forked child saves it
+    assert saved(large) == "['hashlib', 'tarfile', 'shutil']"

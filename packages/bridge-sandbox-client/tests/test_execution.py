@@ -79,6 +79,22 @@ def test_code_that_never_touches_asyncio_leaves_it_unimported(host: Any) -> None
     assert host.execute(loaded).result.value == "(True, True)"
 
 
+def test_an_idle_client_leaves_its_parser_the_call_futures_and_the_save_modules_unimported(
+    host: Any,
+) -> None:
+    # argparse (~0.6 MiB), concurrent.futures (with logging, ~0.9), hashlib and tarfile (~1.6,
+    # the saving child's) are each loaded by what first needs them (bench/density.py measures it).
+    loaded = (
+        "import sys\n"
+        "[m for m in ('argparse', 'concurrent', 'hashlib', 'tarfile') if m in sys.modules]"
+    )
+    assert host.execute("x = 1").result.status == "ok"
+    assert host.execute(loaded).result.value == "[]"
+    # A blocking call, which (unlike an awaited one) loads no asyncio to bring it along.
+    assert host.execute("mcp_servers['media'].nothing.sync()").result.status == "ok"
+    assert host.execute(loaded).result.value == "['concurrent']"
+
+
 def test_a_loop_plain_code_gets_in_its_first_asyncio_cell_is_the_one_later_awaits_run_on(
     host: Any,
 ) -> None:
@@ -117,6 +133,33 @@ def test_a_cell_whose_loop_cannot_be_made_fails_and_the_sandbox_goes_on(host: An
     assert failed.result.status == "error"
     assert host.execute("for fd in held:\n    os.close(fd)\nkept").result.value == "'state'"
     assert host.execute("import asyncio\nawait asyncio.sleep(0, 'back')").result.value == "'back'"
+
+
+def test_a_first_call_whose_futures_cannot_be_imported_fails_and_the_sandbox_goes_on(
+    host: Any,
+) -> None:
+    # concurrent.futures is imported by the first call, in the thread of the code making it:
+    # with no file descriptor left that fails, as that call's error, and the next call imports it.
+    exhausted = host.execute(
+        "import os, resource\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+        "held = []\n"
+        "try:\n"
+        "    while True:\n"
+        "        held.append(os.open(os.devnull, os.O_RDONLY))\n"
+        "except OSError:\n"
+        "    pass\n"
+        "kept = 'state'"
+    )
+    assert exhausted.result.status == "ok", exhausted.result.error
+    failed = host.execute("mcp_servers['github'].list_issues.sync()")
+    assert failed.result.status == "error"
+    assert failed.result.error is not None
+    assert failed.result.error.type in ("OSError", "ImportError")
+    assert host.execute("for fd in held:\n    os.close(fd)\nkept").result.value == "'state'"
+    back = host.execute("mcp_servers['github'].list_issues.sync()")
+    assert back.result.value == "[{'title': 'bug'}, {'title': 'crash'}]", back.result.error
 
 
 def test_plain_code_after_asyncio_was_imported_finds_the_persistent_loop(host: Any) -> None:

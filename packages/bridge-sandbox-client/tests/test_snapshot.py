@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from bridge_protocol import UNCHANGED_SNAPSHOT_PREFIX, Snapshot
-from bridge_sandbox_client import _tmpfiles
+from bridge_sandbox_client import _saving_child, _tmpfiles
 from bridge_sandbox_client._preimport import (
     MAX_HINT_BYTES,
     MAX_HINT_MODULES,
@@ -117,7 +117,7 @@ def _tree(root: Path) -> None:
 
 def _tarfile_bytes() -> bytes:
     out = io.BytesIO()
-    _tmpfiles.write_tar(out)
+    _saving_child.write_tar(out)
     return out.getvalue()
 
 
@@ -137,6 +137,12 @@ def test_the_inline_tar_is_byte_for_byte_what_tarfile_writes(tmp: Path) -> None:
         names = tar.getnames()
     assert ".matplotlib" not in names
     assert "d/moved.txt" in names
+
+
+def test_the_inline_tar_of_a_tmp_with_nothing_to_save_is_what_tarfile_writes(tmp: Path) -> None:
+    # Written without tarfile, which a sandbox then never loads (see _tmpfiles).
+    (tmp / ".matplotlib").mkdir()  # the image's cache: left out
+    assert _tmpfiles.SmallTar().tar(INLINE_LIMIT) == _tmpfiles.EMPTY_TAR == _tarfile_bytes()
 
 
 def test_the_inline_tar_refuses_a_large_tmp_before_reading_it(tmp: Path) -> None:

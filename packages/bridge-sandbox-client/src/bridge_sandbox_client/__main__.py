@@ -15,13 +15,12 @@ container (started with auto-removal) then disappears without the bridge's help.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import traceback
 from collections.abc import Sequence
 from functools import partial
-from typing import NoReturn
+from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 from bridge_protocol import ProtocolError
 from bridge_protocol.paths import PREIMPORT_FILE_NAME, SANDBOX_CHANNEL_SOCKET
@@ -32,6 +31,9 @@ from bridge_sandbox_client._client import SandboxClient
 from bridge_sandbox_client._display import configure_matplotlib
 from bridge_sandbox_client._preimport import EarlyImports
 from bridge_sandbox_client._stdio import StdioPipes
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["EXIT_CHANNEL_FAILED", "EXIT_REFUSED", "main"]
 
@@ -45,7 +47,32 @@ CONNECT_TIMEOUT = 30.0
 when the container starts, so only a broken host takes this long."""
 
 
+class _Arguments(NamedTuple):
+    socket: str
+    stdio: bool
+
+
+def _arguments(argv: Sequence[str] | None) -> _Arguments:
+    """The command line, read by :mod:`argparse` unless it is one of the forms the runtimes pass.
+
+    Those (no argument, ``--stdio``, ``--socket PATH``) mean what argparse would make of them;
+    anything else (``--help``, ``--version``, a mistake) goes to argparse. So a sandbox never
+    imports it (~0.4 MiB of every idle sandbox's memory, see ``bench/density.py``).
+    """
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args:
+        return _Arguments(SANDBOX_CHANNEL_SOCKET, stdio=False)
+    if args == ["--stdio"]:
+        return _Arguments(SANDBOX_CHANNEL_SOCKET, stdio=True)
+    if len(args) == 2 and args[0] == "--socket" and args[1] and not args[1].startswith("-"):
+        return _Arguments(args[1], stdio=False)
+    parsed = _parser().parse_args(args)
+    return _Arguments(parsed.socket, stdio=parsed.stdio)
+
+
 def _parser() -> argparse.ArgumentParser:
+    import argparse  # only for a command line the runtimes never pass: see _arguments
+
     parser = argparse.ArgumentParser(
         prog="bridge-sandbox",
         description="Run user code for the MCP code-execution bridge, over a unix socket "
@@ -77,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     Never returns: the process ends with ``os._exit`` so threads left running by user code cannot
     keep the sandbox alive after the host said goodbye.
     """
-    args = _parser().parse_args(argv)
+    args = _arguments(argv)
     # Modules the host named for the state this sandbox will restore: imported while it connects
     # and the state arrives (a thread; the client waits for it before it runs anything).
     # Signals stay with the main thread; matplotlib must find its backend set when it loads.

@@ -1,6 +1,7 @@
 """Calls and requests in flight to the host, multiplexed by call id.
 
-Every call is a :class:`concurrent.futures.Future` completed by the thread reading the channel.
+Every call is a :class:`concurrent.futures.Future` (:class:`~._pending.PendingCall`, imported
+with the first call) completed by the thread reading the channel.
 Async callers await it through :func:`asyncio.wrap_future` on whatever loop they run on (ours, or
 one user code made with ``asyncio.run``); sync callers block on it. Cancelling the future (task
 cancellation, ``asyncio.wait_for`` timeout, interrupt) sends ``CancelCall`` exactly once.
@@ -8,30 +9,23 @@ cancellation, ``asyncio.wait_for`` timeout, interrupt) sends ``CancelCall`` exac
 
 from __future__ import annotations
 
-import concurrent.futures
 import itertools
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge_protocol import Call, CancelCall, Message, Reply, Request
 
 from bridge_sandbox_client._channel import signals_deferred
 from bridge_sandbox_client.errors import BridgeDisconnected, ToolCancelled, error_from_fault
 
-__all__ = ["CallRegistry", "PendingCall"]
+if TYPE_CHECKING:
+    from bridge_sandbox_client._pending import PendingCall
+
+__all__ = ["CallRegistry"]
 
 Send = Callable[[Message], None]
-
-
-class PendingCall(concurrent.futures.Future[Any]):
-    """A call or request in flight; knows its target for error messages."""
-
-    def __init__(self, server: str | None, tool: str | None) -> None:
-        super().__init__()
-        self.server = server
-        self.tool = tool
 
 
 class CallRegistry:
@@ -75,13 +69,12 @@ class CallRegistry:
             for call_id, _ in ended:
                 del self._pending[call_id]
         for call_id, future in ended:
-            self._fail(
-                future,
-                ToolCancelled(
+            future.settle(
+                error=ToolCancelled(
                     "the execution that made this call ended before the answer came",
                     server=future.server,
                     tool=future.tool,
-                ),
+                )
             )
             self._send_cancel(call_id)
 
@@ -109,6 +102,11 @@ class CallRegistry:
     def _start(
         self, build: Callable[[int, str], Message], *, server: str | None, tool: str | None
     ) -> PendingCall:
+        # Here, in the thread of the code making its first call: an import that fails (no file
+        # descriptor left) is that call's error. Every future the registry holds was made here,
+        # so the reader thread never imports it.
+        from bridge_sandbox_client._pending import PendingCall
+
         future = PendingCall(server, tool)
         call_id = next(self._ids)
         with self._lock:
@@ -126,7 +124,7 @@ class CallRegistry:
                 )
             self._pending[call_id] = (future, execution_id)
         message = build(call_id, execution_id)
-        future.add_done_callback(lambda f: self._on_done(call_id, f))
+        future.add_done_callback(lambda _: self._on_done(call_id, future))
         try:
             self._send(message)
         except BaseException:
@@ -147,15 +145,7 @@ class CallRegistry:
     @staticmethod
     def wait_sync(future: PendingCall) -> Any:
         """Block until the call completes; an interrupt (KeyboardInterrupt) abandons it."""
-        try:
-            return future.result()
-        except concurrent.futures.CancelledError:
-            raise ToolCancelled(
-                "the call was cancelled", server=future.server, tool=future.tool
-            ) from None
-        except BaseException:
-            future.cancel()
-            raise
+        return future.wait_sync()
 
     # --- reader thread side --------------------------------------------------------------------
 
@@ -167,18 +157,11 @@ class CallRegistry:
             return
         future, _ = entry
         if reply.fault is not None:
-            outcome: BaseException | None = error_from_fault(
-                reply.fault, server=future.server, tool=future.tool
+            future.settle(
+                error=error_from_fault(reply.fault, server=future.server, tool=future.tool)
             )
         else:
-            outcome = None
-        try:
-            if outcome is not None:
-                future.set_exception(outcome)
-            else:
-                future.set_result(reply.value)
-        except concurrent.futures.InvalidStateError:
-            pass  # cancelled concurrently by its caller
+            future.settle(reply.value)
 
     def abandon(self, execution_id: str) -> None:
         """Cancel every call of ``execution_id`` still in flight (each sends ``CancelCall``)."""
@@ -194,14 +177,7 @@ class CallRegistry:
             entries = list(self._pending.values())
             self._pending.clear()
         for future, _ in entries:
-            self._fail(future, BridgeDisconnected(reason, server=future.server, tool=future.tool))
-
-    @staticmethod
-    def _fail(future: PendingCall, error: BaseException) -> None:
-        try:
-            future.set_exception(error)
-        except concurrent.futures.InvalidStateError:
-            pass  # cancelled concurrently by its caller
+            future.settle(error=BridgeDisconnected(reason, server=future.server, tool=future.tool))
 
     def _send_cancel(self, call_id: int) -> None:
         try:
@@ -209,7 +185,7 @@ class CallRegistry:
         except (OSError, ValueError):
             pass  # channel closed: nothing left to cancel
 
-    def _on_done(self, call_id: int, future: concurrent.futures.Future[Any]) -> None:
+    def _on_done(self, call_id: int, future: PendingCall) -> None:
         if not future.cancelled():
             return
         # An interrupt repeats until the code stops: one landing between taking the call out

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge_protocol import ErrorCode
 
-from bridge_sandbox_client._calls import CallRegistry, PendingCall
+from bridge_sandbox_client._calls import CallRegistry
 from bridge_sandbox_client._runtime import AwaitableList
 from bridge_sandbox_client.errors import InvalidArguments, ToolError
+
+if TYPE_CHECKING:
+    from bridge_sandbox_client._pending import PendingCall
 
 __all__ = ["AwaitableDict", "Checkpoints"]
 

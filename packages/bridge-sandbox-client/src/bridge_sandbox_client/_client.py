@@ -17,7 +17,7 @@ import threading
 import traceback
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge_protocol import (
     CHECKPOINT_RESTORE_PREFIX,
@@ -37,7 +37,7 @@ from bridge_protocol import (
 )
 from bridge_protocol.hints import HEAD_SIZE
 
-from bridge_sandbox_client._calls import CallRegistry, PendingCall
+from bridge_sandbox_client._calls import CallRegistry
 from bridge_sandbox_client._capture import OutputCapture
 from bridge_sandbox_client._channel import (
     Channel,
@@ -58,6 +58,9 @@ from bridge_sandbox_client._runtime import Runtime, build_runtime_module
 from bridge_sandbox_client._snapshot import SnapshotTaker, is_bridge_object
 from bridge_sandbox_client._workflows import Workflows
 from bridge_sandbox_client.errors import PolicyDenied, ToolError
+
+if TYPE_CHECKING:
+    from bridge_sandbox_client._pending import PendingCall
 
 __all__ = ["SandboxClient"]
 

@@ -3,15 +3,18 @@
 A state is all or nothing: on any error the namespace is left exactly as it was and the reason
 is returned (the host then deletes the state and the session starts fresh). Formats 1 to 3 load
 (see ``_snapshot`` and ``_pickling`` for how they are made).
+
+A new session's state is empty: its sandbox loads nothing, and never imports :mod:`tarfile` and
+:mod:`shutil` (~0.9 MiB with the ``bz2`` and ``lzma`` shutil imports), which only a state that
+holds something needs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import pickle
-import shutil
-import tarfile
 from collections.abc import Callable
 from typing import Any
 
@@ -58,6 +61,13 @@ def restore_state(
     """
     if not data:
         return "" if keep is None else "it is empty"
+    try:
+        # Here, in the thread loading: an import that fails (no file descriptor left) refuses
+        # this state, with nothing changed, as any state that cannot load.
+        import shutil
+        import tarfile
+    except Exception as exc:
+        return f"it could not be loaded ({type(exc).__name__}: {str(exc)[:300]})"
     at = _pickle_start(data)
     if isinstance(at, str):
         return at
@@ -83,7 +93,7 @@ def restore_state(
         if keep is not None:
             for name in [n for n, v in namespace.items() if not _kept(n, v, keep)]:
                 del namespace[name]
-            _empty_tmp()
+            _empty_tmp(shutil.rmtree)
         namespace.update(values)
         stream.seek(buffers[1])
         with tarfile.open(fileobj=stream, mode="r|") as tar:
@@ -99,13 +109,15 @@ def _kept(name: str, value: Any, keep: Callable[[str, Any], bool]) -> bool:
     return (name.startswith("__") and name.endswith("__")) or keep(name, value)
 
 
-def _empty_tmp() -> None:
-    for entry in _tmpfiles.TMP.iterdir():
+def _empty_tmp(rmtree: Callable[[str], object]) -> None:
+    with os.scandir(_tmpfiles.TMP) as listing:
+        entries = list(listing)
+    for entry in entries:
         with contextlib.suppress(OSError):
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
+            if entry.is_dir(follow_symlinks=False):
+                rmtree(entry.path)
             else:
-                entry.unlink()
+                os.unlink(entry.path)
 
 
 def _buffers(data: bytes | bytearray, at: int) -> tuple[list[bytearray], int] | str:

@@ -12,13 +12,16 @@ import threading
 import time
 import types
 from collections.abc import Callable, Generator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bridge_protocol import Progress
 
-from bridge_sandbox_client._calls import CallRegistry, PendingCall
+from bridge_sandbox_client._calls import CallRegistry
 from bridge_sandbox_client._display import Displayer
 from bridge_sandbox_client._proxies import Directory
+
+if TYPE_CHECKING:
+    from bridge_sandbox_client._pending import PendingCall
 
 __all__ = ["PROGRESS_BURST", "PROGRESS_RATE", "AwaitableList", "Runtime", "build_runtime_module"]
 

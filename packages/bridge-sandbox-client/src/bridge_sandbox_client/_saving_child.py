@@ -2,91 +2,53 @@
 it serialises the namespace frozen at the fork and tars ``/tmp`` into a pipe, in records the
 parent forwards as ``Snapshot`` and ``snapshot_copy`` frames, then reports what it saved.
 
-A state is never made larger than :func:`state_limit` (what a sandbox with this one's memory
-limit could load back: a restore holds the whole state in memory): the child measures the
-namespace and ``/tmp`` (by their files' sizes, a sparse file's holes included, as the tar
-would hold them) before it writes anything, and stops writing once past it; its report then
-says why instead of what it saved (see ``docs/sessions.md``).
+A state is never made larger than :func:`~._snapshot.state_limit` (what a sandbox with this
+one's memory limit could load back: a restore holds the whole state in memory): the child
+measures the namespace and ``/tmp`` (by their files' sizes, a sparse file's holes included, as
+the tar would hold them) before it writes anything, and stops writing once past it; its report
+then says why instead of what it saved (see ``docs/sessions.md``).
+
+Everything the child runs is imported with this module, which the parent imports before it
+forks (``SnapshotTaker``): an import in the child could wait forever on an import lock a thread
+of the parent held at the fork. A sandbox that never forks a save never loads it, nor
+:mod:`hashlib` (OpenSSL's libcrypto), :mod:`tarfile` and the ``shutil``, ``bz2`` and ``lzma`` it
+imports: ~1.6 MiB of every idle session's memory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
 import signal
-import struct
+import stat
+import tarfile
 from collections.abc import Callable
-from typing import Any, BinaryIO, NamedTuple, cast
+from typing import Any, BinaryIO, cast
 
-from bridge_sandbox_client._pickling import MAX_UNSAVED, pickle_namespace
-from bridge_sandbox_client._tmpfiles import TooLarge, tar_size, write_tar
+from bridge_sandbox_client import _tmpfiles
+from bridge_sandbox_client._pickling import pickle_namespace
+from bridge_sandbox_client._snapshot import (
+    _COPY,
+    _DATA,
+    _RECORD,
+    CHUNK,
+    MAX_LAYOUT,
+    HostCopy,
+)
+from bridge_sandbox_client._tmpfiles import TooLarge
 
-__all__ = ["CHUNK", "HostCopy", "state_limit"]
+__all__ = ["child", "tar_size", "write_tar"]
 
-CHUNK = 4 * 1024 * 1024
-"""Bytes per ``Snapshot`` frame (the channel's frame limit is 16 MiB)."""
 CHILD_SECONDS = 600
 """A saving child still running after this is killed by its own alarm (it must never linger)."""
 CHILD_NICENESS = 10
 """How much the saving child lowers its CPU priority (raising niceness needs no privilege)."""
-MAX_LAYOUT = 4096
-"""Out-of-band buffers of a state whose place the sandbox remembers (one that did not change is
-copied by the host; past this many, the rest are sent again)."""
-_REPORT_LIMIT = 1024 * 1024
-"""Most bytes of the saving child's report read (its unsaved names, cut, JSON-escaped, take at
-most a few hundred KiB)."""
-_MEMORY_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
-"""Where a container's memory limit is read (cgroup v2, then v1)."""
 
 
-def state_limit() -> int | None:
-    """The largest state this sandbox makes: its memory limit (a state larger than that could
-    never be loaded back by a sandbox of the session); None when no limit can be read."""
-    for path in _MEMORY_LIMITS:
-        try:
-            with open(path, encoding="ascii") as file:
-                text = file.read().strip()
-        except OSError:
-            continue
-        if text.isdigit() and int(text) < 1 << 60:  # cgroup v1 says "no limit" with 2**63-ish
-            return int(text)
-        return None  # "max": unlimited
-    return None
-
-
-class HostCopy(NamedTuple):
-    """A state the host holds, as the sandbox knows it: its digest (see :func:`_child`), the
-    snapshot that sent it, and where its out-of-band buffers are in it (by their SHA-256 and
-    length: at most :data:`MAX_LAYOUT`), for the next state to copy the unchanged ones."""
-
-    digest: bytes
-    snapshot_id: str
-    layout: dict[tuple[bytes, int], int]
-
-
-def _read_report(fd: int) -> tuple[tuple[str, ...], HostCopy, bool] | str | None:
-    """What the saving child wrote last: the names it left out, the state it made (its digest
-    and layout; no snapshot id) and whether that equals the one it was given; or why it made
-    none (a str); None when unreadable."""
-    try:
-        with os.fdopen(fd, "rb", closefd=False) as pipe:
-            report = json.loads(pipe.read(_REPORT_LIMIT))
-        if "error" in report:
-            return str(report["error"])[:1000]
-        unsaved = tuple(str(item) for item in report["unsaved"][: MAX_UNSAVED + 1])
-        layout = {
-            (bytes.fromhex(digest), int(length)): int(offset)
-            for digest, offset, length in report["layout"][:MAX_LAYOUT]
-        }
-        made = HostCopy(bytes.fromhex(report["digest"]), "", layout)
-        return unsaved, made, bool(report["same"])
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return None
-
-
-def _child(
+def child(
     write_fd: int,
     report_fd: int,
     namespace: dict[str, Any],
@@ -109,11 +71,6 @@ def _child(
     numpy/pandas buffers are kept out of band and one found in ``last`` is not written: the host
     copies it from there.
     """
-    # Imported by the parent before it forked (``SnapshotTaker``), so this takes no import lock
-    # a thread of the parent could have held at the fork; a sandbox that never forks a save
-    # never loads it (OpenSSL's libcrypto: ~0.7 MiB of every idle session).
-    import hashlib
-
     status = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -184,13 +141,6 @@ def _child(
         pass
     finally:
         os._exit(status)
-
-
-_RECORD = struct.Struct(">cQQ")
-"""A record of the saving child's pipe: ``D`` and a length (then that many bytes of the state;
-the second number is 0), or ``C``, an offset and a length (bytes the host copies from the
-state it holds)."""
-_DATA, _COPY = b"D", b"C"
 
 
 def _check_size(namespace: int, limit: int) -> None:
@@ -279,3 +229,40 @@ class _Hashing(io.RawIOBase):
         if self._out is not None:
             self._out.write(data)
         return memoryview(data).nbytes
+
+
+def write_tar(out: BinaryIO) -> None:
+    """Tar ``/tmp`` into ``out`` (the forked child's: any size, streamed)."""
+    with tarfile.open(fileobj=out, mode="w|") as tar:
+        for name in sorted(os.listdir(_tmpfiles.TMP)):
+            if name not in _tmpfiles.SKIPPED:
+                tar.add(os.path.join(_tmpfiles.TMP, name), arcname=name)
+
+
+def tar_size() -> tuple[int, tuple[str, int, int] | None]:
+    """About the bytes :func:`write_tar` would write for ``/tmp`` now (a header per entry, each
+    regular file's size: a sparse file's holes are written as zeros), and its largest regular
+    file as (name, size, bytes allocated on disk), None when it has none. Reads no content."""
+    total, largest = 2 * tarfile.BLOCKSIZE, None
+
+    def visit(folder: str, prefix: str, top: bool) -> None:
+        nonlocal total, largest
+        with os.scandir(folder) as listing:
+            entries = list(listing)
+        for entry in entries:
+            if top and entry.name in _tmpfiles.SKIPPED:
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue  # gone meanwhile: the tar will not hold it either
+            total += tarfile.BLOCKSIZE
+            if stat.S_ISDIR(info.st_mode):
+                visit(entry.path, f"{prefix}{entry.name}/", False)
+            elif stat.S_ISREG(info.st_mode):
+                total += -(-info.st_size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
+                if largest is None or info.st_size > largest[1]:
+                    largest = (prefix + entry.name, info.st_size, info.st_blocks * 512)
+
+    visit(os.fspath(_tmpfiles.TMP), "", True)
+    return total, largest

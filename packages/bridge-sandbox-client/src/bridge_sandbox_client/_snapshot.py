@@ -29,29 +29,21 @@ everything else is kept, shared references included (one pickle of all the good 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import struct
 import threading
 import types
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from bridge_protocol import FORK_SNAPSHOT_PREFIX, UNCHANGED_SNAPSHOT_PREFIX, Snapshot, SnapshotCopy
 
-from bridge_sandbox_client._pickling import describe_error, pickle_namespace
-from bridge_sandbox_client._saving_child import (
-    _COPY,
-    _DATA,
-    _RECORD,
-    CHUNK,
-    HostCopy,
-    _child,
-    _read_report,
-    state_limit,
-)
+from bridge_sandbox_client._pickling import MAX_UNSAVED, describe_error, pickle_namespace
 from bridge_sandbox_client._tmpfiles import SmallTar, TooLarge
 
-__all__ = ["CHUNK", "HostCopy", "SnapshotTaker", "is_bridge_object"]
+__all__ = ["CHUNK", "HostCopy", "SnapshotTaker", "is_bridge_object", "state_limit"]
 
 # A saved state: MAGIC, u16 length of the hint, the hint (the top-level modules the pickle
 # needs, one per line; see bridge_protocol.hints), u64 length of the namespace pickle, the pickle,
@@ -64,6 +56,70 @@ _OWN_THREADS = "bridge-"
 """Name prefix of the sandbox client's own threads (any other live thread is user code's)."""
 
 Send = Callable[[Snapshot | SnapshotCopy], None]
+
+CHUNK = 4 * 1024 * 1024
+"""Bytes per ``Snapshot`` frame (the channel's frame limit is 16 MiB)."""
+MAX_LAYOUT = 4096
+"""Out-of-band buffers of a state whose place the sandbox remembers (one that did not change is
+copied by the host; past this many, the rest are sent again)."""
+_REPORT_LIMIT = 1024 * 1024
+"""Most bytes of the saving child's report read (its unsaved names, cut, JSON-escaped, take at
+most a few hundred KiB)."""
+_MEMORY_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+"""Where a container's memory limit is read (cgroup v2, then v1)."""
+
+
+def state_limit() -> int | None:
+    """The largest state this sandbox makes: its memory limit (a state larger than that could
+    never be loaded back by a sandbox of the session); None when no limit can be read."""
+    for path in _MEMORY_LIMITS:
+        try:
+            with open(path, encoding="ascii") as file:
+                text = file.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 1 << 60:  # cgroup v1 says "no limit" with 2**63-ish
+            return int(text)
+        return None  # "max": unlimited
+    return None
+
+
+class HostCopy(NamedTuple):
+    """A state the host holds, as the sandbox knows it: its digest (see
+    :func:`._saving_child.child`), the snapshot that sent it, and where its out-of-band buffers
+    are in it (by their SHA-256 and length: at most :data:`MAX_LAYOUT`), for the next state to
+    copy the unchanged ones."""
+
+    digest: bytes
+    snapshot_id: str
+    layout: dict[tuple[bytes, int], int]
+
+
+def _read_report(fd: int) -> tuple[tuple[str, ...], HostCopy, bool] | str | None:
+    """What the saving child wrote last: the names it left out, the state it made (its digest
+    and layout; no snapshot id) and whether that equals the one it was given; or why it made
+    none (a str); None when unreadable."""
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as pipe:
+            report = json.loads(pipe.read(_REPORT_LIMIT))
+        if "error" in report:
+            return str(report["error"])[:1000]
+        unsaved = tuple(str(item) for item in report["unsaved"][: MAX_UNSAVED + 1])
+        layout = {
+            (bytes.fromhex(digest), int(length)): int(offset)
+            for digest, offset, length in report["layout"][:MAX_LAYOUT]
+        }
+        made = HostCopy(bytes.fromhex(report["digest"]), "", layout)
+        return unsaved, made, bool(report["same"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+_RECORD = struct.Struct(">cQQ")
+"""A record of the saving child's pipe (written by ``_saving_child``, read by the forwarder):
+``D`` and a length (then that many bytes of the state; the second number is 0), or ``C``, an
+offset and a length (bytes the host copies from the state it holds)."""
+_DATA, _COPY = b"D", b"C"
 
 
 def _user_threads_run() -> bool:
@@ -203,7 +259,8 @@ class SnapshotTaker:
         last = self._held if own else None  # a fork's state is always sent whole
         with self._fds:
             try:
-                import hashlib  # noqa: F401  (for the child: see _saving_child._child)
+                # Before the fork, and with it all the child runs: see _saving_child.
+                from bridge_sandbox_client._saving_child import child
             except Exception as exc:  # no file descriptor left, or a user's module of that name
                 self._fail(snapshot_id, f"the saving process could not be prepared: {exc}")
                 return
@@ -232,7 +289,7 @@ class SnapshotTaker:
                 os.close(read_fd)
                 os.close(report_read)
                 limit = self._limit
-                _child(write_fd, report_write, namespace, skip, last, self._copies and own, limit)
+                child(write_fd, report_write, namespace, skip, last, self._copies and own, limit)
             self._saver = None
             with self._stopping:
                 self._saving_pid = pid

@@ -1,14 +1,18 @@
 """The ``/tmp`` part of a saved state: a tar stream of its entries (a symlink is saved as a link,
 never followed).
 
-A forked child tars any ``/tmp`` with :mod:`tarfile` itself (streamed, unbounded). The inline
-save, of a ``/tmp`` of at most :data:`MAX_ENTRIES` entries and a few hundred KiB, writes the very
-same bytes with :class:`SmallTar`, faster: building an entry's header cost :mod:`tarfile` a user
-and a group lookup and a pax header (sub-second times), most of an inline save of a small
-``/tmp``. The header of an entry whose ``lstat`` is unchanged since the previous save is reused;
-the content of every file is read anew each time, because no ``stat`` can tell that a file's
-content is unchanged (a file written through a shared writable mapping keeps its times: measured
-on tmpfs).
+A forked child tars any ``/tmp`` with :mod:`tarfile` itself (streamed, unbounded: see
+``_saving_child``). The inline save, of a ``/tmp`` of at most :data:`MAX_ENTRIES` entries and a
+few hundred KiB, writes the very same bytes with :class:`SmallTar`, faster: building an entry's
+header cost :mod:`tarfile` a user and a group lookup and a pax header (sub-second times), most of
+an inline save of a small ``/tmp``. The header of an entry whose ``lstat`` is unchanged since the
+previous save is reused; the content of every file is read anew each time, because no ``stat``
+can tell that a file's content is unchanged (a file written through a shared writable mapping
+keeps its times: measured on tmpfs).
+
+Most sessions keep nothing in ``/tmp``: the tar of that is :data:`EMPTY_TAR`, and a sandbox
+loads :mod:`tarfile` (~0.9 MiB of its memory with the ``shutil``, ``bz2`` and ``lzma`` it
+imports) only when its ``/tmp`` holds something to save.
 """
 
 from __future__ import annotations
@@ -18,31 +22,34 @@ import io
 import os
 import pwd
 import stat
-import tarfile
-from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import tarfile
 
 __all__ = [
+    "EMPTY_TAR",
     "MAX_ENTRIES",
     "SKIPPED",
     "TMP",
     "Capped",
     "SmallTar",
     "TooLarge",
-    "tar_size",
-    "write_tar",
 ]
 
-TMP = Path("/tmp")
+TMP = "/tmp"
 SKIPPED = frozenset({".matplotlib"})
 """Entries of ``/tmp`` every sandbox gets from its image (caches): not saved."""
 MAX_ENTRIES = 256
 """Most ``/tmp`` entries an inline save walks before leaving the state to a child."""
 MAX_NAMES = 64
 """User and group names remembered (files in ``/tmp`` have a handful of owners at most)."""
-_FORMAT: Literal[0, 1, 2] = tarfile.DEFAULT_FORMAT
+EMPTY_TAR = bytes(2 * 512).ljust(20 * 512, b"\0")
+"""What ``tarfile.open(mode="w|")`` writes for no entry at all: its end of archive (two zero
+blocks of 512 bytes) padded with zeros to its 20-block record (a test compares the two)."""
 _ERRORS = "surrogateescape"
-"""What ``tarfile.open(mode="w|")`` writes with (its defaults): the same bytes either way."""
+"""What ``tarfile.open(mode="w|")`` writes with (its defaults, and ``tarfile.DEFAULT_FORMAT``):
+the same bytes either way."""
 
 
 class TooLarge(Exception):
@@ -60,43 +67,6 @@ class Capped(io.BytesIO):
         if self._limit is not None and self.tell() + memoryview(data).nbytes > self._limit:
             raise TooLarge
         return super().write(data)
-
-
-def write_tar(out: BinaryIO) -> None:
-    """Tar ``/tmp`` into ``out`` (the forked child's: any size, streamed)."""
-    with tarfile.open(fileobj=out, mode="w|") as tar:
-        for entry in sorted(TMP.iterdir()):
-            if entry.name not in SKIPPED:
-                tar.add(entry, arcname=entry.name)
-
-
-def tar_size() -> tuple[int, tuple[str, int, int] | None]:
-    """About the bytes :func:`write_tar` would write for ``/tmp`` now (a header per entry, each
-    regular file's size: a sparse file's holes are written as zeros), and its largest regular
-    file as (name, size, bytes allocated on disk), None when it has none. Reads no content."""
-    total, largest = 2 * tarfile.BLOCKSIZE, None
-
-    def visit(folder: str, prefix: str, top: bool) -> None:
-        nonlocal total, largest
-        with os.scandir(folder) as listing:
-            entries = list(listing)
-        for entry in entries:
-            if top and entry.name in SKIPPED:
-                continue
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue  # gone meanwhile: the tar will not hold it either
-            total += tarfile.BLOCKSIZE
-            if stat.S_ISDIR(info.st_mode):
-                visit(entry.path, f"{prefix}{entry.name}/", False)
-            elif stat.S_ISREG(info.st_mode):
-                total += -(-info.st_size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
-                if largest is None or info.st_size > largest[1]:
-                    largest = (prefix + entry.name, info.st_size, info.st_blocks * 512)
-
-    visit(os.fspath(TMP), "", True)
-    return total, largest
 
 
 def _small_tree(limit: int) -> list[tuple[str, str, os.stat_result]]:
@@ -140,10 +110,18 @@ class SmallTar:
     def tar(self, limit: int) -> bytes:
         """The tar of ``/tmp``; raises :class:`TooLarge` past ``limit`` bytes or
         :data:`MAX_ENTRIES` entries, ``OSError`` for an entry that cannot be read."""
+        found = _small_tree(limit)
+        if not found:
+            self._headers = {}
+            return EMPTY_TAR  # and tarfile stays unloaded (see the module's docstring)
+        # Here, in the thread saving: an import that fails (no file descriptor left) fails
+        # this save, as an unreadable entry does.
+        import tarfile
+
         out = Capped(limit)
         headers: dict[tuple[Any, ...], tuple[bytes, int]] = {}
         inodes: dict[tuple[int, int], str] = {}
-        for path, name, info in _small_tree(limit):
+        for path, name, info in found:
             key = (
                 name,
                 info.st_mode,
@@ -164,7 +142,7 @@ class SmallTar:
                 if member is None:
                     continue  # a socket: tarfile leaves it out too
                 size = member.size if member.isreg() else 0
-                known = (member.tobuf(_FORMAT, tarfile.ENCODING, _ERRORS), size)
+                known = (member.tobuf(tarfile.DEFAULT_FORMAT, tarfile.ENCODING, _ERRORS), size)
             if not linked:
                 # A header depends on nothing but the name and the lstat it was built from
                 # (a symlink's target cannot change without a new inode and ctime).
@@ -185,6 +163,8 @@ class SmallTar:
         self, path: str, name: str, info: os.stat_result, inodes: dict[tuple[int, int], str]
     ) -> tarfile.TarInfo | None:
         """What ``TarFile.gettarinfo`` makes of ``info`` (an lstat of ``path``)."""
+        import tarfile  # loaded by tar(), the one caller
+
         mode = info.st_mode
         member = tarfile.TarInfo(name)
         if stat.S_ISREG(mode):
