@@ -14,7 +14,7 @@ from anyio.abc import Process
 from bridge_core._ownership import Owner, current_owner, process_start_time
 from bridge_core.channel import Channel, ChannelClosed
 from bridge_core.errors import SandboxStartError
-from bridge_core.runtime import _channel, _podman_api
+from bridge_core.runtime import _channel, _engine, _podman_api
 from bridge_core.runtime._attach import AttachedStream
 from bridge_core.runtime.base import OWNER_LABEL, RuntimeBackend, SandboxSpec
 from bridge_core.runtime.podman import PodmanBackend
@@ -144,7 +144,7 @@ async def test_cancelled_start_leaves_no_container_socket_or_directory(
         reached.set()
         await anyio.sleep_forever()
 
-    monkeypatch.setattr(_channel, "accept_channel", wait_forever)
+    monkeypatch.setattr(_engine, "accept_channel", wait_forever)
     monkeypatch.setattr(AttachedStream, "wait_started", wait_forever)  # the stdio channel's
     ours = f"label={OWNER_LABEL}={podman_backend.owner.label}"
     spec = SandboxSpec(name="cancelled", image=sandbox_image)

@@ -126,7 +126,7 @@ async def test_docker_creates_from_the_id_of_the_image_it_looked_up(
     backend = DockerBackend(cli, state_dir=tmp_path)  # type: ignore[arg-type]
     spec = SandboxSpec(name="s", image=NAME, image_id=checked, security_opt=OWN_FILTER)
     with pytest.raises(SandboxStartError):
-        await backend._create_verify_start(spec, "mcp-sandbox-1", tmp_path / "channel")
+        await backend._launch(spec, "mcp-sandbox-1", tmp_path / "channel")
     assert cli.looked_up == [looked_up]
     ((*_, image),) = cli.runs
     assert image == answer

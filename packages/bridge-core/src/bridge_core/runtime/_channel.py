@@ -11,10 +11,6 @@ creates the container (as root, or as the rootless user), and the container only
 mounted directory itself, which is why that one alone lets others pass (0711: the container's
 uid is "other" to it). And before a byte is read, the connecting process must be the sandbox
 (:mod:`._peer`); any other is logged, cut off and the wait goes on for the real one.
-
-Every backend starts a sandbox on its channel the same way (:func:`start_on_channel`): only
-what it launches, how it tells that the sandbox died or that a peer is the sandbox, and what it
-undoes differ.
 """
 
 from __future__ import annotations
@@ -34,17 +30,8 @@ from bridge_protocol.paths import CHANNEL_SOCKET_NAME, PREIMPORT_FILE_NAME
 from bridge_core.errors import SandboxStartError
 from bridge_core.private_files import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, private_dir
 from bridge_core.runtime._peer import PeerCredentials, peer_credentials
-from bridge_core.runtime.base import SandboxSpec
 
-__all__ = [
-    "EXIT_POLL_INTERVAL",
-    "ChannelDir",
-    "Exited",
-    "PeerCheck",
-    "Watch",
-    "accept_channel",
-    "start_on_channel",
-]
+__all__ = ["EXIT_POLL_INTERVAL", "ChannelDir", "PeerCheck", "accept_channel"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,10 +55,6 @@ _MAX_REJECTIONS_SHOWN = 3
 
 PeerCheck = Callable[[PeerCredentials], Awaitable[str | None]]
 """Says why a connecting process is not the sandbox (None: it is)."""
-Exited = Callable[[], Awaitable[str | None]]
-"""Says how the sandbox ended (None: it still runs)."""
-Watch = tuple[Exited, PeerCheck]
-"""How a launched sandbox is watched until it connects."""
 
 
 @dataclass(slots=True)
@@ -147,49 +130,10 @@ class ChannelDir:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-async def start_on_channel(
-    channel: ChannelDir,
-    spec: SandboxSpec,
-    what: str,
-    launch: Callable[[], Awaitable[Watch]],
-    undo: Callable[[], Awaitable[None]],
-) -> ByteStream:
-    """Start a sandbox on ``channel`` and return its connection: name the modules it imports as
-    it starts, listen, ``launch`` it, accept it (:func:`accept_channel`; ``what`` names it),
-    then unlink the socket so nothing else connects.
-
-    On any failure or cancellation the listener is closed and ``undo`` removes what ``launch``
-    made, shielded (a cancelled caller must still not leak a container or a process); ``undo``
-    bounds its own waits.
-    """
-    listener: SocketListener | None = None
-    try:
-        if spec.preimport:
-            await anyio.to_thread.run_sync(channel.write_preimport, spec.preimport)
-        listener = await channel.listen()
-        exited, check_peer = await launch()
-        stream = await accept_channel(
-            listener,
-            exited=exited,
-            check_peer=check_peer,
-            what=what,
-            connect_timeout=spec.connect_timeout,
-        )
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            if listener is not None:
-                await anyio.aclose_forcefully(listener)
-            await undo()
-        raise
-    await listener.aclose()
-    channel.unlink_socket()
-    return stream
-
-
 async def accept_channel(
     listener: SocketListener,
     *,
-    exited: Exited,
+    exited: Callable[[], Awaitable[str | None]],
     check_peer: PeerCheck,
     what: str,
     connect_timeout: float,

@@ -32,11 +32,11 @@ import podman
 
 from bridge_core.runtime import _pidfd
 from bridge_core.runtime import _podman_api as api
+from bridge_core.runtime._engine import CLEANUP_TIMEOUT
 from bridge_core.runtime._hardening import ContainerRecord, select_leftovers
 
 __all__ = [
     "API_KILLS_AT_ONCE",
-    "CLEANUP_TIMEOUT",
     "NAMES_LOGGED",
     "REMOVAL_WAIT",
     "Reaper",
@@ -44,9 +44,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-CLEANUP_TIMEOUT = 15.0
-"""Bound on removing a half-started sandbox after a failure or cancellation (kill + remove),
-and on the kills through the API at shutdown."""
 API_KILLS_AT_ONCE = 16
 """Concurrent kills (and removals) through the API: podman serves each in a goroutine, and more
 at once only queue on its locks."""

@@ -31,11 +31,9 @@ from typing import Any
 
 import anyio
 
-from bridge_core._ownership import current_owner, dead_owner_dirs, owner_dir_name
 from bridge_core.errors import RuntimeUnavailable, SandboxStartError
 from bridge_core.private_files import private_dir
 from bridge_core.runtime import _oom
-from bridge_core.runtime._channel import ChannelDir, Watch, start_on_channel
 from bridge_core.runtime._docker_cli import (
     COMMAND_TIMEOUT,
     CommandRefused,
@@ -47,17 +45,11 @@ from bridge_core.runtime._docker_cli import (
     lifecycle_violations,
 )
 from bridge_core.runtime._docker_events import DockerEvents
-from bridge_core.runtime._hardening import (
-    ContainerRecord,
-    container_labels,
-    container_name,
-    select_leftovers,
-)
+from bridge_core.runtime._engine import CLEANUP_TIMEOUT, ContainerEngine
+from bridge_core.runtime._hardening import ContainerRecord, container_labels, select_leftovers
 from bridge_core.runtime._locality import kernel_problem
 from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
-from bridge_core.runtime._sandbox import ContainerSandbox
 from bridge_core.runtime._seccomp import (
-    SeccompProfile,
     SeccompUnavailable,
     describe_filter,
     profile_to_apply,
@@ -69,9 +61,6 @@ from bridge_core.runtime.base import (
     OWNER_LABEL,
     PRODUCT_LABEL,
     RuntimeInfo,
-    Sandbox,
-    SandboxExit,
-    SandboxLimits,
     SandboxSpec,
 )
 
@@ -79,8 +68,6 @@ __all__ = ["CLEANUP_TIMEOUT", "COMMAND_TIMEOUT", "DockerBackend", "create_args"]
 
 logger = logging.getLogger(__name__)
 
-CLEANUP_TIMEOUT = 15.0
-"""Bound on removing a sandbox (half-started, stopped or killed) once asked to."""
 KILL_BATCH = 32
 """Containers per ``docker rm --force`` at shutdown: one CLI process for many sandboxes."""
 
@@ -92,27 +79,15 @@ def _is_local(host: str | None) -> bool:
     return host is None or host.startswith("unix://")
 
 
-class DockerBackend:
+class DockerBackend(ContainerEngine):
     """Sandboxes as docker containers, driven through the docker CLI."""
 
     name = "docker"
+    _transient = (DaemonUnavailable,)
 
     def __init__(self, cli: DockerCLI, *, state_dir: Path) -> None:
+        super().__init__(state_dir, partial(DockerEvents, cli.prefix), _oom.EngineCgroups())
         self._cli = cli
-        self.owner = current_owner()
-        """This bridge process, as written in the ownership label of every container."""
-        # Per owner, like podman's: the next bridge can tell what a dead one left here.
-        self._sandboxes = state_dir / "sandboxes" / owner_dir_name(self.owner)
-        self._live: dict[str, ContainerSandbox] = {}
-        self.seccomp: SeccompProfile | None = None
-        """The sandboxes' system-call filter (:mod:`._seccomp`); set by :meth:`connect`."""
-        self.seccomp_problem = "not connected"
-        """Why :attr:`seccomp` is None (then only a profile of the user's own is accepted)."""
-        self.track_oom = False
-        """Whether sandboxes get a cgroup parent the bridge reads to detect OOM kills (see
-        :mod:`._oom`); set by :meth:`connect` for a local, rootful, cgroupfs-driven daemon."""
-        self._cgroups = _oom.EngineCgroups()
-        self._events = DockerEvents(cli.prefix, self.owner.label)
 
     @classmethod
     async def connect(
@@ -198,31 +173,7 @@ class DockerBackend:
             "docker", str(data.get("ServerVersion", "?")), rootless, enforced, detail, seccomp
         )
 
-    async def start(self, spec: SandboxSpec) -> ContainerSandbox:
-        """Create, verify and start the container, then accept its channel connection."""
-        name = container_name(spec.name)
-        self._events.follow(name)
-        channel = ChannelDir.create(self._sandboxes, name)
-
-        async def launch() -> Watch:
-            await self._create_verify_start(spec, name, channel.path)
-            memory_limit = spec.limits.memory_bytes
-            return partial(self._death, name, memory_limit), partial(self._check_peer, name)
-
-        what = f"sandbox container {name}"
-        undo = partial(self._undo_start, name)
-        stream = await start_on_channel(channel, spec, what, launch, undo)
-        sandbox = ContainerSandbox(name=name, stream=stream, spec=spec, channel=channel)
-        self._live[name] = sandbox
-        return sandbox
-
-    async def _undo_start(self, name: str) -> None:
-        """Remove what a failed or cancelled start left (run shielded), bounded."""
-        with anyio.move_on_after(CLEANUP_TIMEOUT):
-            await self._remove(name)
-        await self._forget(name)
-
-    async def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
+    async def _launch(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
         ours = profile_to_apply(spec.security_opt, self.seccomp, self.seccomp_problem)
         try:
             image = await self._cli.inspect("image", spec.source)
@@ -272,24 +223,11 @@ class DockerBackend:
                 f"docker could not start sandbox container {name}: {exc}"
             ) from None
 
-    async def _death(self, name: str, memory_limit: int) -> str | None:
-        # Polled every 50 ms while the sandbox connects: the event record answers "still
-        # running?" without a docker process per poll (a started container that ends always
-        # sends ``die``); the daemon is asked only once it did.
-        if self._events.following(name) and self._events.exit_code(name) is None:
-            return None
+    async def _last_output(self, name: str) -> str:
         try:
-            exit_ = await self._status(name, memory_limit)
-            if exit_.running:
-                return None
-            logs = await self._cli.run("logs", "--tail", "20", name)
-        except DaemonUnavailable as exc:
-            # Not a verdict on the sandbox; the connect timeout still bounds the wait.
-            logger.debug("cannot inspect %s while it starts: %s", name, exc)
-            return None
+            return (await self._cli.run("logs", "--tail", "20", name)).strip()
         except CommandRefused as exc:
-            logs = f"(logs unavailable: {exc})"
-        return exit_.describe() + (f"; last output:\n{logs.strip()}" if logs.strip() else "")
+            return f"(logs unavailable: {exc})"
 
     async def _check_peer(self, name: str, peer: PeerCredentials) -> str | None:
         """Why ``peer`` is not a process of container ``name`` (None: it is)."""
@@ -300,30 +238,15 @@ class DockerBackend:
         container_pid = int((inspect.get("State") or {}).get("Pid") or 0)
         return await anyio.to_thread.run_sync(container_peer_problem, peer, container_pid)
 
-    async def _status(self, name: str, memory_limit: int) -> SandboxExit:
+    async def _state(self, name: str) -> dict[str, Any] | None:
         try:
             inspect = await self._cli.inspect("container", name)
-            state: dict[str, Any] | None = inspect.get("State") or {}
         except NoSuchObject:
-            state = None
+            return None
         except CommandRefused as exc:
             raise RuntimeUnavailable(f"docker cannot inspect sandbox {name}: {exc}") from None
-        return await self._events.sandbox_exit(name, state, partial(self._oom, name, memory_limit))
-
-    async def _oom(self, name: str, memory_limit: int, exit_code: int | None) -> bool:
-        if not self.track_oom:
-            return False
-        return await self._cgroups.oom_killed(name, memory_limit=memory_limit, exit_code=exit_code)
-
-    async def status(self, sandbox: Sandbox) -> SandboxExit:
-        """Whether it runs; if not, its exit code and whether it was OOM-killed.
-
-        Raises :class:`RuntimeUnavailable` when the daemon does not answer (the sandbox's
-        state is then unknown, not "gone").
-        """
-        spec = sandbox.spec if isinstance(sandbox, ContainerSandbox) else None
-        memory_limit = (spec.limits if spec else SandboxLimits()).memory_bytes
-        return await self._status(sandbox.name, memory_limit)
+        state: dict[str, Any] = inspect.get("State") or {}
+        return state
 
     async def _remove(self, name: str) -> None:
         """Kill and remove ``name``; a failure is logged, never raised (cleanup paths: the
@@ -333,57 +256,21 @@ class DockerBackend:
         except (CommandRefused, DaemonUnavailable) as exc:
             logger.warning("could not remove sandbox %s: %s", name, exc)
 
-    async def _forget(self, name: str) -> None:
-        """Drop what the host kept for ``name``: its exit record, channel dir (with the full
-        outputs), cgroup parent."""
-        self._events.forget(name)
-        await anyio.to_thread.run_sync(ChannelDir(self._sandboxes / name).remove)
-        if self.track_oom:
-            await self._cgroups.remove_parent(name)
+    async def _stop_and_remove(self, name: str, grace: float) -> None:
+        try:
+            await self._cli.run("stop", "--time", str(max(1, round(grace))), name)
+        except (CommandRefused, DaemonUnavailable) as exc:
+            logger.debug("stop of %s failed (%s); removing it by force", name, exc)
+        await self._remove(name)
 
-    async def stop(self, sandbox: Sandbox, *, grace: float = 2.0) -> None:
-        """Close the channel, SIGTERM, SIGKILL after ``grace`` seconds, remove. Cancel-safe."""
-        self._live.pop(sandbox.name, None)
-        with anyio.CancelScope(shield=True):
-            await anyio.aclose_forcefully(sandbox.stream)
-            with anyio.move_on_after(grace + CLEANUP_TIMEOUT):
-                try:
-                    await self._cli.run("stop", "--time", str(max(1, round(grace))), sandbox.name)
-                except (CommandRefused, DaemonUnavailable) as exc:
-                    logger.debug("stop of %s failed (%s); removing it by force", sandbox.name, exc)
-                await self._remove(sandbox.name)
-            await self._forget(sandbox.name)
-
-    async def kill(self, sandbox: Sandbox) -> None:
-        """SIGKILL and remove now (``docker rm --force`` kills immediately). Cancel-safe."""
-        self._live.pop(sandbox.name, None)
-        with anyio.CancelScope(shield=True):
-            await anyio.aclose_forcefully(sandbox.stream)
-            with anyio.move_on_after(CLEANUP_TIMEOUT):
-                await self._remove(sandbox.name)
-            await self._forget(sandbox.name)
-
-    async def kill_all(self, sandboxes: Sequence[Sandbox]) -> None:
-        """Kill and remove every sandbox at once (shutdown). Cancel-safe, never raises.
-
-        Their channels close first (each sandbox client exits on EOF by itself, and docker's
-        auto-removal deletes it); then one ``docker rm --force`` per :data:`KILL_BATCH`
-        sandboxes, concurrently: a CLI process per sandbox would cost ~0.3 s of CPU each.
-        """
-        if not sandboxes:
-            return
-        names = [sandbox.name for sandbox in sandboxes]
-        with anyio.CancelScope(shield=True):
-            for sandbox in sandboxes:
-                self._live.pop(sandbox.name, None)
-                await anyio.aclose_forcefully(sandbox.stream)
-            with anyio.move_on_after(CLEANUP_TIMEOUT):
-                async with anyio.create_task_group() as kills:
-                    for first in range(0, len(names), KILL_BATCH):
-                        kills.start_soon(self._remove_many, names[first : first + KILL_BATCH])
-            for name in names:
-                self._events.forget(name)
-                await anyio.to_thread.run_sync(ChannelDir(self._sandboxes / name).remove)
+    async def _kill_many(self, names: Sequence[str]) -> None:
+        """One ``docker rm --force`` per :data:`KILL_BATCH` sandboxes, concurrently: a CLI
+        process per sandbox would cost ~0.3 s of CPU each (docker's auto-removal deletes those
+        whose client exited first)."""
+        with anyio.move_on_after(CLEANUP_TIMEOUT):
+            async with anyio.create_task_group() as kills:
+                for first in range(0, len(names), KILL_BATCH):
+                    kills.start_soon(self._remove_many, names[first : first + KILL_BATCH])
 
     async def _remove_many(self, names: Sequence[str]) -> None:
         try:
@@ -414,9 +301,7 @@ class DockerBackend:
         there = set(listed.split())
         return [name for name in names if name in there]
 
-    async def remove_leftovers(self) -> int:
-        """Remove our containers whose owner bridge process is gone, and what such bridges left
-        in the state directory; return how many containers."""
+    async def _remove_leftover_containers(self) -> int:
         # One label per template (``{{.Labels}}`` joins them with commas, which values may hold).
         template = "\t".join(f'{{{{.Label "{label}"}}}}' for label in _OWNERSHIP)
         listed = await self._cli.run(
@@ -430,20 +315,7 @@ class DockerBackend:
         async with anyio.create_task_group() as removals:
             for name in names:
                 removals.start_soon(self._remove, name)
-        for directory in dead_owner_dirs(self._sandboxes.parent):
-            await anyio.to_thread.run_sync(partial(shutil.rmtree, directory, ignore_errors=True))
-        if self.track_oom:
-            await self._cgroups.remove_empty()
         return len(names)
-
-    async def aclose(self) -> None:
-        """Kill sandboxes still running (normally the session manager stopped them all)."""
-        with anyio.CancelScope(shield=True):
-            await self.kill_all(list(self._live.values()))
-            self._events.close()
-            await anyio.to_thread.run_sync(
-                partial(shutil.rmtree, self._sandboxes, ignore_errors=True)
-            )
 
 
 def _rootless(info: dict[str, Any]) -> bool:

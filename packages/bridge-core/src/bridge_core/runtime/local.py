@@ -25,7 +25,8 @@ from pathlib import Path
 import anyio
 from anyio.abc import ByteStream, Process
 
-from bridge_core.runtime._channel import ChannelDir, Watch, start_on_channel
+from bridge_core.runtime._channel import ChannelDir
+from bridge_core.runtime._engine import Watch, start_on_channel
 from bridge_core.runtime._hardening import container_name
 from bridge_core.runtime._peer import PeerCredentials, process_peer_problem
 from bridge_core.runtime.base import RuntimeInfo, Sandbox, SandboxExit, SandboxSpec, SharedDir

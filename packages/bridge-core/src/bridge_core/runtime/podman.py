@@ -28,7 +28,6 @@ used.
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -37,13 +36,13 @@ from typing import Any, Literal
 import anyio
 import podman
 
-from bridge_core._ownership import current_owner, dead_owner_dirs, owner_dir_name
 from bridge_core.errors import RuntimeUnavailable
 from bridge_core.private_files import private_dir
 from bridge_core.runtime import _oom
 from bridge_core.runtime import _podman_api as api
 from bridge_core.runtime._attach import AttachedStream
-from bridge_core.runtime._channel import ChannelDir, Watch, start_on_channel
+from bridge_core.runtime._channel import ChannelDir
+from bridge_core.runtime._engine import CLEANUP_TIMEOUT, ContainerEngine, ContainerSandbox
 from bridge_core.runtime._hardening import container_name
 from bridge_core.runtime._locality import kernel_problem
 from bridge_core.runtime._peer import PeerCredentials, container_peer_problem
@@ -51,24 +50,11 @@ from bridge_core.runtime._podman_connect import can_track_oom, find_engine, secc
 from bridge_core.runtime._podman_create import ImageEnvs, create_verified
 from bridge_core.runtime._podman_events import ContainerEvents
 from bridge_core.runtime._podman_service import PrivateService
-from bridge_core.runtime._podman_shutdown import CLEANUP_TIMEOUT, REMOVAL_WAIT, Reaper
-from bridge_core.runtime._podman_stdio import (
-    open_attach,
-    wait_spoken,
-)
-from bridge_core.runtime._sandbox import ContainerSandbox
-from bridge_core.runtime._seccomp import (
-    SeccompProfile,
-    describe_filter,
-)
+from bridge_core.runtime._podman_shutdown import REMOVAL_WAIT, Reaper
+from bridge_core.runtime._podman_stdio import open_attach, wait_spoken
+from bridge_core.runtime._seccomp import describe_filter
 from bridge_core.runtime._ssh import SshLink
-from bridge_core.runtime.base import (
-    RuntimeInfo,
-    Sandbox,
-    SandboxExit,
-    SandboxLimits,
-    SandboxSpec,
-)
+from bridge_core.runtime.base import RuntimeInfo, SandboxSpec
 
 __all__ = [
     "CHANNELS",
@@ -93,10 +79,11 @@ def _run(func: Any, *args: Any) -> Any:
     return anyio.to_thread.run_sync(partial(func, *args))
 
 
-class PodmanBackend:
+class PodmanBackend(ContainerEngine):
     """Sandboxes as podman containers. Create with :meth:`connect`; ``aclose()`` when done."""
 
     name = "podman"
+    _transient = api.FAILURES
 
     def __init__(
         self,
@@ -108,35 +95,18 @@ class PodmanBackend:
         link: SshLink | None = None,
         channel: Channel = LOCAL_CHANNEL,
     ) -> None:
+        super().__init__(state_dir, partial(ContainerEvents, url), _oom.EngineCgroups(link))
+        self._events.start()
         self._client = client
         self._link = link
         self.channel: Channel = "stdio" if link is not None else channel
         """How sandboxes talk to the bridge (:data:`CHANNELS`)."""
-        self._state_dir = state_dir
         self._service = service
-        self._live: dict[str, ContainerSandbox] = {}
         self._reaper = Reaper(client)
         """Kills and removals (:mod:`._podman_shutdown`), with the sandboxes' init pidfds."""
         self._image_envs = ImageEnvs()
-        self.owner = current_owner()
-        """This bridge process, as written in the ownership label of every container it starts."""
-        # Per owner, so the next bridge can tell what a dead one left here (channel dirs of
-        # sandboxes that were starting, logs) from what a live bridge on this state dir uses.
-        self._sandboxes = state_dir / "sandboxes" / owner_dir_name(self.owner)
-        self._events = ContainerEvents(url, self.owner.label)
-        self._events.start()
         self.url = url
         """The API URL in use."""
-        self.seccomp: SeccompProfile | None = None
-        """The sandboxes' system-call filter (:mod:`._seccomp`); set by :meth:`connect`."""
-        self.seccomp_problem = "not connected"
-        """Why :attr:`seccomp` is None: a sandbox is then started only with a profile of the
-        user's own (``MCP_BRIDGE_SECURITY_OPT=seccomp=...``)."""
-        self.track_oom = False
-        """Whether sandboxes get a cgroup parent the bridge reads to detect OOM kills (see
-        :mod:`._oom`); set by :meth:`connect` for rootful, cgroupfs-managed podman (local as
-        root, or over ssh: then read on the engine's machine through the link)."""
-        self._cgroups = _oom.EngineCgroups(link)
 
     @property
     def remote(self) -> bool:
@@ -228,23 +198,7 @@ class PodmanBackend:
         """Create, verify and start the container, then accept its channel connection."""
         if self.channel == "stdio":
             return await self._start_attached(spec)
-        name = container_name(spec.name)
-        self._events.follow(name)
-        channel = ChannelDir.create(self._sandboxes, name)
-
-        async def launch() -> Watch:
-            await _run(self._create_verify_start, spec, name, channel.path)
-            memory_limit = spec.limits.memory_bytes
-            return partial(self._death_while_starting, name, memory_limit), partial(
-                self._check_peer, name
-            )
-
-        what = f"sandbox container {name}"
-        undo = partial(self._undo_start, name)
-        stream = await start_on_channel(channel, spec, what, launch, undo)
-        sandbox = ContainerSandbox(name=name, stream=stream, spec=spec, channel=channel)
-        self._live[name] = sandbox
-        return sandbox
+        return await super().start(spec)
 
     async def _start_attached(self, spec: SandboxSpec) -> ContainerSandbox:
         """Create, verify, attach to its stdio, start; return once the client spoke."""
@@ -313,6 +267,9 @@ class PodmanBackend:
     def _log_path(self, name: str) -> Path:
         return self._sandboxes / f"{name}.log"
 
+    async def _launch(self, spec: SandboxSpec, name: str, channel_dir: Path) -> None:
+        await _run(self._create_verify_start, spec, name, channel_dir)
+
     def _create_verify_start(self, spec: SandboxSpec, name: str, channel_dir: Path | None) -> None:
         """Create and verify (:func:`._podman_create.create_verified`); then start (socket
         channel), or leave it initialised for the attach (``channel_dir`` None: the stdio
@@ -345,7 +302,7 @@ class PodmanBackend:
             return
         self._reaper.hold(name, attrs)
 
-    async def _death_while_starting(self, name: str, memory_limit: int) -> str | None:
+    async def _exited_while_starting(self, name: str, memory_limit: int) -> str | None:
         """:meth:`_death` for a start waiting for the channel: with the init held, it waits for
         the init to exit first, so the API is not asked every poll while the sandbox's Python
         starts (podman answers each inspect with work of its own, on the cores that start)."""
@@ -354,19 +311,10 @@ class PodmanBackend:
             await held.exited()
         return await self._death(name, memory_limit)
 
-    async def _death(self, name: str, memory_limit: int) -> str | None:
-        try:
-            exit_ = await self._status(name, memory_limit)
-        except api.FAILURES as exc:
-            # A transient API failure is not a verdict; the connect timeout still bounds us.
-            logger.debug("cannot inspect %s while it starts: %r", name, exc)
-            return None
-        if exit_.running:
-            return None
+    async def _last_output(self, name: str) -> str:
         if self.channel == "stdio":
-            return exit_.describe()  # its stderr came over the attach stream
-        logs = await anyio.to_thread.run_sync(api.log_tail, self._log_path(name))
-        return exit_.describe() + (f"; last output:\n{logs}" if logs else "")
+            return ""  # its stderr came over the attach stream
+        return await anyio.to_thread.run_sync(api.log_tail, self._log_path(name))
 
     async def _check_peer(self, name: str, peer: PeerCredentials) -> str | None:
         """Why ``peer`` is not a process of container ``name`` (None: it is)."""
@@ -383,98 +331,42 @@ class PodmanBackend:
         container_pid = int((inspect.get("State") or {}).get("Pid") or 0)
         return await anyio.to_thread.run_sync(container_peer_problem, peer, container_pid)
 
-    async def _status(self, name: str, memory_limit: int) -> SandboxExit:
+    async def _state(self, name: str) -> dict[str, Any] | None:
         try:
             inspect: dict[str, Any] = await _run(api.inspect, self._client, name)
-            state: dict[str, Any] | None = inspect["State"]
         except api.NotFound:
-            state = None
-        return await self._events.sandbox_exit(name, state, partial(self._oom, name, memory_limit))
+            return None
+        state: dict[str, Any] = inspect["State"]
+        return state
 
-    async def _oom(self, name: str, memory_limit: int, exit_code: int | None) -> bool:
-        if not self.track_oom:
-            return False
-        return await self._cgroups.oom_killed(name, memory_limit=memory_limit, exit_code=exit_code)
+    async def _stop_and_remove(self, name: str, grace: float) -> None:
+        await _run(api.stop_and_remove, self._client, name, grace)
 
-    async def status(self, sandbox: Sandbox) -> SandboxExit:
-        """Whether it runs; if not, its exit code and whether it was OOM-killed."""
-        spec = sandbox.spec if isinstance(sandbox, ContainerSandbox) else None
-        memory_limit = (spec.limits if spec else SandboxLimits()).memory_bytes
-        return await self._status(sandbox.name, memory_limit)
+    async def _remove(self, name: str) -> None:
+        await _run(api.remove_quietly, self._client, name)
 
-    async def stop(self, sandbox: Sandbox, *, grace: float = 2.0) -> None:
-        """Close the channel, SIGTERM, SIGKILL after ``grace`` seconds, remove. Cancel-safe."""
-        self._live.pop(sandbox.name, None)
-        with anyio.CancelScope(shield=True):
-            await anyio.aclose_forcefully(sandbox.stream)
-            with anyio.move_on_after(grace + CLEANUP_TIMEOUT):
-                await _run(api.stop_and_remove, self._client, sandbox.name, grace)
-            await self._forget(sandbox.name)
-
-    async def kill(self, sandbox: Sandbox) -> None:
-        """SIGKILL and remove now. Cancel-safe."""
-        self._live.pop(sandbox.name, None)
-        with anyio.CancelScope(shield=True):
-            await anyio.aclose_forcefully(sandbox.stream)
-            with anyio.move_on_after(CLEANUP_TIMEOUT):
-                await _run(api.remove_quietly, self._client, sandbox.name)
-            await self._forget(sandbox.name)
-
-    async def kill_all(self, sandboxes: Sequence[Sandbox]) -> None:
-        """Kill every sandbox at once (shutdown), and return once podman has removed them (or
-        after :data:`REMOVAL_WAIT`); also waits for sandboxes a cancelled start killed.
-
-        Their channels close first (each sandbox client exits on EOF by itself); then
-        :meth:`._podman_shutdown.Reaper.kill_all` kills them all through pidfds and waits for
-        the removals (its module says where the time goes). Their cgroup parents
-        (:mod:`._oom`) are left to the next start's sweep (one pass over 128 took 3.5 s under
-        load). Cancel-safe.
-        """
-        names = [sandbox.name for sandbox in sandboxes]
-        with anyio.CancelScope(shield=True):
-            for sandbox in sandboxes:
-                self._live.pop(sandbox.name, None)
-                await anyio.aclose_forcefully(sandbox.stream)
-            await self._reaper.kill_all(names)
-            await anyio.to_thread.run_sync(self._forget_all, names)
-
-    async def _forget(self, name: str, *, patient: bool = True) -> None:
-        """Drop what the host kept for sandbox ``name``: its pidfd, its event record, its
-        channel dir (with the full outputs kept there), its log and its cgroup parent
-        (``patient``: waiting for conmon to leave it)."""
-        await anyio.to_thread.run_sync(self._forget_all, [name])
-        if self.track_oom and patient:
-            await self._cgroups.remove_parent(name)
+    async def _kill_many(self, names: Sequence[str]) -> None:
+        """Through pidfds (:meth:`._podman_shutdown.Reaper.kill_all`; its module says where the
+        time goes), returning once podman removed them or after :data:`REMOVAL_WAIT`; also waits
+        for sandboxes a cancelled start killed. Their cgroup parents (:mod:`._oom`) are left to
+        the next start's sweep (one pass over 128 took 3.5 s under load)."""
+        await self._reaper.kill_all(names)
 
     def _forget_all(self, names: Sequence[str]) -> None:
-        """The part of :meth:`_forget` that never waits, for many sandboxes in one thread."""
+        """Also each one's pidfd and log."""
+        super()._forget_all(names)
         for name in names:
-            self._events.forget(name)
             self._reaper.release(name)
-            ChannelDir(self._sandboxes / name).remove()
             self._log_path(name).unlink(missing_ok=True)
 
-    async def remove_leftovers(self) -> int:
-        """Remove our containers whose owner bridge process is gone, and what such bridges left
-        in the state directory; return how many containers."""
-        removed = await self._reaper.remove_leftovers()
-        for directory in dead_owner_dirs(self._sandboxes.parent):
-            await anyio.to_thread.run_sync(partial(shutil.rmtree, directory, ignore_errors=True))
-        if self.track_oom:
-            # Cgroup parents whose conmon was still exiting when their sandbox was removed.
-            await self._cgroups.remove_empty()
-        return removed
+    async def _remove_leftover_containers(self) -> int:
+        return await self._reaper.remove_leftovers()
 
     async def aclose(self) -> None:
-        """Kill sandboxes still running (normally the session manager stopped them all), stop
-        following events, close the API client and stop the private service if this backend
-        started one."""
+        """Then close the API client, stop the private service if this backend started one,
+        close the ssh link."""
         with anyio.CancelScope(shield=True):
-            await self.kill_all(list(self._live.values()))
-            self._events.close()
-            await anyio.to_thread.run_sync(
-                partial(shutil.rmtree, self._sandboxes, ignore_errors=True)
-            )
+            await super().aclose()
             api.close(self._client)
             if self._service is not None:
                 await self._service.aclose()
