@@ -30,6 +30,8 @@ _MAX_LINE = 64 * 1024
 class DockerEvents(EventFollower):
     """Exit codes of the containers named by :meth:`follow`."""
 
+    died, exit_code_key = "die", "exitCode"
+
     def __init__(self, command: list[str], owner_label: str) -> None:
         self._command = command
         self._owner_label = owner_label
@@ -73,11 +75,3 @@ class DockerEvents(EventFollower):
             self._process = None
             process.kill()
             process.wait()
-
-    def _record(self, event: object) -> None:
-        if not isinstance(event, dict):
-            return
-        attributes = (event.get("Actor") or {}).get("Attributes") or {}
-        died = event.get("Action") == "die"
-        code = str(attributes.get("exitCode", "")) if died else None
-        self._saw(event.get("time"), str(attributes.get("name", "")), code)

@@ -107,7 +107,11 @@ class ExitRecords:
 
 class EventFollower(ExitRecords):
     """Exit records kept by a thread that follows an engine's event stream from :meth:`start`
-    to :meth:`close`, reopening it when it ends (with back-off, replaying what it missed)."""
+    to :meth:`close`, reopening it when it ends (with back-off, replaying what it missed). An
+    engine's follower reads its stream into :meth:`_record` and names how a death reads in it:
+    the ``Action`` (:attr:`died`) and the attribute with the exit code (:attr:`exit_code_key`)."""
+
+    died = exit_code_key = ""
 
     def __init__(self, engine: str) -> None:
         super().__init__()
@@ -146,9 +150,13 @@ class EventFollower(ExitRecords):
                 return
             delay = min(delay * 2, RETRY_MAX)
 
-    def _saw(self, when: object, name: str, exit_code: str | None) -> None:
-        """An event at ``when`` (epoch seconds); a death of ``name`` when ``exit_code`` is given."""
-        if isinstance(when, int):
+    def _record(self, event: object) -> None:
+        """One decoded event: its time (epoch seconds) moves the replay point; a death is kept."""
+        if not isinstance(event, dict):
+            return
+        if isinstance(when := event.get("time"), int):
             self._since = max(self._since, when - REPLAY_MARGIN)
-        if exit_code is not None and exit_code.lstrip("-").isdigit():
-            self._died(name, int(exit_code))
+        attributes = (event.get("Actor") or {}).get("Attributes") or {}
+        code = str(attributes.get(self.exit_code_key, ""))
+        if event.get("Action") == self.died and code.lstrip("-").isdigit():
+            self._died(str(attributes.get("name", "")), int(code))

@@ -33,6 +33,8 @@ STREAM_IDLE = 60.0
 class ContainerEvents(EventFollower):
     """Exit codes of the containers named by :meth:`follow`."""
 
+    died, exit_code_key = "died", "containerExitCode"
+
     def __init__(self, url: str, owner_label: str) -> None:
         self._url = url
         self._filters = json.dumps(
@@ -82,9 +84,3 @@ class ContainerEvents(EventFollower):
         finally:
             self._response = None
             client.close()  # type: ignore[no-untyped-call]
-
-    def _record(self, event: dict[str, Any]) -> None:
-        attributes = (event.get("Actor") or {}).get("Attributes") or {}
-        died = event.get("Action") == "died"
-        code = str(attributes.get("containerExitCode", "")) if died else None
-        self._saw(event.get("time"), str(attributes.get("name", "")), code)
