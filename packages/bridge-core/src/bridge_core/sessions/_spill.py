@@ -36,7 +36,7 @@ from typing import BinaryIO
 
 import anyio
 
-from bridge_core._ownership import Owner, current_owner, owner_is_alive, parse_owner
+from bridge_core._ownership import current_owner, owner_dir_name, owner_is_alive, parse_owner
 from bridge_core.private_files import private_dir
 from bridge_core.runtime.base import SharedDir
 
@@ -60,10 +60,6 @@ _KEPT_MODE = 0o444
 _PRIVATE_SUBDIR_MODE = 0o700
 _PRIVATE_KEPT_MODE = 0o400
 """The host's copy of a file the engine copied in (the sandbox reads its own copy)."""
-
-
-def _owner_dirname(owner: Owner) -> str:
-    return f"{owner.pid}-{owner.start_time}"
 
 
 def remove_dead_owners(root: Path) -> int:
@@ -106,7 +102,7 @@ class FullOutputs:
 
     def __init__(self, root: Path, *, budget: int = BRIDGE_BUDGET) -> None:
         self.root = root
-        self.area = root / _owner_dirname(current_owner())
+        self.area = root / owner_dir_name(current_owner())
         self.budget = budget
         self.used = 0
         """Bytes of spills being written plus files kept, as granted by :meth:`reserve`."""
