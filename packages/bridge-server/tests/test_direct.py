@@ -10,6 +10,7 @@ import anyio
 import mcp_types as types
 import pytest
 from bridge_core.policy import Policy
+from bridge_core.redaction import MASK, Redactor
 from bridge_core.sessions.types import OUTPUT_CAP
 from mcp_code_execution_mode import doctor
 from mcp_code_execution_mode._direct import (
@@ -17,6 +18,7 @@ from mcp_code_execution_mode._direct import (
     capped,
     direct_name,
     name_tools,
+    shown_tools,
     split_name,
 )
 from mcp_code_execution_mode._doctor_report import Report
@@ -65,6 +67,23 @@ def test_a_name_is_split_by_every_configured_server_it_could_belong_to() -> None
     assert split_name("gitlab__x", servers) == []
 
 
+def test_a_listed_definition_has_every_configured_secret_masked_and_a_secret_name_is_left_out() -> (
+    None
+):
+    secret = "sk-live-0123456789abcdef"
+    shown = {
+        "s__show": ("s", _tool("show", description=f"key {secret}", meta={"k": secret})),
+        f"s__{secret}": ("s", _tool(secret)),
+        "s__plain": ("s", _tool("plain", description="nothing here")),
+    }
+    (show, plain) = shown_tools(shown, Redactor([secret]))
+    assert secret not in show.model_dump_json(by_alias=True)
+    assert show.description == f"key {MASK}"
+    assert show.meta == {"k": MASK}
+    assert plain.name == "s__plain"
+    assert [t.name for t in shown_tools(shown, Redactor())] == list(shown)
+
+
 @dataclass
 class _Catalog:
     policy: Policy
@@ -87,6 +106,7 @@ class _Gateway:
         self.catalog = _Catalog(policy, dict.fromkeys(tools))
         self.pool = _Pool()
         self.tool_listeners: list[Any] = []
+        self.redactor = Redactor()
 
     async def allowed_tools(self, *, start: bool = True) -> list[tuple[str, types.Tool]]:
         if start:

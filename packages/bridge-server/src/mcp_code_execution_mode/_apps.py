@@ -4,7 +4,8 @@ A host renders an App tool's ``_meta.ui.resourceUri`` by reading that resource f
 that listed the tool, which for a proxied tool is the bridge. ``resources/list`` adds the
 ``ui://`` resources of the running servers that have App tools (a listing starts none);
 ``resources/read`` of a ``ui://`` URI goes to the server whose App tool names it (or that
-lists it), starting it if need be. Both are the
+lists it), starting it if need be; a URI that two servers claim is refused, never read from
+either. Both are the
 gateway's resource requests, the ones sandbox code makes (``runtime.list_resources``,
 ``read_resource``): the server policy, secret masking, the audit line of a read, the size and
 time bounds.
@@ -92,14 +93,21 @@ async def read_ui_resource(
         raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri}")
     ctx = _context(client, client_key)
     apps = (await direct.known_apps()).values()
-    owners = [server for server, tool in apps if ui_resource(tool) == uri]
+    owners = list(dict.fromkeys(server for server, tool in apps if ui_resource(tool) == uri))
     if not owners:
         for server in await _app_servers(direct):
             if any(str(r.uri) == uri for r in await _listed(gateway, ctx, server)):
                 owners.append(server)
-                break
     if not owners:
         raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri}")
+    if len(owners) > 1:
+        # Another server naming the same page must not answer in its place (a host renders what
+        # comes back as that server's App); which one is meant cannot be told, so neither.
+        raise MCPError(
+            types.INVALID_PARAMS,
+            f"{uri} is claimed by more than one server ({', '.join(owners)}): read it from "
+            "run_python with runtime.read_resource, naming the server",
+        )
     try:
         answer = await gateway.request(ctx, "read_resource", {"server": owners[0], "uri": uri})
         return types.ReadResourceResult.model_validate(answer)

@@ -9,6 +9,8 @@ name back into ``(server, tool)``, and shapes the gateway's answer as a ``CallTo
 
 Naming (docs/direct-tools.md):
 
+- A definition is the upstream's, with every configured secret masked (as sandbox code reads
+  it): a tool whose name holds one is left out.
 - ``<server>__<tool>``, kept only if it is a valid MCP tool name (1 to 128 of
   ``A-Z a-z 0-9 _ - .``);
   an invalid one is not rewritten (a rewrite hides the real name and makes new collisions) but
@@ -38,6 +40,7 @@ from mcp_code_execution_mode.rendering import error_result
 if TYPE_CHECKING:
     from bridge_core.client_link import ClientLink
     from bridge_core.proxy import ProxyGateway
+    from bridge_core.redaction import Redactor
 
 __all__ = [
     "MODES",
@@ -48,6 +51,7 @@ __all__ = [
     "lists_code",
     "lists_direct",
     "name_tools",
+    "shown_tools",
     "split_name",
     "ui_resource",
 ]
@@ -162,6 +166,35 @@ def listed_tool(name: str, server: str, tool: types.Tool) -> types.Tool:
     return tool.model_copy(update={"name": name, "title": tool.title or f"{tool.name} ({server})"})
 
 
+def shown_tools(
+    named: Mapping[str, tuple[str, types.Tool]], redactor: Redactor | None
+) -> list[types.Tool]:
+    """The direct tools as a client is given them: each :func:`listed_tool` with every
+    configured secret masked in every string of its definition, as sandbox code reads the same
+    definitions (a server that documents its own key in a description or a schema default must
+    not hand it to the model). A tool whose name holds a secret is left out (logged): masked,
+    its name would call nothing."""
+    shown = []
+    for name, (server, tool) in named.items():
+        listed = listed_tool(name, server, tool)
+        if not redactor:
+            shown.append(listed)
+            continue
+        if redactor.text(name) != name:
+            logger.info("a tool of %s is not listed directly: its name holds a secret", server)
+            continue
+        dumped = listed.model_dump(by_alias=True, mode="json", exclude_none=True)
+        masked = redactor.value(dumped)
+        if masked is not dumped:
+            try:
+                listed = types.Tool.model_validate(masked)
+            except ValidationError:
+                logger.info("%s is not listed directly: its masked definition is invalid", name)
+                continue
+        shown.append(listed)
+    return shown
+
+
 class DirectTools:
     """Lists and calls proxied tools directly, through one gateway; forwards list changes."""
 
@@ -214,8 +247,7 @@ class DirectTools:
         for server, tool in allowed:
             by_server.setdefault(server, []).append(tool)
         self._listed.update({server: _seen(tools) for server, tools in by_server.items()})
-        named = name_tools(allowed, reserved)
-        return [listed_tool(name, server, tool) for name, (server, tool) in named.items()]
+        return shown_tools(name_tools(allowed, reserved), self._gateway.redactor)
 
     async def app_tools(
         self, session: Any, key: str | None, reserved: Iterable[str] = ()
@@ -227,10 +259,11 @@ class DirectTools:
         by_server: dict[str, list[types.Tool]] = {}
         for server, tool in named.values():
             by_server.setdefault(server, []).append(tool)
-        if self._gateway is not None:
-            for server in self._gateway.catalog.servers:
-                self._apps_shown[server] = _seen(by_server.get(server, ()))
-        return [listed_tool(name, server, tool) for name, (server, tool) in named.items()]
+        if self._gateway is None:
+            return shown_tools(named, None)
+        for server in self._gateway.catalog.servers:
+            self._apps_shown[server] = _seen(by_server.get(server, ()))
+        return shown_tools(named, self._gateway.redactor)
 
     async def known_apps(self, reserved: Iterable[str] = ()) -> dict[str, tuple[str, types.Tool]]:
         """Direct name → ``(server, tool)`` of the allowed App tools known without starting a

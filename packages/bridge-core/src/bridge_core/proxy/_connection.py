@@ -48,6 +48,11 @@ message is usually the last thing written, but a surviving grandchild can hold t
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 """The SDK's defaults for its own HTTP transports: 30 s to connect and write, 5 minutes between
 reads (a server may hold a response stream open)."""
+_RELIST_INTERVAL = 1.0
+"""Seconds between two relistings of one server's tools after its ``list_changed``: the first
+change is listed at once, the ones that follow within the interval in one relisting at its end.
+A server flapping its list (hundreds of ``list_changed`` a second) otherwise cost a relisting,
+a catalog rebuild, a cache write and a ``list_changed`` to every direct client per flap."""
 
 Transport = tuple[Any, Any]
 """The (read, write) stream pair an SDK transport yields (the SDK's alias for it is private)."""
@@ -299,14 +304,15 @@ class Connection:
                     self.spec.name,
                     exc,
                 )
-                continue
             except Exception:
                 logger.warning(
                     "refreshing the tool list of %r failed", self.spec.name, exc_info=True
                 )
-                continue
-            self.tools = tools
-            await self._announce_tools(tools)
+            else:
+                self.tools = tools
+                await self._announce_tools(tools)
+            # Changes meanwhile (and failures: each is a log line) make one relisting after it.
+            await anyio.sleep(_RELIST_INTERVAL)
 
     async def _announce_tools(self, tools: list[types.Tool]) -> None:
         try:
