@@ -51,32 +51,38 @@ async def start_on_channel(
     it starts, listen, ``launch`` it, accept it (:func:`accept_channel`; ``what`` names it),
     then unlink the socket so nothing else connects.
 
-    On any failure or cancellation the listener is closed and ``undo`` removes what ``launch``
-    made, shielded (a cancelled caller must still not leak a container or a process); ``undo``
-    bounds its own waits.
+    On any failure or cancellation, up to the return, the listener (and a connection already
+    accepted) is closed and ``undo`` removes what ``launch`` made, shielded (a cancelled caller
+    must still not leak a container or a process); ``undo`` bounds its own waits.
     """
     listener: SocketListener | None = None
+    accepted: ByteStream | None = None
     try:
         if spec.preimport:
             await anyio.to_thread.run_sync(channel.write_preimport, spec.preimport)
         listener = await channel.listen()
         exited, check_peer = await launch()
-        stream = await accept_channel(
+        stream = accepted = await accept_channel(
             listener,
             exited=exited,
             check_peer=check_peer,
             what=what,
             connect_timeout=spec.connect_timeout,
         )
+        # Still undone on failure: closing the listener is a checkpoint, where a cancellation
+        # that came as the sandbox connected (a start deadline, the shutdown) is delivered; past
+        # it the caller would get no sandbox and nothing would remove the running one.
+        await listener.aclose()
+        channel.unlink_socket()
+        return stream
     except BaseException:
         with anyio.CancelScope(shield=True):
+            if accepted is not None:
+                await anyio.aclose_forcefully(accepted)
             if listener is not None:
                 await anyio.aclose_forcefully(listener)
             await undo()
         raise
-    await listener.aclose()
-    channel.unlink_socket()
-    return stream
 
 
 @dataclass(frozen=True, slots=True, eq=False)
