@@ -213,9 +213,14 @@ class ContainerEngine:
         self._live.pop(sandbox.name, None)
         with anyio.CancelScope(shield=True):
             await anyio.aclose_forcefully(sandbox.stream)
-            with anyio.move_on_after(bound):
-                await removal()
-            await self._forget(sandbox.name)
+            try:
+                with anyio.move_on_after(bound):
+                    await removal()
+            finally:
+                # Also when the engine failed (its error goes on to the caller): the sandbox
+                # left the records above, so nothing else would close its init's pidfd or
+                # remove its channel directory before the bridge exits.
+                await self._forget(sandbox.name)
 
     async def remove_leftovers(self) -> int:
         """Remove our containers whose owner bridge process is gone, and what such bridges left
