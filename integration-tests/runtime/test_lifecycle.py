@@ -7,10 +7,11 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
-from anyio.abc import Process
+from anyio.abc import ByteStream, Process
 from bridge_core._ownership import Owner, current_owner, process_start_time
 from bridge_core.channel import Channel, ChannelClosed
 from bridge_core.errors import SandboxStartError
@@ -160,6 +161,43 @@ async def test_cancelled_start_leaves_no_container_socket_or_directory(
     await _shared.wait_until_removed(started, since=cancelled)
     assert not any("cancelled" in name for name in await _podman_names(ours))
     assert _sandbox_dirs(podman_backend, tmp_path) == []
+
+
+async def test_a_start_cancelled_as_its_sandbox_connects_leaves_no_container_or_directory(
+    backend: RuntimeBackend,
+    sandbox_image: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The caller gives up just as the real sandbox's connection is accepted (a start deadline
+    # passing during the peer check, the shutdown cancelling a pool refill): the cancellation
+    # reaches the start after the accept, and the start must still undo everything.
+    if isinstance(backend, PodmanBackend) and backend.channel == "stdio":
+        pytest.skip("a socket-channel test: the stdio channel accepts nothing")
+    accept = _channel.accept_channel  # the real one, which _engine calls
+    caller = anyio.CancelScope()
+    connections: list[ByteStream] = []
+
+    async def accepted_as_the_caller_gives_up(*args: Any, **kwargs: Any) -> ByteStream:
+        connection = await accept(*args, **kwargs)
+        connections.append(connection)
+        caller.cancel()
+        return connection
+
+    monkeypatch.setattr(_engine, "accept_channel", accepted_as_the_caller_gives_up)
+    spec = SandboxSpec(name="giveup", image=sandbox_image, connect_timeout=START_TIMEOUT)
+    with anyio.fail_after(START_TIMEOUT), caller:
+        await backend.start(spec)
+    cancelled = time.time()
+    assert caller.cancelled_caught
+    (connection,) = connections
+    with pytest.raises(anyio.ClosedResourceError):
+        await connection.send(b"\0")  # the bridge closed its end
+    ours = f"label={OWNER_LABEL}={backend.owner.label}"  # type: ignore[attr-defined]
+    started = {name for name in await _container_names(backend.name, ours) if "giveup" in name}
+    await _shared.wait_until_removed(started, since=cancelled, runtime=backend.name)
+    assert not any("giveup" in name for name in await _container_names(backend.name, ours))
+    assert not _sandbox_dir_exists(tmp_path, "mcp-bridge-giveup")
 
 
 async def test_a_sandbox_that_exits_before_connecting_fails_with_its_status_and_output(
