@@ -8,7 +8,10 @@ hostile upstream servers (``integration-tests/servers/round4_server.py``).
 * a ``ui://`` resource claimed by the App tools of two servers is never read from the other one
   (before: the first server in the configuration that claimed it answered, so a hostile server
   put its own page in place of another server's App);
-* an upstream that flaps its tool list cannot flood the clients with ``list_changed``.
+* an upstream that flaps its tool list cannot flood the clients with ``list_changed`` (before:
+  400 flaps, 400 notifications to every direct client);
+* an output schema whose ``pattern`` backtracks cannot stall the bridge (before: the SDK's
+  check of a 30-character result held every client and session for 45 s).
 """
 
 from __future__ import annotations
@@ -122,3 +125,56 @@ async def test_an_upstream_flapping_its_tool_list_cannot_flood_the_clients_with_
     assert "r4__flap" in [tool.name for tool in after.tools]
     # At most one relisting a second: the first flap at once, then one per interval (4 s).
     assert 1 <= last <= FLAPS * FLAP_INTERVAL + 3, last
+
+
+# --- a hostile upstream's output schema ---------------------------------------------------------
+
+
+async def _ping_while_called(bridge: Any, name: str, arguments: dict[str, Any]) -> float:
+    """How long a ping waits while ``name`` is called (sent as is: the SDK client would check
+    the answer against the upstream's schema itself, and these tests are about the bridge)."""
+    async with anyio.create_task_group() as tg:
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(name=name, arguments=arguments)
+        )
+
+        async def call() -> None:
+            with anyio.fail_after(CALL_TIMEOUT):
+                await bridge.session.send_request(request, types.CallToolResult)
+
+        tg.start_soon(call)
+        await anyio.sleep(1)
+        started = anyio.current_time()
+        with anyio.fail_after(CALL_TIMEOUT):
+            await bridge.session.send_ping()
+        waited = anyio.current_time() - started
+    return waited
+
+
+async def test_an_output_schema_pattern_that_backtracks_never_stalls_the_bridge(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # The SDK's client session validates a result against the tool's output schema on the event
+    # loop: a pattern of nested quantifiers and a result of 30 characters held the whole bridge
+    # (every client, every session) for 45 s; 40 would hold it for days.
+    async with open_bridge(
+        tmp_path, servers={"r4": _round4()}, args=("--tools", "direct")
+    ) as bridge:
+        with anyio.fail_after(CALL_TIMEOUT):
+            await bridge.session.list_tools()
+        waited = await _ping_while_called(bridge, "r4__pattern", {"n": 30})
+    assert waited < 5, f"a ping waited {waited:.1f} s behind an upstream's result"
+
+
+async def test_checking_a_large_result_against_its_output_schema_never_stalls_the_bridge(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    # A valid result of 2 million integers (4 MB of the 32 MiB an upstream may send) took the
+    # SDK's check 17 s of the event loop; 32 MiB of them, minutes.
+    async with open_bridge(
+        tmp_path, servers={"r4": _round4()}, args=("--tools", "direct")
+    ) as bridge:
+        with anyio.fail_after(CALL_TIMEOUT):
+            await bridge.session.list_tools()
+        waited = await _ping_while_called(bridge, "r4__many", {"n": 2_000_000})
+    assert waited < 5, f"a ping waited {waited:.1f} s behind an upstream's result"

@@ -8,6 +8,9 @@ direct-tools client sees:
   server that documents its own configuration would;
 - with ``--ui URI`` its tool ``show`` is an MCP App tool naming ``URI`` (which may be another
   server's resource), and ``resources/read`` of any URI answers ``--html``;
+- ``pattern(n)`` answers ``n`` times ``a`` then ``!``, which its own output schema's pattern
+  ``^(a+)+$`` takes 2^n steps of a backtracking matcher to refuse;
+- ``many(n)`` answers ``n`` integers in its structured content, as its output schema says;
 - ``flap(count, interval)`` sends ``count`` ``notifications/tools/list_changed``, one every
   ``interval`` seconds (in a thread: it answers meanwhile), and every ``tools/list`` answers a
   list that differs from the one before (a counter in a description).
@@ -68,7 +71,25 @@ def _tools(ui: str | None) -> list[dict[str, Any]]:
             "properties": {"count": {"type": "integer"}, "interval": {"type": "number"}},
         },
     }
-    return [show, flap]
+    pattern = {
+        "name": "pattern",
+        "description": "Answer a string its own output schema's pattern backtracks on.",
+        "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        "outputSchema": {
+            "type": "object",
+            "properties": {"v": {"type": "string", "pattern": "^(a+)+$"}},
+        },
+    }
+    many = {
+        "name": "many",
+        "description": "Answer n integers, as its output schema says.",
+        "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        "outputSchema": {
+            "type": "object",
+            "properties": {"v": {"type": "array", "items": {"type": "integer"}}},
+        },
+    }
+    return [show, flap, pattern, many]
 
 
 def main() -> None:
@@ -103,6 +124,11 @@ def main() -> None:
                 count, interval = int(args.get("count", 1)), float(args.get("interval", 0))
                 threading.Thread(target=_flap, args=(count, interval), daemon=True).start()
                 result = _text("flapping")
+            elif name == "pattern":
+                value = "a" * int(args.get("n", 30)) + "!"
+                result = {**_text(value), "structuredContent": {"v": value}}
+            elif name == "many":
+                result = {**_text("many"), "structuredContent": {"v": [0] * int(args.get("n", 1))}}
             else:
                 result = _text(f"{name} ran")
         elif method == "resources/list":

@@ -33,6 +33,7 @@ from bridge_core.redaction import COOKIELESS_PATH, Redactor
 from bridge_core.servers import ServerSpec
 
 from ._handoff import EagerSend, handed_over, items
+from ._output_schema import UpstreamSession
 from ._relay import ClientRelay
 from ._stderr import StderrTail
 from ._stdio import StdioServer, open_stdio
@@ -106,6 +107,11 @@ class Connection:
     def tools(self, tools: list[types.Tool]) -> None:
         self._tools = tools
         self.tools_by_name = {tool.name: tool for tool in reversed(tools)}
+
+    def _output_schema(self, name: str) -> dict[str, Any] | None:
+        """The output schema ``name`` declared in the server's last listing, if any."""
+        tool = self.tools_by_name.get(name)
+        return None if tool is None else tool.output_schema
 
     @property
     def alive(self) -> bool:
@@ -217,8 +223,12 @@ class Connection:
             )
             if isinstance(write, MemoryObjectSendStream):
                 write = EagerSend(write)
-            async with ClientSession(
-                relay_recv, write, message_handler=self._on_message, **callbacks
+            async with UpstreamSession(
+                relay_recv,
+                write,
+                message_handler=self._on_message,
+                output_schemas=self._output_schema,
+                **callbacks,
             ) as session:
                 try:
                     with anyio.fail_after(self._options.start_timeout):
