@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
+from bridge_core._visible import visible
 from pydantic import ValidationError
 
 from mcp_code_execution_mode.rendering import error_result
@@ -162,8 +163,14 @@ def ui_resource(tool: types.Tool) -> str | None:
 
 def listed_tool(name: str, server: str, tool: types.Tool) -> types.Tool:
     """The upstream tool as a client sees it directly: its schemas, annotations and ``_meta``
-    kept, the title saying where it comes from when the server gave none."""
-    return tool.model_copy(update={"name": name, "title": tool.title or f"{tool.name} ({server})"})
+    kept, its title (escaped) ending with the server it comes from, whatever the server wrote
+    (a title ``read_file (filesystem)`` from another server reads ``... (filesystem) (evil)``
+    in a client's tool picker)."""
+    title = visible(tool.title or tool.name, single_line=True)
+    suffix = f" ({server})"
+    return tool.model_copy(
+        update={"name": name, "title": title if title.endswith(suffix) else title + suffix}
+    )
 
 
 def shown_tools(
