@@ -12,7 +12,7 @@ import pytest
 from bridge_core.policy import Policy
 from bridge_core.redaction import MASK, Redactor
 from bridge_core.sessions.types import OUTPUT_CAP
-from mcp_code_execution_mode import doctor
+from mcp_code_execution_mode import _direct, doctor
 from mcp_code_execution_mode._direct import (
     DirectTools,
     capped,
@@ -280,3 +280,25 @@ def test_a_listed_title_always_ends_with_the_server_it_comes_from() -> None:
     assert listed_tool("fs__read_file", "fs", plain).title == "read_file (fs)"
     said = _tool("read_file", title="Read a file (fs)")
     assert listed_tool("fs__read_file", "fs", said).title == "Read a file (fs)"
+
+
+async def test_a_session_that_never_takes_the_notification_is_forgotten_and_holds_nobody_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_direct, "NOTIFY_TIMEOUT", 0.2)
+    gateway, direct, session = await _listed()
+
+    class Stuck:
+        sent = 0
+
+        async def send_tool_list_changed(self) -> None:
+            self.sent += 1
+            await anyio.sleep_forever()  # its stream is never read
+
+    stuck = Stuck()
+    await direct.tools(stuck, "stuck")
+    with anyio.fail_after(5):
+        await gateway.changed("fs", [_tool("read")])
+        await gateway.changed("fs", [_tool("read"), _tool("x")])
+    assert session.notified == 2
+    assert stuck.sent == 1  # tried once, then forgotten

@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+import anyio
 import mcp_types as types
 from bridge_core._visible import visible
 from pydantic import ValidationError
@@ -76,6 +77,10 @@ DIRECT_SESSION = "(direct)"
 MAX_LISTENERS = 1024
 """Client connections remembered to tell of list changes; past it the longest known is forgotten
 (an HTTP client that left without ending its session stays until then)."""
+NOTIFY_TIMEOUT = 2.0
+"""Seconds one connection may take to accept a list-change notification; one that does not
+(its stream never read) is forgotten, so it holds up neither the others nor the server's
+refresh."""
 
 
 class Listeners:
@@ -101,10 +106,12 @@ class Listeners:
         return bool(self._by_key)
 
     async def notify(self) -> None:
-        """Send ``notifications/tools/list_changed`` to each; forget those that fail."""
+        """Send ``notifications/tools/list_changed`` to each; forget those that fail or do
+        not take it within :data:`NOTIFY_TIMEOUT`."""
         for key, session in list(self._by_key.items()):
             try:
-                await session.send_tool_list_changed()
+                with anyio.fail_after(NOTIFY_TIMEOUT):
+                    await session.send_tool_list_changed()
             except Exception as exc:  # a client that went away: the others still hear
                 logger.debug("tools/list_changed not delivered: %r", exc)
                 self._by_key.pop(key, None)
