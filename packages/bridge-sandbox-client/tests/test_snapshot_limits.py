@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from bridge_protocol import Snapshot
 from bridge_sandbox_client import _saving_child, _snapshot
-from bridge_sandbox_client._snapshot import CHUNK, SnapshotTaker
+from bridge_sandbox_client._saving_pipe import CHUNK
+from bridge_sandbox_client._snapshot import SnapshotTaker
 
 from .conftest import SnapshotHost  # type: ignore[import-not-found]  # pytest (importlib mode) resolves it
 

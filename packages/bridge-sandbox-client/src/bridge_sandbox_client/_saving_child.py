@@ -30,7 +30,7 @@ from typing import Any, BinaryIO, cast
 
 from bridge_sandbox_client import _tmpfiles
 from bridge_sandbox_client._pickling import pickle_namespace
-from bridge_sandbox_client._snapshot import (
+from bridge_sandbox_client._saving_pipe import (
     _COPY,
     _DATA,
     _RECORD,

@@ -32,15 +32,15 @@ import contextlib
 import json
 import os
 import signal
-import struct
 import threading
 import types
 from collections.abc import Callable
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO
 
 from bridge_protocol import FORK_SNAPSHOT_PREFIX, UNCHANGED_SNAPSHOT_PREFIX, Snapshot, SnapshotCopy
 
 from bridge_sandbox_client._pickling import MAX_UNSAVED, describe_error, pickle_namespace
+from bridge_sandbox_client._saving_pipe import _COPY, _DATA, _RECORD, CHUNK, MAX_LAYOUT, HostCopy
 from bridge_sandbox_client._tmpfiles import SmallTar, TooLarge
 
 __all__ = ["CHUNK", "HostCopy", "SnapshotTaker", "is_bridge_object", "state_limit"]
@@ -57,11 +57,6 @@ _OWN_THREADS = "bridge-"
 
 Send = Callable[[Snapshot | SnapshotCopy], None]
 
-CHUNK = 4 * 1024 * 1024
-"""Bytes per ``Snapshot`` frame (the channel's frame limit is 16 MiB)."""
-MAX_LAYOUT = 4096
-"""Out-of-band buffers of a state whose place the sandbox remembers (one that did not change is
-copied by the host; past this many, the rest are sent again)."""
 _REPORT_LIMIT = 1024 * 1024
 """Most bytes of the saving child's report read (its unsaved names, cut, JSON-escaped, take at
 most a few hundred KiB)."""
@@ -84,17 +79,6 @@ def state_limit() -> int | None:
     return None
 
 
-class HostCopy(NamedTuple):
-    """A state the host holds, as the sandbox knows it: its digest (see
-    :func:`._saving_child.child`), the snapshot that sent it, and where its out-of-band buffers
-    are in it (by their SHA-256 and length: at most :data:`MAX_LAYOUT`), for the next state to
-    copy the unchanged ones."""
-
-    digest: bytes
-    snapshot_id: str
-    layout: dict[tuple[bytes, int], int]
-
-
 def _read_report(fd: int) -> tuple[tuple[str, ...], HostCopy, bool] | str | None:
     """What the saving child wrote last: the names it left out, the state it made (its digest
     and layout; no snapshot id) and whether that equals the one it was given; or why it made
@@ -113,13 +97,6 @@ def _read_report(fd: int) -> tuple[tuple[str, ...], HostCopy, bool] | str | None
         return unsaved, made, bool(report["same"])
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
-
-
-_RECORD = struct.Struct(">cQQ")
-"""A record of the saving child's pipe (written by ``_saving_child``, read by the forwarder):
-``D`` and a length (then that many bytes of the state; the second number is 0), or ``C``, an
-offset and a length (bytes the host copies from the state it holds)."""
-_DATA, _COPY = b"D", b"C"
 
 
 def _user_threads_run() -> bool:
