@@ -1,7 +1,9 @@
 import os
+import subprocess
 from pathlib import Path
 
 from bridge_core.runtime._oom import (
+    _REMOVE_EMPTY_SCRIPT,
     cgroup_parent,
     oom_killed,
     remove_cgroup_parent,
@@ -71,3 +73,19 @@ def test_a_running_bridges_empty_parents_are_left_to_it(tmp_path: Path) -> None:
     remove_empty_parents(root=tmp_path)
     assert (tmp_path / "memory" / "mcp-bridge" / mine).is_dir()
     assert not (tmp_path / "memory" / "mcp-bridge" / gone).exists()
+
+
+def test_the_engine_machines_sweep_leaves_a_running_bridges_parents_too(tmp_path: Path) -> None:
+    # A bridge reaching this engine over ssh swept every empty parent on it, also that of a
+    # local bridge's sandbox that had just died: its OOM kill was reported as a plain exit 137
+    # (a CI run, docker beside a remote podman on one machine).
+    mine = f"mcp-bridge-mcp-sandbox-{os.getpid()}-03c844-1-526963f4"
+    gone = "mcp-bridge-mcp-sandbox-999999999-03c844-1-526963f4"
+    for hierarchy in (tmp_path, tmp_path / "memory"):
+        for name in (mine, gone, "unnamed"):
+            (hierarchy / "mcp-bridge" / name / "inner").mkdir(parents=True)
+    subprocess.run(["sh", "-c", _REMOVE_EMPTY_SCRIPT, "sh", str(tmp_path), "/proc"], check=True)
+    for hierarchy in (tmp_path, tmp_path / "memory"):
+        assert (hierarchy / "mcp-bridge" / mine / "inner").is_dir()
+        assert not (hierarchy / "mcp-bridge" / gone).exists()
+        assert not (hierarchy / "mcp-bridge" / "unnamed").exists()

@@ -176,9 +176,14 @@ _REMOVE_SCRIPT = (
     'find "$d" -depth -type d -exec rmdir {} + 2>/dev/null; [ -d "$d" ] && left=1; done; '
     '[ -z "$left" ] && exit 0; sleep 0.02; done; exit 0'
 )
+# $1: the cgroup root, $2: /proc. As :func:`remove_empty_parents`: a parent whose owner pid
+# exists there is left to its bridge (a bridge on the engine's machine still to read its
+# evidence; a bridge elsewhere whose pid happens to exist only keeps its parent longer).
 _REMOVE_EMPTY_SCRIPT = (
-    'for h in /sys/fs/cgroup /sys/fs/cgroup/*; do [ -d "$h/mcp-bridge" ] || continue; '
-    'find "$h/mcp-bridge" -mindepth 1 -depth -type d -exec rmdir {} + 2>/dev/null; done; exit 0'
+    'for h in "$1" "$1"/*; do for d in "$h"/mcp-bridge/*/; do [ -d "$d" ] || continue; '
+    "pid=$(basename \"$d\" | sed -n 's/.*mcp-sandbox-\\([0-9][0-9]*\\)-.*/\\1/p'); "
+    '[ -n "$pid" ] && [ -d "$2/$pid" ] && continue; '
+    'find "$d" -depth -type d -exec rmdir {} + 2>/dev/null; done; done; exit 0'
 )
 
 
@@ -221,7 +226,7 @@ class EngineCgroups:
         if self._link is None:
             await anyio.to_thread.run_sync(remove_empty_parents)
             return
-        await self._run_quietly(_REMOVE_EMPTY_SCRIPT)
+        await self._run_quietly(_REMOVE_EMPTY_SCRIPT, str(CGROUP_ROOT), "/proc")
 
     async def _run_quietly(self, script: str, *args: str) -> None:
         assert self._link is not None
