@@ -113,21 +113,25 @@ def test_a_loop_plain_code_gets_in_its_first_asyncio_cell_is_the_one_later_await
     assert run.result.value == "(42, True)"
 
 
+EXHAUSTS_DESCRIPTORS = (
+    "import os, resource\n"
+    "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+    "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+    "held = []\n"
+    "try:\n"
+    "    while True:\n"
+    "        held.append(os.open(os.devnull, os.O_RDONLY))\n"
+    "except OSError:\n"
+    "    pass\n"
+    "kept = 'state'"
+)
+"""A cell that holds every file descriptor it can get (in ``held``; ``kept`` is its state)."""
+
+
 def test_a_cell_whose_loop_cannot_be_made_fails_and_the_sandbox_goes_on(host: Any) -> None:
     # The loop is made when a cell first needs it; with no file descriptor left that fails, and
     # it must be that cell's error, not the end of the sandbox and its state.
-    exhausted = host.execute(
-        "import os, resource\n"
-        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
-        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
-        "held = []\n"
-        "try:\n"
-        "    while True:\n"
-        "        held.append(os.open(os.devnull, os.O_RDONLY))\n"
-        "except OSError:\n"
-        "    pass\n"
-        "kept = 'state'"
-    )
+    exhausted = host.execute(EXHAUSTS_DESCRIPTORS)
     assert exhausted.result.status == "ok", exhausted.result.error
     failed = host.execute("import asyncio\n'unreached'")
     assert failed.result.status == "error"
@@ -140,18 +144,7 @@ def test_a_first_call_whose_futures_cannot_be_imported_fails_and_the_sandbox_goe
 ) -> None:
     # concurrent.futures is imported by the first call, in the thread of the code making it:
     # with no file descriptor left that fails, as that call's error, and the next call imports it.
-    exhausted = host.execute(
-        "import os, resource\n"
-        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
-        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
-        "held = []\n"
-        "try:\n"
-        "    while True:\n"
-        "        held.append(os.open(os.devnull, os.O_RDONLY))\n"
-        "except OSError:\n"
-        "    pass\n"
-        "kept = 'state'"
-    )
+    exhausted = host.execute(EXHAUSTS_DESCRIPTORS)
     assert exhausted.result.status == "ok", exhausted.result.error
     failed = host.execute("mcp_servers['github'].list_issues.sync()")
     assert failed.result.status == "error"
