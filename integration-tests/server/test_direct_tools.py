@@ -432,6 +432,40 @@ async def test_direct_tools_known_from_an_earlier_start_are_listed_without_start
     assert starts.read_text().count("start") == 2  # the call started it
 
 
+async def test_a_direct_listing_from_the_cache_equals_the_live_one_and_a_call_announces_nothing(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    # server-everything gives each tool an `execution`: a cache that dropped it listed each
+    # tool differently from the live list, and the first call told every client list_changed.
+    async with open_bridge(
+        tmp_path, servers=_everything(third_party), args=("--tools", "direct")
+    ) as bridge:
+        with anyio.fail_after(CALL_TIMEOUT):
+            live = await bridge.session.list_tools()
+    changed: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.append(message)
+
+    async with open_bridge(
+        tmp_path,
+        servers=_everything(third_party),
+        args=("--tools", "direct"),
+        client_options={"message_handler": on_message},
+    ) as bridge:
+        with anyio.fail_after(CALL_TIMEOUT):
+            cached = await bridge.session.list_tools()
+        assert cached.tools == live.tools
+        summed = await _call(bridge.session, "everything__get-sum", {"a": 2, "b": 3})
+        assert not summed.is_error
+        # The server's first listing is announced before the call is answered, so a
+        # notification would have arrived ahead of this listing's answer.
+        again = await bridge.session.list_tools()
+    assert again.tools == live.tools
+    assert changed == []
+
+
 async def test_a_cached_server_whose_start_fails_is_left_out_of_the_next_listing(
     tmp_path: Path, sandbox_image: str
 ) -> None:

@@ -73,7 +73,15 @@ def test_a_listed_definition_has_every_configured_secret_masked_and_a_secret_nam
 ):
     secret = "sk-live-0123456789abcdef"
     shown = {
-        "s__show": ("s", _tool("show", description=f"key {secret}", meta={"k": secret})),
+        "s__show": (
+            "s",
+            _tool(
+                "show",
+                description=f"key {secret}",
+                meta={"k": secret},
+                icons=[types.Icon(src=f"https://example.test/{secret}.png")],  # kept by the cache
+            ),
+        ),
         f"s__{secret}": ("s", _tool(secret)),
         "s__plain": ("s", _tool("plain", description="nothing here")),
     }
@@ -81,6 +89,8 @@ def test_a_listed_definition_has_every_configured_secret_masked_and_a_secret_nam
     assert secret not in show.model_dump_json(by_alias=True)
     assert show.description == f"key {MASK}"
     assert show.meta == {"k": MASK}
+    assert show.icons is not None
+    assert show.icons[0].src == f"https://example.test/{MASK}.png"
     assert plain.name == "s__plain"
     assert [t.name for t in shown_tools(shown, Redactor())] == list(shown)
 

@@ -1,14 +1,16 @@
-"""What the catalog knows of a server's tools without starting it, and the ``_meta`` and
-annotations a cached list keeps (direct and MCP App tools are shown from it)."""
+"""What the catalog knows of a server's tools without starting it, and what a cached list keeps
+of each tool (``_meta``, annotations, ``execution``, icons: direct and MCP App tools are shown
+from it, and must read as the live list does)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from bridge_core.catalog import Catalog, ToolCache, ToolDoc
 from bridge_core.policy import Policy
 from bridge_core.servers import ServerSpec
-from mcp.types import Tool, ToolAnnotations
+from mcp.types import Icon, Tool, ToolAnnotations, ToolExecution
 
 SPEC = ServerSpec(name="apps", transport="stdio", command="apps-server", args=())
 CHART = Tool(
@@ -18,6 +20,12 @@ CHART = Tool(
     _meta={"ui": {"resourceUri": "ui://apps/chart.html"}},
 )
 ERASE = Tool(name="erase", input_schema={"type": "object"})
+RESEARCH = Tool(
+    name="research",
+    input_schema={"type": "object"},
+    execution=ToolExecution(task_support="required"),
+    icons=[Icon(src="https://example.test/r.png", mime_type="image/png", sizes=["48x48"])],
+)
 
 
 def test_a_cached_tool_keeps_its_meta_and_annotations(tmp_path: Path) -> None:
@@ -29,6 +37,30 @@ def test_a_cached_tool_keeps_its_meta_and_annotations(tmp_path: Path) -> None:
     assert back.meta == {"ui": {"resourceUri": "ui://apps/chart.html"}}
     assert back.annotations == {"readOnlyHint": True}
     assert Tool.model_validate(back.to_json()) == CHART
+
+
+def test_a_cached_tool_keeps_its_execution_and_icons_so_it_reads_back_as_listed(
+    tmp_path: Path,
+) -> None:
+    ToolCache(tmp_path).store(SPEC, [ToolDoc.from_tool("apps", RESEARCH)])
+    loaded = ToolCache(tmp_path).load(SPEC)
+    assert loaded is not None
+    (back,) = loaded.tools
+    assert Tool.model_validate(back.to_json()) == RESEARCH
+
+
+def test_a_cache_file_written_before_execution_and_icons_were_kept_still_loads(
+    tmp_path: Path,
+) -> None:
+    cache = ToolCache(tmp_path)
+    cache.directory.mkdir(parents=True)
+    older = {"format": 1, "server": "apps", "saved_at": 1.0, "description": "",
+             "tools": [{"name": "research", "inputSchema": {"type": "object"}}]}  # fmt: skip
+    (cache.directory / f"{SPEC.cache_key()}.json").write_text(json.dumps(older))
+    loaded = cache.load(SPEC)
+    assert loaded is not None
+    (back,) = loaded.tools
+    assert (back.name, back.execution, back.icons) == ("research", None, None)
 
 
 async def test_known_tools_come_from_the_cache_and_never_start_the_server(tmp_path: Path) -> None:

@@ -31,6 +31,10 @@ __all__ = ["CachedTools", "ToolCache"]
 logger = logging.getLogger(__name__)
 
 _FORMAT = 1
+"""Kept at 1 while changes are additions a reader may lack: a tool's ``_meta``, annotations,
+``execution`` and ``icons`` came later and are optional in :meth:`ToolDoc.from_json`, so an older
+file loads (its tools without them, until their server next lists) and an older bridge reads a
+newer file (ignoring them). A change an older reader would misread takes 2."""
 _SLACK_BYTES = 64 * 1024
 """Room in a file for what is not the tool list itself (format, name, time, description)."""
 

@@ -27,6 +27,13 @@ class ToolDoc:
     meta: Mapping[str, Any] | None = None
     """The tool's ``_meta`` (e.g. an MCP App's ``ui.resourceUri``): kept so that a cached list
     can be shown as the server gave it (direct and App tools), never searched."""
+    execution: Mapping[str, Any] | None = None
+    """The tool's ``execution`` (``taskSupport``), kept for the same reason as ``meta``."""
+    icons: tuple[Mapping[str, Any], ...] | None = None
+    """The tool's ``icons``, kept for the same reason: a direct listing from the cache that
+    lacked them would differ from the live one, and every start would tell direct clients
+    ``list_changed`` once the server ran. Upstream data, shown only through the direct
+    listing's masking (``shown_tools``), never searched."""
 
     @classmethod
     def from_tool(cls, server: str, tool: Tool) -> ToolDoc:
@@ -48,6 +55,8 @@ class ToolDoc:
         title = data.get("title")
         annotations = data.get("annotations")
         meta = data.get("_meta")
+        execution = data.get("execution")
+        icons = data.get("icons")
         return cls(
             server=server,
             name=name,
@@ -57,6 +66,8 @@ class ToolDoc:
             title=title if isinstance(title, str) else None,
             annotations=annotations if isinstance(annotations, dict) else None,
             meta=meta if isinstance(meta, dict) else None,
+            execution=execution if isinstance(execution, dict) else None,
+            icons=_icons(icons),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -72,6 +83,10 @@ class ToolDoc:
             data["annotations"] = dict(self.annotations)
         if self.meta is not None:
             data["_meta"] = dict(self.meta)
+        if self.execution is not None:
+            data["execution"] = dict(self.execution)
+        if self.icons is not None:
+            data["icons"] = [dict(icon) for icon in self.icons]
         return data
 
     def summary(self) -> dict[str, Any]:
@@ -85,3 +100,11 @@ class ToolDoc:
         if self.output_schema is not None:
             data["outputSchema"] = dict(self.output_schema)
         return data
+
+
+def _icons(value: object) -> tuple[Mapping[str, Any], ...] | None:
+    """A tool's ``icons`` when they are a list of objects (the SDK validates the rest when the
+    tool is shown), else None."""
+    if not isinstance(value, list) or not all(isinstance(icon, dict) for icon in value):
+        return None
+    return tuple(value)
