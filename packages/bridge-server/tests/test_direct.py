@@ -12,6 +12,8 @@ import pytest
 from bridge_core.policy import Policy
 from bridge_core.redaction import MASK, Redactor
 from bridge_core.sessions.types import OUTPUT_CAP
+from hypothesis import given
+from hypothesis import strategies as st
 from mcp_code_execution_mode import _direct, doctor
 from mcp_code_execution_mode._direct import (
     DirectTools,
@@ -268,9 +270,7 @@ def test_a_direct_result_over_the_output_cap_keeps_head_and_tail_and_says_so() -
     shown = capped(result, 8000)
     first, second, notice = shown.content
     assert isinstance(first, types.TextContent)
-    assert first.text.startswith("h" * 6000)
-    assert first.text.endswith("t" * 2000)
-    assert len(first.text) <= 8000 + 3
+    assert first.text == "h" * 5997 + "\n…\n" + "t" * 2000  # the cut counts within the cap
     assert second == image
     assert isinstance(notice, types.TextContent)
     assert "32,000 characters" in notice.text
@@ -278,6 +278,55 @@ def test_a_direct_result_over_the_output_cap_keeps_head_and_tail_and_says_so() -
     assert shown.structured_content == {"kept": True}
     small = types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
     assert capped(small, 8000) is small
+
+
+def _texts(result: types.CallToolResult) -> list[str]:
+    return [b.text for b in result.content if isinstance(b, types.TextContent)]
+
+
+def test_a_capped_result_of_several_text_blocks_shows_no_text_twice() -> None:
+    # One block between half the cap and the cap was kept as head + tail of itself: its tail
+    # twice (4,027 characters, 1,000 Zs of 500).
+    result = types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text="A" * 2500 + "Z" * 500),
+            types.TextContent(type="text", text="B" * 3000),
+        ]
+    )
+    *kept, _notice = _texts(capped(result, 4096))
+    assert kept == ["A" * 2500 + "Z" * 500, "B" * 69 + "\n…\n" + "B" * 1024]
+    assert sum(map(len, kept)) == 4096
+
+
+_BLOCK = st.one_of(
+    st.text(alphabet="ab\n", max_size=300).map(lambda t: types.TextContent(type="text", text=t)),
+    st.just(types.ImageContent(type="image", data="aGk=", mime_type="image/png")),
+)
+
+
+@given(st.lists(_BLOCK, max_size=8), st.integers(min_value=4, max_value=700))
+def test_a_capped_result_keeps_a_head_and_a_tail_of_its_text_within_the_cap(
+    blocks: list[Any], cap: int
+) -> None:
+    result = types.CallToolResult(content=blocks)
+    whole = "".join(_texts(result))
+    shown = capped(result, cap)
+    if len(whole) <= cap:
+        assert shown is result
+        return
+    *content, notice = shown.content
+    assert isinstance(notice, types.TextContent)
+    assert f"{len(whole):,} characters" in notice.text
+    others = [b for b in blocks if not isinstance(b, types.TextContent)]
+    assert [b for b in content if not isinstance(b, types.TextContent)] == others
+    kept = "".join(_texts(types.CallToolResult(content=content)))
+    assert len(kept) <= cap
+    assert kept.count("…") == 1  # the cut, marked once
+    head, _, tail = kept.partition("\n…\n")
+    # One head and one tail of the whole text, disjoint: nothing shown twice or out of order.
+    assert whole.startswith(head)
+    assert whole.endswith(tail)
+    assert len(head) + len(tail) < len(whole)
 
 
 def test_a_listed_title_always_ends_with_the_server_it_comes_from() -> None:

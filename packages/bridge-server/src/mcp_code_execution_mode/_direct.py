@@ -376,28 +376,44 @@ class DirectTools:
         await sessions.notify()
 
 
+_CUT = "\n…\n"
+"""Where a capped result's text was cut (counted within the cap)."""
+
+
 def capped(result: types.CallToolResult, cap: int) -> types.CallToolResult:
     """``result`` with its text over ``cap`` characters (all text blocks together) cut to head
     and tail, as ``run_python`` keeps its output, and a line saying how much was left out. No
-    session holds the rest of a direct call's result: the line says how to keep it whole."""
+    session holds the rest of a direct call's result: the line says how to keep it whole.
+
+    The text blocks are read as one text: its first three quarters of the cap and its last
+    quarter are kept (two disjoint spans, so nothing is shown twice), the cut marked once, in
+    the block where it starts; blocks wholly between the spans are left out, other blocks
+    (images, resources) stay where they were."""
     texts = [b for b in result.content if isinstance(b, types.TextContent)]
     total = sum(len(b.text) for b in texts)
     if total <= cap:
         return result
-    budget = cap
+    cut = _CUT if cap > len(_CUT) else ""
+    room = cap - len(cut)
+    head_end = room * 3 // 4
+    tail_start = total - (room - head_end)  # > head_end: total > cap >= room
     content: list[Any] = []
+    start = 0
     for block in result.content:
         if not isinstance(block, types.TextContent):
             content.append(block)
             continue
-        if len(block.text) <= budget // 2 or budget <= 0:
-            kept = block.text if budget > 0 else ""
-        else:
-            head, tail = budget * 3 // 4, budget // 4
-            kept = block.text[:head] + "\n…\n" + block.text[len(block.text) - tail :]
-        budget -= len(kept)
-        if kept:
+        text, end = block.text, start + len(block.text)
+        kept = text[: max(0, min(end, head_end) - start)]
+        if start <= head_end < end:
+            kept += cut  # the cut starts in this block (one block holds each position)
+        if end > tail_start:
+            kept += text[max(0, tail_start - start) :]
+        if kept == text:
+            content.append(block)
+        elif kept:
             content.append(block.model_copy(update={"text": kept}))
+        start = end
     said = (
         f"[notice] the result's text was {total:,} characters, over the bridge's output cap of "
         f"{cap:,} (MCP_BRIDGE_OUTPUT_CAP): its head and tail are shown; call the tool from "
