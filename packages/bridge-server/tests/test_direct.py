@@ -26,10 +26,14 @@ from mcp_code_execution_mode._direct import (
 )
 from mcp_code_execution_mode._doctor_report import Report
 from mcp_code_execution_mode.settings import Settings
+from mcp_code_execution_mode.tool import run_python_tool
 
 
 def _tool(name: str, **extra: Any) -> types.Tool:
     return types.Tool(name=name, **{"input_schema": {"type": "object"}, **extra})
+
+
+RUN_PYTHON = run_python_tool()
 
 
 def test_a_direct_name_is_server_and_tool_joined_by_a_double_underscore() -> None:
@@ -156,7 +160,7 @@ async def _listed(policy: Policy | None = None) -> tuple[_Gateway, DirectTools, 
     await direct.attach(gateway)  # type: ignore[arg-type]  # once per gateway
     session = _Session()
     with anyio.fail_after(5):
-        listed = await direct.tools(session, "one")
+        listed = await direct.listing("direct", RUN_PYTHON, session, "one")
     assert [t.name for t in listed] == [n for n in ("fs__read", "fs__delete", "time__now")
                                         if policy is None or n != "fs__delete"]  # fmt: skip
     return gateway, direct, session
@@ -197,7 +201,7 @@ async def test_a_server_no_client_was_shown_is_not_announced() -> None:
     await direct.attach(gateway)  # type: ignore[arg-type]
     await gateway.changed("fs", [_tool("read"), _tool("write")])  # nobody listed yet: no error
     session = _Session()
-    await direct.tools(session, "one")
+    await direct.listing("direct", RUN_PYTHON, session, "one")
     assert session.notified == 0
 
 
@@ -209,18 +213,23 @@ async def test_a_session_that_went_away_stops_being_told() -> None:
             raise anyio.BrokenResourceError
 
     gone = Gone()
-    await direct.tools(gone, "gone")
+    await direct.listing("direct", RUN_PYTHON, gone, "gone")
     await gateway.changed("fs", [_tool("read")])
     await gateway.changed("fs", [_tool("read"), _tool("x")])
     assert session.notified == 2
 
 
-@pytest.mark.parametrize(("mode", "count"), [("code", 1), ("direct", 2), ("both", 3)])
+APP_META = {"ui": {"resourceUri": "ui://apps/chart.html"}}
+
+
+@pytest.mark.parametrize(("mode", "count"), [("code", 2), ("direct", 3), ("both", 4)])
 def test_doctor_shows_the_mode_and_how_many_tools_it_lists(mode: str, count: int) -> None:
+    # The App tool is listed in code mode too: a code-mode client is given run_python and it.
     out = io.StringIO()
     results: dict[str, list[types.Tool] | str] = {
         "fs": [_tool("read"), _tool("delete")],
         "time": [_tool("now")],
+        "apps": [_tool("chart", meta=APP_META)],
         "broken": "did not start",
     }
     policy = Policy.from_settings(deny_tools=("fs.delete",))
@@ -230,22 +239,18 @@ def test_doctor_shows_the_mode_and_how_many_tools_it_lists(mode: str, count: int
     assert "tokens of definitions per request" in line
 
 
-APP_META = {"ui": {"resourceUri": "ui://apps/chart.html"}}
-
-
 async def test_code_mode_lists_app_tools_of_running_servers_only_and_hears_a_new_one() -> None:
     gateway = _Gateway({"apps": [_tool("chart", meta=APP_META), _tool("erase")]}, Policy())
     direct = DirectTools(OUTPUT_CAP)
     await direct.attach(gateway)  # type: ignore[arg-type]
     session = _Session()
-    assert (
-        await direct.app_tools(session, "one") == []
-    )  # not running: nothing started for a listing
+    # not running: nothing started for a listing
+    assert await direct.listing("code", RUN_PYTHON, session, "one") == [RUN_PYTHON]
     assert gateway.pool.running == {}
     await gateway.changed("apps", gateway.lists["apps"])  # a nested call started it
     assert session.notified == 1
-    listed = await direct.app_tools(session, "one")
-    assert [(t.name, t.meta) for t in listed] == [("apps__chart", APP_META)]
+    listed = await direct.listing("code", RUN_PYTHON, session, "one")
+    assert [(t.name, t.meta) for t in listed] == [("run_python", None), ("apps__chart", APP_META)]
     await gateway.changed("apps", [*gateway.lists["apps"], _tool("plain")])
     assert session.notified == 1  # a change that is not an App tool's: code mode unchanged
 
@@ -254,7 +259,7 @@ async def test_a_server_already_running_when_the_gateway_is_attached_is_looked_a
     gateway = _Gateway({"apps": [_tool("chart", meta=APP_META)]}, Policy())
     direct = DirectTools(OUTPUT_CAP)
     session = _Session()
-    assert await direct.app_tools(session, "one") == []  # the bridge not open yet
+    assert await direct.listing("code", RUN_PYTHON, session, "one") == [RUN_PYTHON]  # not open
     gateway.pool.running = dict(gateway.lists)
     await direct.attach(gateway)  # type: ignore[arg-type]
     assert session.notified == 1
@@ -355,7 +360,7 @@ async def test_a_session_that_never_takes_the_notification_is_forgotten_and_hold
             await anyio.sleep_forever()  # its stream is never read
 
     stuck = Stuck()
-    await direct.tools(stuck, "stuck")
+    await direct.listing("direct", RUN_PYTHON, stuck, "stuck")
     with anyio.fail_after(5):
         await gateway.changed("fs", [_tool("read")])
         await gateway.changed("fs", [_tool("read"), _tool("x")])

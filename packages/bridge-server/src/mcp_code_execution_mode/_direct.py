@@ -49,6 +49,7 @@ __all__ = [
     "SEPARATOR",
     "DirectTools",
     "ToolsMode",
+    "client_tools",
     "direct_name",
     "lists_code",
     "lists_direct",
@@ -209,6 +210,22 @@ def shown_tools(
     return shown
 
 
+def client_tools(
+    mode: str,
+    run_python: types.Tool,
+    allowed: Iterable[tuple[str, types.Tool]],
+    redactor: Redactor | None,
+) -> list[types.Tool]:
+    """The tools a client of ``mode`` is given, in order: ``run_python`` in ``code`` and ``both``
+    mode, then under their direct names (:func:`shown_tools`) every ``allowed`` tool in
+    ``direct`` and ``both`` mode, only the MCP App tools in ``code`` mode. The bridge's
+    ``tools/list`` answers this, and ``doctor`` counts it."""
+    code = [run_python] if lists_code(mode) else []
+    if not lists_direct(mode):
+        allowed = [(server, tool) for server, tool in allowed if ui_resource(tool) is not None]
+    return code + shown_tools(name_tools(allowed, [tool.name for tool in code]), redactor)
+
+
 class DirectTools:
     """Lists and calls proxied tools directly, through one gateway; forwards list changes."""
 
@@ -248,11 +265,21 @@ class DirectTools:
             apps = _seen(by_server.get(server, ()))
             await self._tell(self._app_sessions, self._apps_shown, server, apps, unseen=frozenset())
 
-    async def tools(
-        self, session: Any, key: str | None, reserved: Iterable[str] = ()
+    async def listing(
+        self, mode: str, run_python: types.Tool, session: Any, key: str | None
     ) -> list[types.Tool]:
-        """Every allowed tool under its direct name; ``session`` (of the connection ``key``)
-        will hear of list changes."""
+        """What a client of ``mode`` is given (:func:`client_tools`); ``session`` (of the
+        connection ``key``) will hear when it changes. In ``code`` mode no server is started:
+        the App tools are those known now (running servers' lists, the persisted cache)."""
+        if lists_direct(mode):
+            allowed = await self._direct_allowed(session, key)
+        else:
+            allowed = await self._apps_allowed(session, key)
+        redactor = self._gateway.redactor if self._gateway is not None else None
+        return client_tools(mode, run_python, allowed, redactor)
+
+    async def _direct_allowed(self, session: Any, key: str | None) -> list[tuple[str, types.Tool]]:
+        """Every allowed tool (servers known of nothing started for their lists)."""
         if self._gateway is None:
             return []
         allowed = await self._gateway.allowed_tools()
@@ -261,23 +288,19 @@ class DirectTools:
         for server, tool in allowed:
             by_server.setdefault(server, []).append(tool)
         self._listed.update({server: _seen(tools) for server, tools in by_server.items()})
-        return shown_tools(name_tools(allowed, reserved), self._gateway.redactor)
+        return allowed
 
-    async def app_tools(
-        self, session: Any, key: str | None, reserved: Iterable[str] = ()
-    ) -> list[types.Tool]:
-        """The MCP App tools known without starting a server (running servers' lists, the
-        persisted cache), under their direct names; ``session`` will hear when they change."""
+    async def _apps_allowed(self, session: Any, key: str | None) -> list[tuple[str, types.Tool]]:
+        """The allowed App tools known without starting a server."""
         self._app_sessions.add(key, session)
-        named = await self.known_apps(reserved)
+        named = await self.known_apps()
         by_server: dict[str, list[types.Tool]] = {}
         for server, tool in named.values():
             by_server.setdefault(server, []).append(tool)
-        if self._gateway is None:
-            return shown_tools(named, None)
-        for server in self._gateway.catalog.servers:
-            self._apps_shown[server] = _seen(by_server.get(server, ()))
-        return shown_tools(named, self._gateway.redactor)
+        if self._gateway is not None:
+            for server in self._gateway.catalog.servers:
+                self._apps_shown[server] = _seen(by_server.get(server, ()))
+        return list(named.values())
 
     async def known_apps(self, reserved: Iterable[str] = ()) -> dict[str, tuple[str, types.Tool]]:
         """Direct name → ``(server, tool)`` of the allowed App tools known without starting a

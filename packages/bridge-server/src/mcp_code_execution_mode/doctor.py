@@ -219,25 +219,19 @@ def _check_tools_mode(
     report: Report,
 ) -> None:
     """The tools a client is given in this mode, and what their definitions cost per request."""
-    from mcp_code_execution_mode._direct import (
-        listed_tool,
-        lists_code,
-        lists_direct,
-        name_tools,
-    )
+    from mcp_code_execution_mode._direct import client_tools
     from mcp_code_execution_mode.tool import run_python_tool
 
-    listed = [run_python_tool()] if lists_code(settings.tools) else []
-    if lists_direct(settings.tools):
-        allowed = [
-            (server, tool)
-            for server, tools in results.items()
-            if isinstance(tools, list)
-            for tool in tools
-            if policy.check(server, tool.name).allowed
-        ]
-        named = name_tools(allowed, [t.name for t in listed])
-        listed += [listed_tool(name, server, tool) for name, (server, tool) in named.items()]
+    allowed = [
+        (server, tool)
+        for server, tools in results.items()
+        if isinstance(tools, list)
+        for tool in tools
+        if policy.check(server, tool.name).allowed
+    ]
+    # The servers ran for this check: their App tools count in code mode as they do once they
+    # ran for the bridge (its code-mode listing shows the App tools it knows).
+    listed = client_tools(settings.tools, run_python_tool(), allowed, report.redactor)
     size = schema_bytes(listed)
     report.ok(
         "tools",

@@ -371,18 +371,11 @@ def create_server(settings: Settings, executor_factory: ExecutorFactory) -> Serv
         ctx: ServerRequestContext[BridgeState], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         chosen = tools_mode(ctx, settings.tools)
-        if not lists_direct(chosen):
-            # Code mode: run_python and the MCP App tools of the servers running now; the
-            # listing neither waits for the bridge to open nor starts a server.
-            await _open_gateway(ctx, direct, wait=False)
-            return types.ListToolsResult(
-                tools=[tool, *await direct.app_tools(*_listener(ctx, streams))]
-            )
-        await _open_gateway(ctx, direct)
-        code_tools = [tool] if lists_code(chosen) else []
-        reserved = [t.name for t in code_tools]
+        # Code mode: run_python and the MCP App tools known now; the listing neither waits for
+        # the bridge to open nor starts a server.
+        await _open_gateway(ctx, direct, wait=lists_direct(chosen))
         return types.ListToolsResult(
-            tools=code_tools + await direct.tools(*_listener(ctx, streams), reserved)
+            tools=await direct.listing(chosen, tool, *_listener(ctx, streams))
         )
 
     run_python = RunPythonHandler(settings.max_timeout, mode)
