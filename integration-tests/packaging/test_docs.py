@@ -296,9 +296,13 @@ def _outside_allowed_section(doc: Path) -> list[tuple[int, str]]:
 
 
 def _deprecated_names_in_the_docs() -> list[str]:
-    from mcp_code_execution_mode._deprecated import MOVED, old_flag
+    from mcp_code_execution_mode._deprecated import MOVED, NEVER_READ, old_flag
 
-    homes = {**MOVED, **{old_flag(variable): home for variable, home in MOVED.items()}}
+    homes = {
+        **MOVED,
+        **{old_flag(variable): home for variable, home in MOVED.items()},
+        **NEVER_READ,  # no flag: `--tools` is serve's own
+    }
     pages = [
         REPO / "README.md",
         *(p for p in sorted(DOCS.glob("*.md")) if p.name != "decisions.md"),
@@ -323,9 +327,10 @@ def test_allowed_sections_for_deprecated_names_exist() -> None:
 def test_the_docs_name_no_deprecated_variable_outside_the_table_of_old_names() -> None:
     """README.md and docs/*.md tell users to set the bridge.toml key (``[sessions] max``), not
     the deprecated ``MCP_BRIDGE_*`` variable or its flag that still works for one release (the
-    names are those of ``_deprecated.MOVED``; a bound that became a constant is named as the
-    constant). Brace forms (``MCP_BRIDGE_{ALLOW,DENY}_TOOLS``) are expanded. Only the table of old
-    names in docs/configuration.md names them; the decision records and CHANGELOG.md are history.
+    names are those of ``_deprecated.MOVED``, and ``NEVER_READ``'s, never settings; a bound that
+    became a constant is named as the constant). Brace forms (``MCP_BRIDGE_{ALLOW,DENY}_TOOLS``)
+    are expanded. Only the table of old names in docs/configuration.md names them; the decision
+    records and CHANGELOG.md are history.
     """
     found = _deprecated_names_in_the_docs()
     assert not found, (

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp_code_execution_mode._deprecated import MOVED, old_flag, old_name
+from mcp_code_execution_mode._deprecated import MOVED, NEVER_READ, old_flag, old_name
 from mcp_code_execution_mode._doctor_report import Report
 from mcp_code_execution_mode._settings_file import FILE_KEYS, key_line
 from mcp_code_execution_mode.doctor import _report_settings_file
@@ -198,6 +198,25 @@ def test_a_bound_that_is_now_a_constant_cannot_be_raised_by_its_old_variable(
     assert MOVED[variable].removeprefix("constant ") in deprecation.line
 
 
+@pytest.mark.parametrize(
+    ("raw", "mode"), [("direct", "direct"), (" Both ", "both"), ("x", "direct")]
+)
+def test_mcp_bridge_tools_is_ignored_and_reported_with_the_file_key_and_the_flag(
+    raw: str, mode: str, tmp_path: Path
+) -> None:
+    # Issue 36 named the variable; the mode is [tools] mode or serve --tools (decision 0100).
+    settings = load_settings({}, {"MCP_BRIDGE_TOOLS": raw, "XDG_CONFIG_HOME": str(tmp_path)})
+    assert settings.tools == "code"
+    [deprecation] = settings.deprecations
+    assert (deprecation.old, deprecation.applied) == ("MCP_BRIDGE_TOOLS", False)
+    assert "is not a setting and is ignored" in deprecation.line
+    path = tmp_path / "mcp-code-execution-mode" / "bridge.toml"
+    assert deprecation.fix == (
+        f'remove MCP_BRIDGE_TOOLS and write `mode = "{mode}"` under [tools] in {path}, or start '
+        f"the bridge with `serve --tools {mode}`"
+    )
+
+
 def test_doctor_prints_each_deprecation_with_the_file_key_to_use(tmp_path: Path) -> None:
     settings = load_settings(
         {}, {"MCP_BRIDGE_DENY_TOOLS": "git.reset", "XDG_CONFIG_HOME": str(tmp_path)}
@@ -222,6 +241,7 @@ def test_the_server_logs_each_deprecation_once_at_start(tmp_path: Path) -> None:
         "MCP_BRIDGE_STATE_DIR": str(tmp_path / "state"),
         "MCP_BRIDGE_LOG_FILE": "off",
         "MCP_BRIDGE_POOL_SIZE": "0",
+        "MCP_BRIDGE_TOOLS": "direct",
     }
     proc = subprocess.run(
         [sys.executable, "-m", "mcp_code_execution_mode", "token", "someone"],
@@ -234,6 +254,9 @@ def test_the_server_logs_each_deprecation_once_at_start(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.count("MCP_BRIDGE_POOL_SIZE is deprecated") == 1
     assert "write `pool_size = ...` under [sandbox]" in proc.stderr
+    assert proc.stderr.count("MCP_BRIDGE_TOOLS is not a setting and is ignored") == 1
+    assert 'write `mode = "direct"` under [tools]' in proc.stderr
+    assert "`serve --tools direct`" in proc.stderr
 
 
 def test_the_docs_list_every_file_key_and_every_old_variable_with_its_home() -> None:
@@ -241,7 +264,7 @@ def test_the_docs_list_every_file_key_and_every_old_variable_with_its_home() -> 
     keys = set(re.findall(r"^\| `\[(\w+)\] (\w+)` \|", text, re.M))
     assert keys == {(k.section, k.key) for k in FILE_KEYS}
     moved = dict(re.findall(r"^\| `(MCP_BRIDGE_\w+)` \| `((?:\[|constant )[^`]+)` \|", text, re.M))
-    assert moved == MOVED
+    assert moved == {**MOVED, **NEVER_READ}
 
 
 def test_setup_refuses_an_old_flag_instead_of_writing_it_into_a_client_config(

@@ -2,10 +2,11 @@
 
 They keep working for this release only. A variable whose setting moved to the settings file is
 still applied when the file does not set that key; a variable for a bound that is now a fixed
-constant is ignored (honouring it would let a user loosen what no user should). Either way
+constant is ignored (honouring it would let a user loosen what no user should). A variable that
+was never a setting but that users set (:data:`NEVER_READ`) is ignored too. Either way
 :func:`apply_deprecated` returns one :class:`Deprecation` per variable used, which the server
-logs once at start and ``doctor`` prints. ``docs/configuration.md`` lists the same table; a test
-holds the two together.
+logs once at start and ``doctor`` prints. ``docs/configuration.md`` lists the same tables; a
+test holds them together.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from mcp_code_execution_mode._settings_error import SettingsError
 from mcp_code_execution_mode._settings_file import FILE_KEYS, FileKey
 
-__all__ = ["MOVED", "Deprecation", "apply_deprecated"]
+__all__ = ["MOVED", "NEVER_READ", "Deprecation", "apply_deprecated"]
 
 REMOVED_IN = "0.3.0"
 """The release that no longer reads the old names."""
@@ -62,6 +63,18 @@ MOVED: dict[str, str] = {
 }
 """Each old variable → its new home: a settings-file key (``[section] key``) or a constant."""
 
+NEVER_READ: dict[str, str] = {
+    # Issue 36 named it; decision 0100 chose the file key and serve's --tools instead (the
+    # variables are at their limit, and the mode is chosen per client). No hidden flag as for
+    # MOVED: `--tools` is serve's own.
+    "MCP_BRIDGE_TOOLS": "[tools] mode",
+}
+"""Variables that were never settings but that users set (an issue named them) → the setting
+they meant. Each one set is reported as an old variable is, and ignored: applying it would make
+a variable of what was decided against."""
+
+_TOOLS_MODES = ("code", "direct", "both")
+
 _FILE_KEYS: dict[str, FileKey] = {key.name: key for key in FILE_KEYS}
 
 
@@ -85,11 +98,19 @@ class Deprecation:
     """Its row of :data:`MOVED`."""
     settings_file: Path
     applied: bool
-    """Whether its value is used (False: a constant now, or the file sets the key)."""
+    """Whether its value is used (False: a constant now, the file sets the key, or it was never
+    read)."""
+    value: str = ""
+    """The value given, for a variable never read (its fix names the value to write instead)."""
 
     @property
     def line(self) -> str:
         """One line for the log and for ``doctor``."""
+        if self.old in NEVER_READ:
+            return (
+                f"{self.old} is not a setting and is ignored: the tools mode is {self.home} in "
+                "the settings file, or serve's --tools flag (docs/direct-tools.md)"
+            )
         if self.home.startswith("constant "):
             return (
                 f"{self.old} is no longer a setting and is ignored: the bound is the fixed "
@@ -101,6 +122,12 @@ class Deprecation:
     @property
     def fix(self) -> str:
         """Where the setting goes instead."""
+        if self.old in NEVER_READ:
+            mode = self.value if self.value in _TOOLS_MODES else "direct"
+            return (
+                f'remove {self.old} and write `mode = "{mode}"` under [tools] in '
+                f"{self.settings_file}, or start the bridge with `serve --tools {mode}`"
+            )
         if self.home.startswith("constant "):
             return f"remove {self.old}"
         section, key = self.home.removeprefix("[").split("] ")
@@ -137,4 +164,8 @@ def apply_deprecated(
             values[spec.field] = spec.parse(raw)
         except ValueError as exc:
             raise SettingsError(f"{source}={raw!r}: {exc}", names=(source,)) from None
+    for variable, home in NEVER_READ.items():
+        raw = environ.get(variable)
+        if raw is not None and raw.strip():
+            used.append(Deprecation(variable, home, settings_file, False, raw.strip().lower()))
     return values, tuple(used)
