@@ -337,3 +337,45 @@ def test_the_docs_name_no_deprecated_variable_outside_the_table_of_old_names() -
         "the docs name deprecated settings; write the bridge.toml key (or the fixed bound) "
         "instead:\n" + "\n".join(found)
     )
+
+
+# --- the token figures, quoted in several places -----------------------------------------------
+
+_TOKEN_HEADER = "| tokens | all schemas up front | deferred schemas | this bridge |"
+
+
+def _token_rows(text: str) -> list[list[str]]:
+    """The rows of every three-column token table (README's measured figures) in ``text``."""
+    rows: list[list[str]] = []
+    inside = False
+    for line in text.splitlines():
+        if line == _TOKEN_HEADER:
+            inside = True
+        elif inside and line.startswith("|"):
+            if not line.startswith("|---"):
+                rows.append([cell.strip().strip("*") for cell in line.strip("|").split("|")])
+        else:
+            inside = False
+    return rows
+
+
+def _token_section() -> str:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    return readme.split("## Why: the tokens we measured", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_docs_token_tables_are_the_readmes() -> None:
+    readme = _token_rows(_token_section())
+    assert len(readme) == 6, "README's two token tables changed shape"
+    assert _token_rows((DOCS / "performance.md").read_text(encoding="utf-8")) == readme
+
+
+def test_the_docs_index_quotes_the_readmes_token_figures() -> None:
+    # The figures are measured again now and then (hatch run bench-tokens:run) and README is
+    # updated: the index's summary of them went stale once (235 tokens where README said 239).
+    index = (DOCS / "index.md").read_text(encoding="utf-8")
+    summary = index.split("\n\n", 2)[1]
+    quoted = set(re.findall(r"\d[\d,]*\d", summary))
+    measured = set(re.findall(r"\d[\d,]*\d", _token_section()))
+    assert quoted, "the index no longer quotes token figures"
+    assert quoted <= measured, f"docs/index.md quotes figures README does not: {quoted - measured}"
