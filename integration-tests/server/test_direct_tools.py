@@ -1,6 +1,8 @@
 """Direct tools (``[tools] mode``, ``serve --tools``, ``?tools=``) through the real bridge, a real
-MCP SDK client and real MCP servers: listed as ``<server>__<tool>`` with their schemas, called
-through the gateway the sandbox's nested calls use (policy, approvals, audit).
+MCP SDK client and real MCP servers: listed as ``<server>__<tool>`` with their schemas, output
+schemas, annotations and ``_meta`` as the upstream gave them (also from the tool cache), called
+through the gateway the sandbox's nested calls use (policy, approvals, audit, the call bound,
+secret masking), over stdio and HTTP.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pytest
 from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from .conftest import bridge_env, code_text, open_bridge, open_http_bridge
 
@@ -481,3 +484,88 @@ async def test_a_cached_server_whose_start_fails_is_left_out_of_the_next_listing
         failed = await _call(bridge.session, "probe__echo", {"text": "x"})
         assert failed.is_error
         assert "probe__echo" not in await _names(bridge.session)
+
+
+async def test_everything_time_and_an_app_server_are_listed_directly_as_their_servers_gave_them(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    erase_log = tmp_path / "erased.txt"
+    servers = {
+        **_everything(third_party),
+        "time": {"command": third_party["MCP_SERVER_TIME"], "args": ["--local-timezone", "UTC"]},
+        **_apps(erase_log),
+    }
+    async with open_bridge(tmp_path, servers=servers, args=("--tools", "direct")) as bridge:
+        with anyio.fail_after(CALL_TIMEOUT):
+            listed = await bridge.session.list_tools()
+        tools = {tool.name: tool for tool in listed.tools}
+        assert "run_python" not in tools
+        assert {t.split("__")[0] for t in tools} == {"everything", "time", "apps"}
+        assert tools["everything__echo"].input_schema["required"] == ["message"]
+        structured = tools["everything__get-structured-content"]
+        assert structured.output_schema is not None
+        assert structured.output_schema["type"] == "object"
+        erase = tools["apps__erase"]
+        assert erase.annotations is not None
+        assert erase.annotations.destructive_hint is True
+        assert tools["apps__show_chart"].meta == {"ui": {"resourceUri": CHART_URI}}
+        now = tools["time__get_current_time"]
+        assert "timezone" in now.input_schema["properties"]
+
+        result = await _call(bridge.session, "time__get_current_time", {"timezone": "UTC"})
+        assert not result.is_error
+        assert "UTC" in _text(result)
+        shown = await _call(bridge.session, "apps__show_chart", {"title": "q4"})
+        assert _text(shown) == "chart q4"
+    assert not erase_log.exists()
+
+
+async def test_a_direct_call_longer_than_the_servers_call_timeout_is_refused_as_call_timeout(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    _settings_file(tmp_path, '[servers]\ncall_timeout = "2s"\n')
+    servers = {"probe": {"command": sys.executable, "args": [str(PROBE)]}}
+    async with open_bridge(tmp_path, servers=servers, args=("--tools", "direct")) as bridge:
+        quick = await _call(bridge.session, "probe__sleep", {"seconds": 0})
+        assert not quick.is_error
+        with anyio.fail_after(30):  # the bound, not the 60 s sleep, ends the call
+            slow = await _call(bridge.session, "probe__sleep", {"seconds": 60})
+    assert slow.is_error
+    assert slow.structured_content["error"]["type"] == "CALL_TIMEOUT"
+
+
+async def test_an_upstream_error_holding_a_configured_secret_reaches_a_direct_client_masked(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    secret = "direct-error-canary-9a8b7c6d5e"
+    servers = {"probe": {"command": sys.executable, "args": [str(PROBE)], "env": {"TOKEN": secret}}}
+    async with open_bridge(tmp_path, servers=servers, args=("--tools", "direct")) as bridge:
+        crashed = await _call(
+            bridge.session, "probe__crash", {"status": 3, "message": f"marker-41 {secret}"}
+        )
+    assert crashed.is_error
+    assert "marker-41" in crashed.model_dump_json()  # the stderr tail reached the error
+    assert secret not in crashed.model_dump_json()
+
+
+async def test_over_http_tools_both_lists_both_and_an_unknown_mode_is_invalid_params(
+    tmp_path: Path, sandbox_image: str, third_party: dict[str, str]
+) -> None:
+    async with (
+        open_http_bridge(tmp_path, servers=_everything(third_party)) as bridge,
+        bridge.http() as http,
+        streamable_http_client(f"{bridge.url}?tools=both", http_client=http) as (read, write),
+        ClientSession(read, write) as both,
+        streamable_http_client(f"{bridge.url}?tools=everything", http_client=http) as (r2, w2),
+        ClientSession(r2, w2) as wrong,
+    ):
+        with anyio.fail_after(60):
+            await both.initialize()
+            await wrong.initialize()
+            listed = await both.list_tools()
+        names = [tool.name for tool in listed.tools]
+        assert names[0] == "run_python"
+        assert "everything__echo" in names
+        with anyio.fail_after(60), pytest.raises(MCPError) as refused:
+            await wrong.list_tools()
+        assert refused.value.error.code == types.INVALID_PARAMS
