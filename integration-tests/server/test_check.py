@@ -4,6 +4,7 @@ stopped before any line of its cell runs, correct code runs unchanged, and ``[ch
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,56 @@ async def test_check_mode_all_blocks_a_type_error_and_nested_explains_its_failur
     assert _notices(worked) == []  # a cell that worked is not checked
     assert [n for n in _notices(warned) if n.startswith("type check (warning")]
     assert "[notice] type check (warning, the cell ran): line 2: " in bridge_text(warned)
+
+
+GROWING_SERVER = """
+import os
+import sys
+
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("growing")
+
+
+@app.tool()
+def first() -> str:
+    return "first"
+
+
+if os.path.exists(sys.argv[1]):
+
+    @app.tool()
+    def second(word: str) -> str:
+        return "second " + word
+
+
+app.run()
+"""
+"""A server that lists ``second`` only once the file named by its argument exists: a server
+updated between two starts of the bridge."""
+
+
+async def test_a_tool_the_cached_list_lacks_is_left_to_run_time_and_called(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    script = tmp_path / "growing.py"
+    script.write_text(GROWING_SERVER, encoding="utf-8")
+    marker = tmp_path / "updated"
+    servers = {"growing": {"command": sys.executable, "args": [str(script), str(marker)]}}
+    async with open_bridge(tmp_path, servers=servers) as bridge:
+        listed = await bridge.run("await runtime.list_tools('growing')")
+    assert code_text(listed) == "['first']"
+    marker.touch()  # the server now has `second`; the bridge's cache of its list does not
+    async with open_bridge(tmp_path, servers=servers) as bridge:
+        typo = await bridge.run("print('before')\nawait mcp_growing.frist()\n")
+        new = await bridge.run("print(await mcp_growing.second(word='tool'))")
+        wrong = await bridge.run("print('before')\nawait mcp_growing.second(wrod='x')\n")
+    # A tool missing from a list that may be out of date runs: the call itself then knows.
+    assert "before" in code_text(typo), typo
+    assert "did you mean 'first'" in code_text(typo) + bridge_text(typo), typo
+    assert new.is_error is False, new
+    assert code_text(new) == "second tool"
+    # The server's own list, once it ran, is checked before any line runs.
+    assert _error(wrong)["type"] == "CheckFailed", wrong
+    assert "did you mean `word`?" in _error(wrong)["message"]
+    assert "before" not in code_text(wrong)

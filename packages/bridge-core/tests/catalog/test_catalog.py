@@ -100,6 +100,24 @@ async def test_tool_counts_come_from_the_cache_without_starting_servers(
     assert fresh.calls == []
 
 
+async def test_a_tool_the_cached_list_lacks_is_looked_up_in_the_servers_own_list_once(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    first = Catalog(specs(), list_tools=upstream.list_tools, cache=ToolCache(tmp_path))
+    await first.list_tools("time")
+    # The server was updated since: it has one tool more than its cached list.
+    added = Tool(name="convert_to_unix", input_schema={"type": "object"})
+    updated = Upstream({**upstream.tools, "time": [*upstream.tools["time"], added]})
+    second = Catalog(specs(), list_tools=updated.list_tools, cache=ToolCache(tmp_path))
+    assert (await second.tool("time", "get_current_time")).name == "get_current_time"
+    assert updated.calls == []  # a name the cache knows starts nothing
+    assert (await second.tool("time", "convert_to_unix")).name == "convert_to_unix"
+    assert updated.calls == ["time"]
+    with pytest.raises(UnknownTool):  # the server's own list said so: not asked again
+        await second.tool("time", "convert_to_unixx")
+    assert updated.calls == ["time"]
+
+
 async def test_query_tool_docs_renders_summary_full_and_stub(upstream: Upstream) -> None:
     catalog = Catalog(specs(), list_tools=upstream.list_tools)
     summary = await catalog.query_tool_docs("time")

@@ -135,6 +135,18 @@ def test_a_server_whose_tools_are_not_known_yet_is_not_judged() -> None:
     assert kinds('await mcp_servers["tme"].nope()', catalog) == ["unknown_server"]
 
 
+def test_a_tool_a_provisional_list_lacks_is_left_to_run_time_its_known_ones_checked() -> None:
+    # A list from the cache of an earlier start, or with a change announced and not listed yet,
+    # may lack a tool the server has now.
+    catalog = CheckCatalog({"time": _docs("time")}, ["time"], provisional=["time"])
+    assert kinds('await mcp_time.added_since(x="UTC")', catalog) == []
+    assert kinds('await mcp_time.get_current_time(tz="UTC")', catalog) == [
+        "unknown_argument",
+        "missing_argument",
+    ]
+    assert kinds('await mcp_time.added_since(x="UTC")') == ["unknown_tool"]
+
+
 def test_a_name_the_policy_refuses_is_left_to_the_call() -> None:
     hidden = CheckCatalog({"time": _docs("time")}, ["time", "secret"])
     assert kinds("await mcp_servers['secret'].anything()", hidden) == []

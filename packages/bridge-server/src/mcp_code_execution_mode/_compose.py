@@ -266,10 +266,15 @@ class OpenBridge:
 
     async def check_catalog(self) -> CheckCatalog:
         """What the check knows, without starting any server: each visible server's live list
-        (every tool, allowed or not), else its known list (memory, the tool cache), else None."""
+        (every tool, allowed or not), else its known list (memory, the tool cache), else None.
+        A list that may lack a tool the server has now (from the cache, or with a change still
+        to be listed) is provisional: a tool it lacks is left to run time."""
         catalog = self.gateway.catalog
         tools: dict[str, list[ToolDoc] | None] = {}
+        provisional = []
         for server in catalog.visible_servers():
+            if not self.gateway.pool.tools_current(server):
+                provisional.append(server)
             live = self.gateway.pool.cached_tools(server)
             if live is not None:
                 kept = self._converted.get(server)
@@ -280,7 +285,10 @@ class OpenBridge:
                 tools[server] = await catalog.known_tools(server) or None
         policy = catalog.policy
         return CheckCatalog(
-            tools, list(catalog.servers), lambda server, tool: policy.check(server, tool).allowed
+            tools,
+            list(catalog.servers),
+            lambda server, tool: policy.check(server, tool).allowed,
+            provisional,
         )
 
     @staticmethod

@@ -71,6 +71,9 @@ class Catalog:
         self._tools: dict[str, tuple[ToolDoc, ...]] = {}
         self._descriptions: dict[str, str] = {}
         self._cache_tried: set[str] = set()
+        self._listed: set[str] = set()
+        """Servers whose list in memory came from the server itself in this process (not from
+        the cache of an earlier start, which may lack tools the server has now)."""
         self._locks: dict[str, anyio.Lock] = {}
         self._generation = 0
         """Bumped whenever a list changes; an index built at an older one is stale."""
@@ -116,6 +119,7 @@ class Catalog:
             raise UnknownServer(server, self._specs)
         docs = tuple(await anyio.to_thread.run_sync(_valid_docs, server, tools))
         self._remember(server, docs, description)
+        self._listed.add(server)
         if self._cache is not None:
             await anyio.to_thread.run_sync(
                 self._cache.store, spec, docs, self._descriptions.get(server, "")
@@ -133,6 +137,7 @@ class Catalog:
         if self._tools.pop(server, None) is not None:
             self._generation += 1
         self._cache_tried.discard(server)
+        self._listed.discard(server)
 
     async def _from_cache(self, server: str) -> bool:
         if server in self._tools:
@@ -179,6 +184,17 @@ class Catalog:
         if len(name) > MAX_NAME_CHARS:  # decided without loading the list
             raise UnknownTool(server, name, ())
         docs = {d.name: d for d in await self._ensure(server)}
+        try:
+            return docs[resolve_tool(self.policy, server, name, list(docs), forms=True)]
+        except UnknownTool:
+            if server in self._listed or self._list_tools is None:
+                raise
+        # A list from the cache of an earlier start may lack a tool the server has now (it was
+        # updated since): the server's own list decides, once.
+        async with self._locks.setdefault(server, anyio.Lock()):
+            if server not in self._listed:
+                await self.set_tools(server, await self._list_tools(server))
+        docs = {d.name: d for d in self._tools[server]}
         return docs[resolve_tool(self.policy, server, name, list(docs), forms=True)]
 
     # -- result shapes ------------------------------------------------------------------------

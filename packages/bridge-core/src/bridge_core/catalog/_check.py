@@ -23,7 +23,7 @@ read from a result held by a name assigned once in the cell from the call.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -88,11 +88,15 @@ class CheckCatalog:
     ``tools`` maps each visible server to its tools (every tool it lists, allowed or not), or
     None when its list is not known yet; ``configured`` are all configured servers, visible or
     not (a denied one is left to the call); ``allowed(server, tool)`` is the policy's answer.
+    ``provisional`` are the servers whose list may lack tools they have now (known from the
+    cache of an earlier start, or announced as changed and not listed again yet): a tool named
+    that their list lacks is left to run time, not reported unknown.
     """
 
     tools: Mapping[str, Sequence[ToolDoc] | None]
     configured: Sequence[str] = ()
     allowed: Callable[[str, str], bool] = field(default=lambda server, tool: True)
+    provisional: Collection[str] = ()
 
 
 _SHOWN_CHARS = 100
@@ -150,7 +154,7 @@ class _Cell(CellNames):
         allowed = [d for d in matches if self.catalog.allowed(server, d.name)]
         if allowed:
             return allowed[0]
-        if not matches:
+        if not matches and server not in self.catalog.provisional:
             known = [d.name for d in docs if self.catalog.allowed(server, d.name)]
             error = UnknownTool(server, written, known)
             self.report(node, "unknown_tool", error.message, error.suggestions)

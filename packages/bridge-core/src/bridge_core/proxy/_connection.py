@@ -93,6 +93,7 @@ class Connection:
         self._stopping = False
         self._wake = anyio.Event()
         self._tools_dirty = anyio.Event()
+        self._relisting = False
         self._stdio: StdioServer | None = None
         self._limits = ToolListLimits(options.max_tools, options.max_tool_list_bytes)
         self._tail: StderrTail | None = None
@@ -116,6 +117,12 @@ class Connection:
     @property
     def alive(self) -> bool:
         return self.session is not None and not self.ended.is_set() and not self._wake.is_set()
+
+    @property
+    def tools_current(self) -> bool:
+        """Whether :attr:`tools` is the server's list as it stands: alive, and no change
+        announced (``list_changed``) that a relisting has not brought in yet."""
+        return self.alive and not self._relisting and not self._tools_dirty.is_set()
 
     @property
     def pid(self) -> int | None:
@@ -305,6 +312,7 @@ class Connection:
         while True:
             await self._tools_dirty.wait()
             self._tools_dirty = anyio.Event()
+            self._relisting = True
             try:
                 with anyio.fail_after(self._options.start_timeout):
                     tools = await list_all_tools(session, self._limits)
@@ -321,6 +329,8 @@ class Connection:
             else:
                 self.tools = tools
                 await self._announce_tools(tools)
+            finally:
+                self._relisting = False
             # Changes meanwhile (and failures: each is a log line) make one relisting after it.
             await anyio.sleep(_RELIST_INTERVAL)
 

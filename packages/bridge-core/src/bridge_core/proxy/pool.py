@@ -288,6 +288,12 @@ class UpstreamPool:
         """The tool list seen on the live (or last) connection, without starting anything."""
         return self._upstream(server).tools
 
+    def tools_current(self, server: str) -> bool:
+        """Whether :meth:`cached_tools` is the running server's list as it stands now (no
+        announced change still to be listed); False for a server that is not running."""
+        conn = self._upstream(server).conn
+        return conn is not None and conn.tools_current
+
     def failed_to_start(self, server: str) -> bool:
         """Whether the server's last start failed and it is not running (it may start again)."""
         upstream = self._upstream(server)
