@@ -462,6 +462,14 @@ async def test_a_direct_listing_from_the_cache_equals_the_live_one_and_a_call_an
         assert cached.tools == live.tools
         summed = await _call(bridge.session, "everything__get-sum", {"a": 2, "b": 3})
         assert not summed.is_error
+        # A tool that runs only as a task upstream is a plain call here: the bridge awaits the
+        # task, so the listing does not tell the client to make one.
+        assert all(tool.execution is None for tool in cached.tools)
+        research = await _call(
+            bridge.session, "everything__simulate-research-query", {"topic": "tides"}
+        )
+        assert not research.is_error, research
+        assert "tides" in _text(research)
         # The server's first listing is announced before the call is answered, so a
         # notification would have arrived ahead of this listing's answer.
         again = await bridge.session.list_tools()

@@ -173,11 +173,17 @@ def listed_tool(name: str, server: str, tool: types.Tool) -> types.Tool:
     """The upstream tool as a client sees it directly: its schemas, annotations and ``_meta``
     kept, its title (escaped) ending with the server it comes from, whatever the server wrote
     (a title ``read_file (filesystem)`` from another server reads ``... (filesystem) (evil)``
-    in a client's tool picker)."""
+    in a client's tool picker). Without the server's ``execution``: the bridge answers every
+    direct call as a plain call (a tool that runs only as a task upstream is created and
+    awaited there), so a client must not be told to call it as a task."""
     title = visible(tool.title or tool.name, single_line=True)
     suffix = f" ({server})"
     return tool.model_copy(
-        update={"name": name, "title": title if title.endswith(suffix) else title + suffix}
+        update={
+            "name": name,
+            "title": title if title.endswith(suffix) else title + suffix,
+            "execution": None,
+        }
     )
 
 
