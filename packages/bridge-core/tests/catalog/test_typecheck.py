@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 from bridge_core.catalog import MAX_CHECKED_CHARS, TypeCheck, find_type_checker, type_check
 
@@ -96,3 +99,15 @@ def test_a_missing_checker_is_a_reason_not_an_error() -> None:
     outcome = type_check("x: int = 'a'\n", "/nonexistent/ty")
     assert outcome.findings == ()
     assert outcome.incomplete is not None
+
+
+def test_a_temporary_directory_that_is_gone_is_a_reason_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The host's temporary directory removed under a running bridge (or a full disk): the check
+    # cannot write the cell, which must not fail the call the check only advises on.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+    outcome = check("x: int = 'a'\n")
+    assert outcome.findings == ()
+    assert outcome.incomplete is not None
+    assert "could not write its files" in outcome.incomplete

@@ -120,35 +120,41 @@ def type_check(code: str, checker: str, *, timeout: float = TYPE_CHECK_TIMEOUT) 
         compile(code, "<cell>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     except (SyntaxError, RecursionError, MemoryError, ValueError):
         return TypeCheck()
-    with tempfile.TemporaryDirectory(prefix="bridge-check-") as tmp:
-        work = Path(tmp)  # 0700 (mkdtemp): the cell is readable by the bridge's user only
-        prefix = work / "prefix"
-        (prefix / "lib" / f"python{SANDBOX_PYTHON}" / "site-packages").mkdir(parents=True)
-        (work / "cell.py").write_text(code, "utf-8")
-        # A ty.toml of our own: ty looks for project settings upwards from the cell.
-        (work / "ty.toml").write_text("", "utf-8")
-        command = [
-            checker, "check", "cell.py", "--python", str(prefix),
-            "--python-version", SANDBOX_PYTHON, "--python-platform", "linux",
-            "--output-format", "gitlab", "--no-progress", "--color", "never", "--exit-zero",
-        ]  # fmt: skip
-        env = {"PATH": "", "HOME": tmp, "XDG_CONFIG_HOME": tmp, "TY_MAX_PARALLELISM": _THREADS}
-        preexec: Callable[[], None] | None = _bounds if sys.platform != "win32" else None
-        try:
-            done = subprocess.run(
-                command,
-                cwd=work,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=timeout,
-                preexec_fn=preexec,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return TypeCheck(incomplete=f"the type check did not finish within {timeout:g} s")
-        except OSError as exc:
-            return TypeCheck(incomplete=f"the type checker could not start ({exc.strerror})")
+    # The check's files are host I/O like its start: a temporary directory gone, or a full
+    # disk, is a check that could not run, never a failure of the call (in mode nested the
+    # cell has run already: its own result must not be lost to an advisory check).
+    try:
+        with tempfile.TemporaryDirectory(prefix="bridge-check-", ignore_cleanup_errors=True) as tmp:
+            work = Path(tmp)  # 0700 (mkdtemp): the cell is readable by the bridge's user only
+            prefix = work / "prefix"
+            (prefix / "lib" / f"python{SANDBOX_PYTHON}" / "site-packages").mkdir(parents=True)
+            (work / "cell.py").write_text(code, "utf-8")
+            # A ty.toml of our own: ty looks for project settings upwards from the cell.
+            (work / "ty.toml").write_text("", "utf-8")
+            command = [
+                checker, "check", "cell.py", "--python", str(prefix),
+                "--python-version", SANDBOX_PYTHON, "--python-platform", "linux",
+                "--output-format", "gitlab", "--no-progress", "--color", "never", "--exit-zero",
+            ]  # fmt: skip
+            env = {"PATH": "", "HOME": tmp, "XDG_CONFIG_HOME": tmp, "TY_MAX_PARALLELISM": _THREADS}
+            preexec: Callable[[], None] | None = _bounds if sys.platform != "win32" else None
+            try:
+                done = subprocess.run(
+                    command,
+                    cwd=work,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=timeout,
+                    preexec_fn=preexec,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                return TypeCheck(incomplete=f"the type check did not finish within {timeout:g} s")
+            except OSError as exc:
+                return TypeCheck(incomplete=f"the type checker could not start ({exc.strerror})")
+    except OSError as exc:
+        return TypeCheck(incomplete=f"the type check could not write its files ({exc.strerror})")
     if done.returncode != 0:
         return TypeCheck(incomplete=_ended(done.returncode))
     try:
