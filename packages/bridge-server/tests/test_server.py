@@ -5,16 +5,20 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any, Literal
 
 import anyio
 import mcp_types as types
 import pytest
 from bridge_core.sessions.types import ExecutionListener, ExecutionResult
 from mcp import Client
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.shared.exceptions import MCPError
+from mcp_code_execution_mode import _run_calls
 from mcp_code_execution_mode._guides import CAPABILITIES_URI, WORKFLOW_PROMPT_NAME
 from mcp_code_execution_mode.server import create_server
 from mcp_code_execution_mode.settings import Settings
+from pydantic import ConfigDict, TypeAdapter
 
 from .conftest import FakeExecutor  # type: ignore[import-not-found]  # pytest (importlib mode) resolves it
 
@@ -24,10 +28,10 @@ MODES = ["legacy", "auto"]
 
 @asynccontextmanager
 async def connect(
-    executor: FakeExecutor, mode: str = "legacy", settings: Settings | None = None
+    executor: FakeExecutor, mode: str = "legacy", settings: Settings | None = None, **options: Any
 ) -> AsyncIterator[Client]:
     server = create_server(settings or Settings(max_timeout=600), executor.factory())
-    async with Client(server, mode=mode) as client:
+    async with Client(server, mode=mode, **options) as client:
         yield client
 
 
@@ -120,6 +124,57 @@ async def test_unexpected_executor_failure_leaves_the_server_serving(
     assert first.is_error is True
     assert "RuntimeError: boom" in _text(first)
     assert _text(second) == "2"
+
+
+class _TaskHandle(types.Result):
+    model_config = ConfigDict(extra="allow")
+    result_type: Literal["task"] = "task"
+    task_id: str
+
+
+class _DeclaresTasks(ClientExtension):
+    """A client that declares the Tasks extension; the test reads the task handle itself."""
+
+    identifier = _run_calls.TASKS_EXTENSION
+
+    def claims(self) -> list[ResultClaim[Any]]:
+        return [ResultClaim(result_type="task", model=_TaskHandle, resolve=self._resolve)]
+
+    async def _resolve(self, created: _TaskHandle, ctx: ClaimContext) -> types.CallToolResult:
+        raise AssertionError("called with allow_claimed: the handle is returned as it is")
+
+
+async def test_a_failure_inside_the_bridge_ends_a_task_failed_with_its_error(
+    executor: FakeExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No known input does this to the real bridge (docs/long-runs.md): the fake's exception
+    # stands for a bug inside it, after the call became a task.
+    monkeypatch.setattr(_run_calls, "TASK_GRACE", 0.01)
+    release = anyio.Event()
+
+    async def script(code: str, listener: ExecutionListener | None) -> ExecutionResult:
+        await release.wait()
+        raise RuntimeError("a bug")
+
+    async def get(client: Client, task_id: str) -> dict[str, Any]:
+        sent = types.Request[dict[str, Any], str](method="tasks/get", params={"taskId": task_id})
+        session: Any = client.session  # a method the SDK has no typed call for
+        got: dict[str, Any] = await session.send_request(sent, TypeAdapter(dict[str, Any]))
+        return got
+
+    executor.script = script
+    async with connect(executor, "auto", extensions=[_DeclaresTasks()]) as client:
+        created = await client.session.call_tool("run_python", {"code": "1"}, allow_claimed=True)
+        assert isinstance(created, _TaskHandle)
+        release.set()
+        with anyio.fail_after(5):
+            got = await get(client, created.task_id)
+            while got["status"] == "working":  # polling is what a Tasks client does
+                await anyio.sleep(0.01)
+                got = await get(client, created.task_id)
+    assert got["status"] == "failed"
+    assert got["error"] == {"code": types.INTERNAL_ERROR, "message": "RuntimeError: a bug"}
+    assert "result" not in got
 
 
 @pytest.mark.parametrize("mode", MODES)
