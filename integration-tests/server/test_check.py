@@ -50,11 +50,16 @@ async def test_a_wrong_nested_call_is_blocked_before_any_line_runs_and_correct_c
     servers = real_servers(third_party, tmp_path)
     async with open_bridge(tmp_path, servers=servers) as bridge:
         known = await bridge.run(KNOW_LISTS)
+        unknown = await bridge.run("print('before')\nawait mcp_everything.get_summ(a=1, b=2)\n")
         typo = await bridge.run(TYPO)
         wrong_key = await bridge.run(WRONG_KEY)
         correct = await bridge.run(CORRECT)
         graph = await bridge.run("[e['name'] for e in (await mcp_memory.read_graph())['entities']]")
     assert code_text(known) == "[True, True]"
+    # A running server's current list decides which tools exist.
+    assert _error(unknown)["type"] == "CheckFailed", unknown
+    assert "has no tool 'get_summ': did you mean 'get-sum'" in _error(unknown)["message"]
+    assert "before" not in code_text(unknown)
     assert typo.is_error is True
     assert _error(typo)["type"] == "CheckFailed"
     assert "line 3" in _error(typo)["message"]

@@ -158,20 +158,28 @@ async def test_tools_list_changed_notification_refreshes_the_cached_list(
 ) -> None:
     refreshed = anyio.Event()
     seen: list[list[str]] = []
+    current_while_relisting: list[bool] = []
 
     async def on_tools(spec: ServerSpec, tools: list[types.Tool]) -> None:
         seen.append([tool.name for tool in tools])
         if "fresh_tool" in seen[-1]:
+            current_while_relisting.append(pool.tools_current("probe"))
             refreshed.set()
 
     async with UpstreamPool([probe()], on_tools=on_tools) as pool:
+        assert pool.tools_current("probe") is False  # not running: no list is current
         assert "fresh_tool" not in [t.name for t in await pool.list_tools("probe")]
+        assert pool.tools_current("probe") is True
         await pool.call_tool("probe", "add_tool", {"name": "fresh_tool"})
         with anyio.fail_after(10):
             await refreshed.wait()
         cached = pool.cached_tools("probe")
         assert cached is not None
         assert "fresh_tool" in [t.name for t in cached]
+        # Announced as changed, the list was not current until the relisting brought it in.
+        assert current_while_relisting == [False]
+        assert _text(await pool.call_tool("probe", "echo", {"text": "x"})) == "x"
+        assert pool.tools_current("probe") is True
 
 
 async def test_one_megabyte_result_arrives_whole_and_the_next_call_still_works(

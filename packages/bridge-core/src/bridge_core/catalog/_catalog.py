@@ -193,7 +193,9 @@ class Catalog:
         # updated since): the server's own list decides, once.
         async with self._locks.setdefault(server, anyio.Lock()):
             if server not in self._listed:
-                await self.set_tools(server, await self._list_tools(server))
+                listed = await self._list_tools(server)
+                if server not in self._listed:  # a start announces its list itself
+                    await self.set_tools(server, listed)
         docs = {d.name: d for d in self._tools[server]}
         return docs[resolve_tool(self.policy, server, name, list(docs), forms=True)]
 
