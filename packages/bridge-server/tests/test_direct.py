@@ -346,6 +346,13 @@ def test_a_listed_title_always_ends_with_the_server_it_comes_from() -> None:
     assert listed_tool("fs__read_file", "fs", said).title == "Read a file (fs)"
 
 
+def test_a_listed_tool_has_no_execution_the_bridge_answers_every_call_plainly() -> None:
+    task_only = _tool("research").model_copy(
+        update={"execution": types.ToolExecution(task_support="required")}
+    )
+    assert listed_tool("everything__research", "everything", task_only).execution is None
+
+
 async def test_a_session_that_never_takes_the_notification_is_forgotten_and_holds_nobody_up(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
