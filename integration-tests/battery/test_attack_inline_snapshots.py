@@ -149,7 +149,7 @@ MAIN = os.getpid()
 class SlowToSaveInTheChild:
     def __reduce__(self):
         if os.getpid() != MAIN:
-            time.sleep(25)  # only the forked saving child is slow
+            time.sleep(14)  # only the forked saving child is slow: past the start timeout
         return (str, ('slow',))
 slow = SlowToSaveInTheChild()
 value = 'old'
@@ -172,7 +172,7 @@ async def test_a_late_child_snapshot_never_replaces_a_newer_inline_one(
     # said nothing; the next state, small and saved inline, was committed first, the slow
     # child's older state then arrived and was committed over it, and the unchanged state after
     # that was vouched for: a crash brought back the older state.
-    env = {"MCP_BRIDGE_SANDBOX_START_TIMEOUT": "15s"}
+    env = {"MCP_BRIDGE_SANDBOX_START_TIMEOUT": "8s"}
     async with open_bridge(tmp_path, env=env) as bridge:
         assert text_of(await bridge.run(SLOW_CHILD_SAVE)) == "'made'"
         told = await bridge.run("del slow\nvalue = 'new'")  # runs while the child still saves

@@ -128,9 +128,11 @@ def test_doctor_of_the_installed_command_finds_runtime_image_and_a_working_sandb
     assert "[ok]   sandbox: ran code" in doctor.stdout
 
 
-async def test_a_real_mcp_client_runs_python_through_the_installed_command(
+def test_a_real_mcp_client_runs_python_through_the_installed_command(
     installed: Installed, sandbox_image: str
 ) -> None:
+    # A plain test that runs its client with anyio.run: as an anyio test (parametrized by the
+    # session-wide backend) it made pytest install each route twice.
     env = installed.env(
         MCP_BRIDGE_IMAGE=sandbox_image,
         MCP_BRIDGE_DISCOVER="false",
@@ -139,23 +141,31 @@ async def test_a_real_mcp_client_runs_python_through_the_installed_command(
     params = StdioServerParameters(
         command=str(installed.command), args=[], env=env, cwd=str(installed.home)
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        with anyio.fail_after(60):
-            await session.initialize()
-            listed = await session.list_tools()
-        assert [t.name for t in listed.tools] == ["run_python"]
-        with anyio.fail_after(SANDBOX_TIMEOUT):
-            result = await session.call_tool(
-                "run_python",
-                {"code": "import sys; print(sys.prefix, 6 * 7)"},
-                read_timeout_seconds=SANDBOX_TIMEOUT,
-            )
+
+    async def client() -> tuple[types.ListToolsResult, types.CallToolResult]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            with anyio.fail_after(60):
+                await session.initialize()
+                listed = await session.list_tools()
+            with anyio.fail_after(SANDBOX_TIMEOUT):
+                result = await session.call_tool(
+                    "run_python",
+                    {"code": "import sys; print(sys.prefix, 6 * 7)"},
+                    read_timeout_seconds=SANDBOX_TIMEOUT,
+                )
+        return listed, result
+
+    listed, result = anyio.run(client)
+    assert [t.name for t in listed.tools] == ["run_python"]
     assert result.is_error is False, result
     block = result.content[0]
     assert isinstance(block, types.TextContent)
     assert block.text.strip() == "/opt/bridge/venv 42"
 
 
+# Once, with the README's first installer: both put the same wheel's recipe in place (its
+# package data), and three image builds take a minute of the suite per installer.
+@pytest.mark.parametrize("installed", ["pipx"], indirect=True)
 def test_the_installed_package_builds_and_verifies_the_image_the_checkout_builds(
     installed: Installed, tmp_path: Path
 ) -> None:

@@ -230,7 +230,7 @@ async def test_ten_thousand_checkpoints_in_a_loop_keep_eight_and_the_session_goe
     code = "for i in range(10_000):\n    n = i\n    runtime.checkpoint(f'c{i}')\n"
     async with open_bridge(tmp_path) as bridge:
         await bridge.run("n = -1")
-        looped = await bridge.run(code, timeout=20)
+        looped = await bridge.run(code, timeout=8)
         files = _checkpoint_files(bridge.state_dir)
         listed = await bridge.run("[c['label'] for c in runtime.list_checkpoints()]")
         labels = ast.literal_eval(_ok(listed))
