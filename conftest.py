@@ -56,6 +56,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return _FileUnits(config, log)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under ``integration-tests/`` is marked ``integration``: ``scripts/test`` runs the
+    packages' host tests (``not container and not docker``) first, beside the host's
+    preparation, and then ``container or docker or integration``, which is all the rest."""
+    for item in items:
+        if item.nodeid.startswith("integration-tests/"):
+            item.add_marker(pytest.mark.integration)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return  # an xdist worker: its controller gets the same report and prints it
